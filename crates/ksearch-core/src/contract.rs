@@ -1,0 +1,128 @@
+//! The candidate contract of the `c` backend, produced from the task so that docs, prompts and
+//! the worker's calling shim all say the same thing.
+//!
+//! A candidate is one C function named after the task. Its parameters are the inputs (as
+//! `const T *restrict`), then the outputs (`T *restrict`), then every axis as `int64_t`, in the
+//! order the task declares them. Tensors are dense and row-major.
+
+use std::fmt::Write as _;
+
+use crate::task::TaskSpec;
+
+/// Name of the function the worker calls in the generated shim.
+pub const SHIM_SYMBOL: &str = "ksearch_shim_call";
+
+fn c_type(dtype: crate::Dtype) -> &'static str {
+    // Task validation rejects dtypes the c backend cannot express.
+    dtype.c_type().unwrap_or("void")
+}
+
+/// The C prototype a candidate must define, e.g.
+/// `void softmax(const float *restrict x, float *restrict y, int64_t rows, int64_t cols)`.
+pub fn c_signature(spec: &TaskSpec) -> String {
+    let mut params = Vec::new();
+    for t in &spec.inputs {
+        params.push(format!("const {} *restrict {}", c_type(t.dtype), t.name));
+    }
+    for t in &spec.outputs {
+        params.push(format!("{} *restrict {}", c_type(t.dtype), t.name));
+    }
+    for a in &spec.axes {
+        params.push(format!("int64_t {a}"));
+    }
+    format!("void {}({})", spec.name, params.join(", "))
+}
+
+/// The contract in words, for docs and prompts.
+pub fn c_contract(spec: &TaskSpec) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Define exactly this function (C11, not static):\n");
+    let _ = writeln!(s, "    #include <stdint.h>");
+    let _ = writeln!(s, "    {};\n", c_signature(spec));
+    let _ = writeln!(s, "Tensors are dense, row-major and 64-byte aligned:");
+    for (kind, tensors) in [("input", &spec.inputs), ("output", &spec.outputs)] {
+        for t in tensors {
+            let _ = writeln!(
+                s,
+                "- {kind} `{}`: {}[{}]",
+                t.name,
+                t.dtype,
+                t.shape.join("][")
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "Inputs must not be modified. Every output element must be written on every call: \
+         outputs hold garbage (NaN) when the function is entered. Inputs and outputs never \
+         alias. The function is called from one thread, many times, on different inputs; \
+         it must not keep results between calls."
+    );
+    let _ = writeln!(
+        s,
+        "It is compiled with `cc -O3 -march=native -shared -fPIC` and linked with `-lm`; any \
+         header of the C library and compiler intrinsics (`immintrin.h`, `arm_neon.h`) may be \
+         used. Names starting with `ksearch_` are reserved. Do not define `main`."
+    );
+    s
+}
+
+/// The calling shim the worker compiles around a candidate. It includes the candidate in the
+/// same translation unit after the prototype, so a definition with the wrong signature is a
+/// compile error rather than a silent mismatch at run time.
+pub fn c_shim(spec: &TaskSpec, candidate_file: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "#include <stdint.h>");
+    let _ = writeln!(s, "{};", c_signature(spec));
+    let _ = writeln!(s, "#include \"{candidate_file}\"");
+    let _ = writeln!(
+        s,
+        "void {SHIM_SYMBOL}(void *const *ksearch_buffers, const int64_t *ksearch_axes) {{"
+    );
+    let mut args = Vec::new();
+    let tensors = spec
+        .inputs
+        .iter()
+        .map(|t| (t, true))
+        .chain(spec.outputs.iter().map(|t| (t, false)));
+    for (i, (t, is_input)) in tensors.enumerate() {
+        let constness = if is_input { "const " } else { "" };
+        args.push(format!(
+            "({constness}{} *)ksearch_buffers[{i}]",
+            c_type(t.dtype)
+        ));
+    }
+    for i in 0..spec.axes.len() {
+        args.push(format!("ksearch_axes[{i}]"));
+    }
+    let _ = writeln!(s, "    {}({});", spec.name, args.join(", "));
+    let _ = writeln!(s, "}}");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::tests_support::matmul_spec;
+
+    #[test]
+    fn signature_lists_inputs_outputs_then_axes() {
+        let spec = matmul_spec();
+        assert_eq!(
+            c_signature(&spec),
+            "void matmul(const float *restrict a, const float *restrict b, float *restrict c, \
+             int64_t m, int64_t n, int64_t k)"
+        );
+    }
+
+    #[test]
+    fn shim_calls_the_candidate_with_every_buffer_and_axis() {
+        let shim = c_shim(&matmul_spec(), "candidate.c");
+        assert!(shim.contains("#include \"candidate.c\""));
+        assert!(shim.contains(
+            "matmul((const float *)ksearch_buffers[0], (const float *)ksearch_buffers[1], \
+             (float *)ksearch_buffers[2], ksearch_axes[0], ksearch_axes[1], ksearch_axes[2]);"
+        ));
+        assert!(c_contract(&matmul_spec()).contains("input `a`: f32[m][k]"));
+    }
+}

@@ -1,0 +1,472 @@
+//! Worker protocol, version 1: JSON lines between the orchestrator and a worker process.
+//! `docs/protocol.md` is the prose version of this file; keep them together.
+//!
+//! Every line carries `"protocol": 1` and a `"type"`. The orchestrator writes [`Request`]s to
+//! the worker's stdin; the worker writes [`WorkerMessage`]s to its protocol channel (its stdout
+//! at start-up, moved away from fd 1 before any candidate code runs).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::TimingStats;
+use crate::task::{Source, TaskSpec, Workload};
+
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A message with its protocol version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub protocol: u32,
+    #[serde(flatten)]
+    pub message: T,
+}
+
+impl<T> Envelope<T> {
+    pub fn new(message: T) -> Self {
+        Self {
+            protocol: PROTOCOL_VERSION,
+            message,
+        }
+    }
+}
+
+/// Orchestrator → worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    Evaluate(Box<EvaluateRequest>),
+    /// Finish and exit.
+    Shutdown,
+}
+
+/// Worker → orchestrator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkerMessage {
+    /// First line a worker writes.
+    Hello {
+        backend: String,
+        version: String,
+        pid: u32,
+    },
+    /// Written before each phase that runs candidate code, so a crash can be placed.
+    Progress {
+        id: u64,
+        phase: Phase,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workload: Option<String>,
+    },
+    Result(Box<EvaluateResult>),
+    /// The request could not be carried out for a reason that is not the candidate's fault
+    /// (a malformed request, a reference that does not build). Not an evaluation outcome.
+    Error {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Compile,
+    Check,
+    Timing,
+    Recheck,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Compile => "compile",
+            Phase::Check => "check",
+            Phase::Timing => "timing",
+            Phase::Recheck => "recheck",
+        })
+    }
+}
+
+/// Evaluate one candidate: build it, check it against the reference on every workload and
+/// seed, time it interleaved with the contenders in `compare`, check it once more.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvaluateRequest {
+    pub id: u64,
+    pub task: TaskSpec,
+    /// The trusted implementation outputs are checked against.
+    pub reference: Source,
+    pub candidate: Source,
+    /// Implementations timed alongside the candidate: the baseline, and the parent if any.
+    pub compare: Vec<Contender>,
+    pub workloads: Vec<Workload>,
+    pub check: CheckPlan,
+    /// `None`: check only.
+    pub timing: Option<TimingPlan>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Candidate,
+    Baseline,
+    Parent,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Candidate => "candidate",
+            Role::Baseline => "baseline",
+            Role::Parent => "parent",
+        })
+    }
+}
+
+/// Another implementation to time in the same worker, interleaved with the candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contender {
+    pub role: Role,
+    pub label: String,
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libs: Vec<String>,
+    /// Set in the worker before the contender is loaded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckPlan {
+    /// One fresh set of random inputs per seed and workload; at least three.
+    pub seeds: Vec<u64>,
+    /// Seed of the final check after timing, on inputs the candidate has never seen.
+    pub recheck_seed: u64,
+}
+
+impl CheckPlan {
+    pub fn from_base_seed(base: u64, count: usize) -> Self {
+        Self {
+            seeds: (0..count as u64).map(|i| base.wrapping_add(i)).collect(),
+            recheck_seed: base.wrapping_add(0x5EED_0000),
+        }
+    }
+}
+
+/// How long and how often to time. Samples are taken until every contender has at least
+/// `min_runs` samples and `min_time_ms` of measured time, or the workload's `max_time_ms` is
+/// spent (and every contender has at least three samples).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimingPlan {
+    pub warmup_ms: f64,
+    pub min_runs: u32,
+    pub min_time_ms: f64,
+    pub max_time_ms: f64,
+    /// Calls shorter than this are batched so that one sample lasts about this long.
+    pub target_sample_ms: f64,
+    /// Bytes of distinct input sets to rotate through; 0 picks twice the last-level cache.
+    pub rotate_bytes: u64,
+}
+
+impl Default for TimingPlan {
+    fn default() -> Self {
+        Self {
+            warmup_ms: 50.0,
+            min_runs: 10,
+            min_time_ms: 300.0,
+            max_time_ms: 10_000.0,
+            target_sample_ms: 1.0,
+            rotate_bytes: 0,
+        }
+    }
+}
+
+/// The outcome of an evaluation. Every status is data the proposer reads, never a Rust error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Passed,
+    CompileError,
+    Incorrect,
+    RuntimeError,
+    Timeout,
+    Crashed,
+    Rejected,
+}
+
+impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Passed,
+        Status::CompileError,
+        Status::Incorrect,
+        Status::RuntimeError,
+        Status::Timeout,
+        Status::Crashed,
+        Status::Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "passed",
+            Status::CompileError => "compile_error",
+            Status::Incorrect => "incorrect",
+            Status::RuntimeError => "runtime_error",
+            Status::Timeout => "timeout",
+            Status::Crashed => "crashed",
+            Status::Rejected => "rejected",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvaluateResult {
+    pub id: u64,
+    pub status: Status,
+    /// One line saying what happened, e.g. where the first wrong element is.
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<CompileReport>,
+    pub workloads: Vec<WorkloadReport>,
+    pub phases: Phases,
+    /// What candidate code printed on stdout/stderr.
+    pub output: CapturedOutput,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompileReport {
+    pub command: String,
+    /// `cc --version`, first line.
+    pub compiler: String,
+    pub seconds: f64,
+    /// Compiler diagnostics, trimmed.
+    pub log: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadReport {
+    pub name: String,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Worst errors over every seed checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<ErrorStats>,
+    /// One entry per timed contender, the candidate first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timings: Vec<ContenderTiming>,
+}
+
+impl WorkloadReport {
+    pub fn timing(&self, role: Role) -> Option<&TimingStats> {
+        self.timings
+            .iter()
+            .find(|t| t.role == role)
+            .map(|t| &t.stats)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ErrorStats {
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    /// `||out - ref||₂ / ||ref||₂`.
+    pub norm_rel_err: f64,
+    pub seeds_checked: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContenderTiming {
+    pub role: Role,
+    pub label: String,
+    pub stats: TimingStats,
+}
+
+/// Seconds spent in each phase inside the worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    pub compile_s: f64,
+    pub check_s: f64,
+    pub timing_s: f64,
+}
+
+/// The start and end of what candidate code printed, and how much it printed in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapturedOutput {
+    pub bytes: u64,
+    pub head: String,
+    pub tail: String,
+}
+
+/// Keep a log readable in a prompt: at most `max_lines` lines and `max_bytes` bytes, cut at the
+/// end with a note saying how much was left out.
+pub fn trim_log(log: &str, max_lines: usize, max_bytes: usize) -> String {
+    let total_lines = log.lines().count();
+    let mut out = String::new();
+    for (i, line) in log.lines().enumerate() {
+        if i >= max_lines || out.len() + line.len() + 1 > max_bytes {
+            out.push_str(&format!("… ({} more lines)\n", total_lines - i));
+            return out;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::tests_support::matmul_spec;
+
+    fn request() -> Request {
+        let spec = matmul_spec();
+        Request::Evaluate(Box::new(EvaluateRequest {
+            id: 42,
+            workloads: spec.workloads.clone(),
+            task: spec,
+            reference: Source {
+                file: "reference.c".into(),
+                text: "void matmul() {}".into(),
+            },
+            candidate: Source {
+                file: "candidate.c".into(),
+                text: "/* c */".into(),
+            },
+            compare: vec![Contender {
+                role: Role::Baseline,
+                label: "blas".into(),
+                source: Source {
+                    file: "baseline.c".into(),
+                    text: "".into(),
+                },
+                libs: vec!["openblas".into()],
+                env: [("OPENBLAS_NUM_THREADS".to_owned(), "1".to_owned())].into(),
+            }],
+            check: CheckPlan::from_base_seed(1, 3),
+            timing: Some(TimingPlan::default()),
+        }))
+    }
+
+    fn result() -> WorkerMessage {
+        WorkerMessage::Result(Box::new(EvaluateResult {
+            id: 42,
+            status: Status::Passed,
+            message: "ok".into(),
+            compile: Some(CompileReport {
+                command: "cc -O3".into(),
+                compiler: "gcc 12".into(),
+                seconds: 0.1,
+                log: String::new(),
+            }),
+            workloads: vec![WorkloadReport {
+                name: "small".into(),
+                status: Status::Passed,
+                message: None,
+                errors: Some(ErrorStats {
+                    max_abs_err: 1e-7,
+                    max_rel_err: 1e-6,
+                    norm_rel_err: 1e-8,
+                    seeds_checked: 3,
+                }),
+                timings: vec![ContenderTiming {
+                    role: Role::Candidate,
+                    label: "candidate".into(),
+                    stats: TimingStats::from_samples(vec![1.0, 2.0, 3.0], 1),
+                }],
+            }],
+            phases: Phases {
+                compile_s: 0.1,
+                check_s: 0.2,
+                timing_s: 0.3,
+            },
+            output: CapturedOutput {
+                bytes: 5,
+                head: "hello".into(),
+                tail: String::new(),
+            },
+        }))
+    }
+
+    #[test]
+    fn every_message_round_trips_as_one_json_line() {
+        let req = Envelope::new(request());
+        let line = serde_json::to_string(&req).unwrap();
+        assert!(!line.contains('\n'));
+        assert!(
+            line.starts_with("{\"protocol\":1,\"type\":\"evaluate\""),
+            "{line}"
+        );
+        assert_eq!(
+            serde_json::from_str::<Envelope<Request>>(&line).unwrap(),
+            req
+        );
+
+        let shutdown = serde_json::to_string(&Envelope::new(Request::Shutdown)).unwrap();
+        assert_eq!(shutdown, r#"{"protocol":1,"type":"shutdown"}"#);
+
+        for msg in [
+            result(),
+            WorkerMessage::Hello {
+                backend: "c".into(),
+                version: "0.1.0".into(),
+                pid: 7,
+            },
+            WorkerMessage::Progress {
+                id: 1,
+                phase: Phase::Timing,
+                workload: Some("small".into()),
+            },
+            WorkerMessage::Error {
+                id: None,
+                message: "bad".into(),
+            },
+        ] {
+            let env = Envelope::new(msg);
+            let line = serde_json::to_string(&env).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Envelope<WorkerMessage>>(&line).unwrap(),
+                env
+            );
+        }
+    }
+
+    #[test]
+    fn statuses_serialize_as_documented() {
+        let names: Vec<String> = Status::ALL
+            .iter()
+            .map(|s| serde_json::to_string(s).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "\"passed\"",
+                "\"compile_error\"",
+                "\"incorrect\"",
+                "\"runtime_error\"",
+                "\"timeout\"",
+                "\"crashed\"",
+                "\"rejected\""
+            ]
+        );
+        for s in Status::ALL {
+            assert_eq!(format!("\"{s}\""), serde_json::to_string(&s).unwrap());
+        }
+    }
+
+    #[test]
+    fn trim_log_says_what_it_cut() {
+        let log = (1..=10)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let t = trim_log(&log, 3, 1000);
+        assert_eq!(t, "line 1\nline 2\nline 3\n… (7 more lines)\n");
+        assert_eq!(trim_log("a\nb", 10, 1000), "a\nb\n");
+    }
+}

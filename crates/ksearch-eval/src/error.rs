@@ -1,0 +1,30 @@
+//! Errors of the evaluation layer. A candidate that fails is not an error: its outcome is an
+//! [`ksearch_core::protocol::Status`]. These are failures to evaluate at all.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum EvalError {
+    #[error("failed to start worker `{command}`")]
+    WorkerSpawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("worker `{command}` did not start: {}", if output.is_empty() { "it printed nothing" } else { output.as_str() })]
+    WorkerStart { command: String, output: String },
+    /// The worker could not carry out the request (the task's reference does not build, a
+    /// malformed request). Not the candidate's fault.
+    #[error("the worker could not evaluate: {message}")]
+    Worker { message: String },
+    #[error("workload `{name}` is not in task `{task}` (it has: {available})")]
+    UnknownWorkload {
+        name: String,
+        task: String,
+        available: String,
+    },
+    #[error("the `{backend}` backend is not available: {reason}")]
+    BackendUnavailable { backend: String, reason: String },
+    #[error("invalid evaluation options: {0}")]
+    Options(String),
+}

@@ -1,0 +1,201 @@
+//! Evaluating a candidate for a task: static checks, then a worker under supervision, then the
+//! speedups.
+
+use std::time::{Duration, Instant};
+
+use ksearch_core::protocol::{
+    CapturedOutput, CheckPlan, Contender, EvaluateRequest, EvaluateResult, Phases, Role, Status,
+    TimingPlan,
+};
+use ksearch_core::score::{Speedup, speedup_over};
+use ksearch_core::task::{Source, Task};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::Backend;
+use crate::error::EvalError;
+use crate::supervisor::Supervisor;
+
+/// What to run: which workloads, how many seeds, how to time, how long to allow.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// Workload names; empty means all of the task's.
+    pub workloads: Vec<String>,
+    pub seeds: usize,
+    pub base_seed: u64,
+    pub timing: Option<TimingPlan>,
+    /// Wall-clock limit of one evaluation.
+    pub timeout: Duration,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        Self {
+            workloads: Vec::new(),
+            seeds: 3,
+            base_seed: 1,
+            timing: Some(TimingPlan::default()),
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// An evaluation with its speedups and the time it took as seen from the orchestrator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub result: EvaluateResult,
+    /// Over the task's baseline (its reference when it names none).
+    pub speedup: Option<Speedup>,
+    pub speedup_vs_parent: Option<Speedup>,
+    pub baseline: String,
+    pub wall_s: f64,
+}
+
+/// Something that evaluates candidates: a local worker today, a cluster job later.
+pub trait Evaluator {
+    fn evaluate(
+        &mut self,
+        task: &Task,
+        candidate: &Source,
+        parent: Option<&Source>,
+        options: &EvalOptions,
+    ) -> Result<Evaluation, EvalError>;
+}
+
+/// Evaluates on a worker process on this machine.
+#[derive(Debug)]
+pub struct LocalEvaluator {
+    backend: Box<dyn Backend>,
+    supervisor: Supervisor,
+    next_id: u64,
+}
+
+impl LocalEvaluator {
+    pub fn new(backend: Box<dyn Backend>) -> Self {
+        let supervisor = Supervisor::new(backend.worker_command());
+        Self {
+            backend,
+            supervisor,
+            next_id: 1,
+        }
+    }
+
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+}
+
+/// The request for one evaluation.
+pub fn build_request(
+    id: u64,
+    task: &Task,
+    candidate: &Source,
+    parent: Option<&Source>,
+    options: &EvalOptions,
+) -> Result<EvaluateRequest, EvalError> {
+    if options.seeds == 0 {
+        return Err(EvalError::Options("at least one seed is needed".into()));
+    }
+    let spec = &task.spec;
+    let workloads = if options.workloads.is_empty() {
+        spec.workloads.clone()
+    } else {
+        options
+            .workloads
+            .iter()
+            .map(|name| {
+                spec.workload(name)
+                    .cloned()
+                    .ok_or_else(|| EvalError::UnknownWorkload {
+                        name: name.clone(),
+                        task: task.id.clone(),
+                        available: spec
+                            .workloads
+                            .iter()
+                            .map(|w| w.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let baseline = match &task.baseline {
+        Some(b) => Contender {
+            role: Role::Baseline,
+            label: b.name.clone(),
+            source: b.source.clone(),
+            libs: b.libs.clone(),
+            env: b.env.clone(),
+        },
+        None => Contender {
+            role: Role::Baseline,
+            label: task.baseline_name(),
+            source: task.reference.clone(),
+            libs: Vec::new(),
+            env: Default::default(),
+        },
+    };
+    let mut compare = vec![baseline];
+    if let Some(p) = parent {
+        compare.push(Contender {
+            role: Role::Parent,
+            label: format!("parent ({})", p.file),
+            source: p.clone(),
+            libs: Vec::new(),
+            env: Default::default(),
+        });
+    }
+    Ok(EvaluateRequest {
+        id,
+        task: spec.clone(),
+        reference: task.reference.clone(),
+        candidate: candidate.clone(),
+        compare,
+        workloads,
+        check: CheckPlan::from_base_seed(options.base_seed, options.seeds),
+        timing: options.timing,
+    })
+}
+
+impl Evaluator for LocalEvaluator {
+    fn evaluate(
+        &mut self,
+        task: &Task,
+        candidate: &Source,
+        parent: Option<&Source>,
+        options: &EvalOptions,
+    ) -> Result<Evaluation, EvalError> {
+        let started = Instant::now();
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = build_request(id, task, candidate, parent, options)?;
+        let violations = self.backend.static_check(&task.spec, &candidate.text);
+        let result = if violations.is_empty() {
+            self.supervisor.evaluate(&request, options.timeout)?
+        } else {
+            let message = violations
+                .iter()
+                .map(|v| match v.line {
+                    Some(l) => format!("{}:{l}: {} [{}]", candidate.file, v.message, v.rule),
+                    None => format!("{}: {} [{}]", candidate.file, v.message, v.rule),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            EvaluateResult {
+                id,
+                status: Status::Rejected,
+                message,
+                compile: None,
+                workloads: Vec::new(),
+                phases: Phases::default(),
+                output: CapturedOutput::default(),
+            }
+        };
+        Ok(Evaluation {
+            speedup: speedup_over(&result, Role::Baseline),
+            speedup_vs_parent: speedup_over(&result, Role::Parent),
+            baseline: task.baseline_name(),
+            result,
+            wall_s: started.elapsed().as_secs_f64(),
+        })
+    }
+}

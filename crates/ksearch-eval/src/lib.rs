@@ -1,0 +1,20 @@
+//! Evaluation for ksearch: worker processes and their supervision, and the C worker.
+//!
+//! Candidate code never runs in the orchestrator: the [`Supervisor`] starts a worker process
+//! per backend, speaks the worker protocol with it, and turns hangs and crashes into statuses.
+
+mod backend;
+pub mod c_worker;
+mod env_scrub;
+mod error;
+mod evaluator;
+mod output_capture;
+mod supervisor;
+mod worker_process;
+
+pub use backend::{Backend, CBackend, backend_for};
+pub use env_scrub::is_secret_name;
+pub use error::EvalError;
+pub use evaluator::{EvalOptions, Evaluation, Evaluator, LocalEvaluator, build_request};
+pub use supervisor::Supervisor;
+pub use worker_process::{WorkerCommand, signal_name};

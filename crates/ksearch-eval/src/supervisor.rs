@@ -1,0 +1,170 @@
+//! The supervisor runs evaluations on a worker process and turns everything that can happen to
+//! that process — a reply, a hang, a crash, garbage — into an [`EvaluateResult`].
+
+use std::time::{Duration, Instant};
+
+use ksearch_core::protocol::{
+    EvaluateRequest, EvaluateResult, Phase, Phases, Request, Status, WorkerMessage,
+};
+
+use crate::error::EvalError;
+use crate::worker_process::{Incoming, WorkerCommand, WorkerProcess, describe_exit};
+
+/// Bytes of non-protocol lines tolerated on the message channel before the worker is killed.
+const MAX_GARBAGE: usize = 1 << 20;
+
+/// Runs evaluations on one worker at a time, restarting it whenever it is lost.
+#[derive(Debug)]
+pub struct Supervisor {
+    command: WorkerCommand,
+    worker: Option<WorkerProcess>,
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+impl Supervisor {
+    pub fn new(command: WorkerCommand) -> Self {
+        Self {
+            command,
+            worker: None,
+            grace: Duration::from_secs(1),
+        }
+    }
+
+    /// The running worker's process id, if one is running.
+    pub fn worker_pid(&self) -> Option<u32> {
+        self.worker.as_ref().map(WorkerProcess::pid)
+    }
+
+    fn ensure_worker(&mut self) -> Result<&mut WorkerProcess, EvalError> {
+        if self.worker.is_none() {
+            self.worker = Some(WorkerProcess::spawn(&self.command)?);
+        }
+        Ok(self.worker.as_mut().expect("just started"))
+    }
+
+    /// Stop the worker; the next evaluation starts a fresh one.
+    pub fn retire(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.shutdown();
+        }
+    }
+
+    /// Evaluate on the worker within `limit` of wall-clock time.
+    pub fn evaluate(
+        &mut self,
+        request: &EvaluateRequest,
+        limit: Duration,
+    ) -> Result<EvaluateResult, EvalError> {
+        let id = request.id;
+        let message = Request::Evaluate(Box::new(request.clone()));
+        let worker = self.ensure_worker()?;
+        worker.capture.take();
+        if worker.send(&message).is_err() {
+            // The worker died since its last evaluation; one fresh start.
+            self.retire();
+            let worker = self.ensure_worker()?;
+            if let Err(e) = worker.send(&message) {
+                return Err(EvalError::Worker {
+                    message: format!("could not send the request: {e}"),
+                });
+            }
+        }
+        let deadline = Instant::now() + limit;
+        let mut place: Option<(Phase, Option<String>)> = None;
+        let mut garbage = 0usize;
+        let mut garbage_sample = String::new();
+        loop {
+            let worker = self
+                .worker
+                .as_mut()
+                .expect("worker present during evaluation");
+            match worker.recv(deadline) {
+                Incoming::Message(WorkerMessage::Progress {
+                    id: pid,
+                    phase,
+                    workload,
+                }) if pid == id => {
+                    place = Some((phase, workload));
+                }
+                Incoming::Message(WorkerMessage::Result(mut result)) if result.id == id => {
+                    worker.capture.wait_end(id, Duration::from_millis(200));
+                    result.output = worker.capture.take();
+                    if result.status != Status::Passed {
+                        // A failed candidate may have left the worker in a bad state.
+                        self.retire();
+                    }
+                    return Ok(*result);
+                }
+                Incoming::Message(WorkerMessage::Error { message, .. }) => {
+                    self.retire();
+                    return Err(EvalError::Worker { message });
+                }
+                Incoming::Message(_) => {}
+                Incoming::Garbage(line) => {
+                    garbage += line.len() + 1;
+                    if garbage_sample.is_empty() {
+                        garbage_sample = line;
+                    }
+                    if garbage > MAX_GARBAGE {
+                        let msg = format!(
+                            "the worker wrote {garbage} bytes that are not protocol messages, e.g. {garbage_sample:?}{}",
+                            where_(&place)
+                        );
+                        return Ok(self.lost_worker(id, Status::RuntimeError, msg));
+                    }
+                }
+                Incoming::Closed => {
+                    let status = worker.wait_exit(Duration::from_secs(2));
+                    let (signalled, how) = describe_exit(status);
+                    let (status, hint) = if signalled {
+                        (Status::Crashed, "")
+                    } else {
+                        (Status::RuntimeError, " (did candidate code call exit()?)")
+                    };
+                    let msg = format!("the worker {how}{}{hint}", where_(&place));
+                    return Ok(self.lost_worker(id, status, msg));
+                }
+                Incoming::TimedOut => {
+                    let msg = format!(
+                        "the evaluation did not finish within its limit of {:.1} s{}; the worker was killed",
+                        limit.as_secs_f64(),
+                        where_(&place)
+                    );
+                    return Ok(self.lost_worker(id, Status::Timeout, msg));
+                }
+            }
+        }
+    }
+
+    /// Stop a worker that failed mid-evaluation and report what it printed.
+    fn lost_worker(&mut self, id: u64, status: Status, message: String) -> EvaluateResult {
+        let mut worker = self.worker.take().expect("worker present");
+        worker.stop(self.grace);
+        worker.finish_output();
+        let output = worker.capture.take();
+        EvaluateResult {
+            id,
+            status,
+            message,
+            compile: None,
+            workloads: Vec::new(),
+            phases: Phases::default(),
+            output,
+        }
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.retire();
+    }
+}
+
+fn where_(place: &Option<(Phase, Option<String>)>) -> String {
+    match place {
+        Some((phase, Some(w))) => format!(" during the {phase} phase on workload `{w}`"),
+        Some((phase, None)) => format!(" during the {phase} phase"),
+        None => " before it reported any progress".to_owned(),
+    }
+}

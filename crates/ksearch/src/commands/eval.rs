@@ -1,0 +1,251 @@
+//! `ksearch eval TASK [CANDIDATE]`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use ksearch_core::protocol::{Role, Status, TimingPlan};
+use ksearch_core::stats::TimingStats;
+use ksearch_eval::{EvalOptions, Evaluation, Evaluator, LocalEvaluator, backend_for};
+use serde::Serialize;
+
+use crate::cli::EvalArgs;
+use crate::exit_codes;
+
+pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
+    let task = ksearch_tasks::load_task(&args.task)?;
+    let candidate = match &args.candidate {
+        Some(path) => ksearch_tasks::read_candidate(path)?,
+        None => task.seed.clone(),
+    };
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds");
+    }
+    let options = EvalOptions {
+        workloads: args.workloads.clone(),
+        seeds: args.seeds as usize,
+        base_seed: args.seed,
+        timing: (!args.no_timing).then_some(TimingPlan {
+            warmup_ms: args.warmup_ms,
+            min_runs: args.min_runs,
+            min_time_ms: args.min_time_ms,
+            max_time_ms: args.max_time_ms,
+            ..TimingPlan::default()
+        }),
+        timeout: Duration::from_secs_f64(args.timeout),
+    };
+    let exe = std::env::current_exe()?;
+    let mut evaluator = LocalEvaluator::new(backend_for(task.spec.backend, &exe)?);
+    let evaluation = evaluator.evaluate(&task, &candidate, None, &options)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer(
+            &mut out,
+            &EvalJson::new(&task.id, &candidate.file, &evaluation),
+        )?;
+        writeln!(out)?;
+    } else {
+        write!(
+            out,
+            "{}",
+            render_text(&task.id, &candidate.file, &evaluation)
+        )?;
+    }
+    Ok(exit_codes::OK)
+}
+
+/// The `--json` shape of an evaluation (documented in README.md).
+#[derive(Serialize)]
+struct EvalJson<'a> {
+    task: &'a str,
+    candidate: &'a str,
+    status: Status,
+    message: &'a str,
+    /// Geometric mean over workloads of baseline time / candidate time.
+    speedup: Option<f64>,
+    baseline: &'a str,
+    workloads: Vec<WorkloadJson<'a>>,
+    time_s: TimeJson,
+    compile: Option<CompileJson<'a>>,
+    output: &'a ksearch_core::protocol::CapturedOutput,
+}
+
+#[derive(Serialize)]
+struct WorkloadJson<'a> {
+    name: &'a str,
+    status: Status,
+    message: Option<&'a str>,
+    max_abs_err: Option<f64>,
+    max_rel_err: Option<f64>,
+    norm_rel_err: Option<f64>,
+    seeds_checked: Option<u32>,
+    latency_ms: Option<LatencyJson>,
+    baseline_latency_ms: Option<LatencyJson>,
+    speedup: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct LatencyJson {
+    median: f64,
+    p10: f64,
+    p90: f64,
+    runs: usize,
+    calls_per_sample: usize,
+}
+
+impl From<&TimingStats> for LatencyJson {
+    fn from(t: &TimingStats) -> Self {
+        Self {
+            median: t.median_ms,
+            p10: t.p10_ms,
+            p90: t.p90_ms,
+            runs: t.runs,
+            calls_per_sample: t.calls_per_sample,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct TimeJson {
+    compile: f64,
+    check: f64,
+    timing: f64,
+    total: f64,
+}
+
+#[derive(Serialize)]
+struct CompileJson<'a> {
+    command: &'a str,
+    compiler: &'a str,
+    log: &'a str,
+}
+
+impl<'a> EvalJson<'a> {
+    fn new(task: &'a str, candidate: &'a str, e: &'a Evaluation) -> Self {
+        let r = &e.result;
+        let workloads = r
+            .workloads
+            .iter()
+            .map(|w| {
+                let cand = w.timing(Role::Candidate);
+                let base = w.timing(Role::Baseline);
+                WorkloadJson {
+                    name: &w.name,
+                    status: w.status,
+                    message: w.message.as_deref(),
+                    max_abs_err: w.errors.map(|e| e.max_abs_err),
+                    max_rel_err: w.errors.map(|e| e.max_rel_err),
+                    norm_rel_err: w.errors.map(|e| e.norm_rel_err),
+                    seeds_checked: w.errors.map(|e| e.seeds_checked),
+                    latency_ms: cand.map(LatencyJson::from),
+                    baseline_latency_ms: base.map(LatencyJson::from),
+                    speedup: cand.zip(base).map(|(c, b)| b.median_ms / c.median_ms),
+                }
+            })
+            .collect();
+        Self {
+            task,
+            candidate,
+            status: r.status,
+            message: &r.message,
+            speedup: e.speedup.as_ref().map(|s| s.geomean),
+            baseline: &e.baseline,
+            workloads,
+            time_s: TimeJson {
+                compile: r.phases.compile_s,
+                check: r.phases.check_s,
+                timing: r.phases.timing_s,
+                total: e.wall_s,
+            },
+            compile: r.compile.as_ref().map(|c| CompileJson {
+                command: &c.command,
+                compiler: &c.compiler,
+                log: &c.log,
+            }),
+            output: &r.output,
+        }
+    }
+}
+
+fn fmt_latency(t: Option<&TimingStats>) -> String {
+    t.map_or_else(
+        || "-".to_owned(),
+        |t| format!("{:.4} ({:.4}–{:.4})", t.median_ms, t.p10_ms, t.p90_ms),
+    )
+}
+
+fn render_text(task: &str, candidate: &str, e: &Evaluation) -> String {
+    use std::fmt::Write as _;
+    let r = &e.result;
+    let mut s = String::new();
+    let _ = writeln!(s, "{task} · {candidate} · {}", r.status);
+    let _ = writeln!(s, "  {}", r.message);
+    if r.status == Status::CompileError
+        && let Some(c) = &r.compile
+    {
+        let _ = writeln!(s, "\n  $ {}", c.command);
+        for line in c.log.lines() {
+            let _ = writeln!(s, "  | {line}");
+        }
+    }
+    if !r.workloads.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n  {:12} {:10} {:>11} {:>11}  {:>32}  {:>32}  {:>8}",
+            "workload",
+            "status",
+            "max abs err",
+            "max rel err",
+            "candidate ms (p10–p90)",
+            "baseline ms (p10–p90)",
+            "speedup"
+        );
+        for w in &r.workloads {
+            let cand = w.timing(Role::Candidate);
+            let base = w.timing(Role::Baseline);
+            let speedup = cand.zip(base).map_or_else(
+                || "-".to_owned(),
+                |(c, b)| format!("{:.2}×", b.median_ms / c.median_ms),
+            );
+            let err = |f: fn(&ksearch_core::protocol::ErrorStats) -> f64| {
+                w.errors
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |e| format!("{:.2e}", f(e)))
+            };
+            let _ = writeln!(
+                s,
+                "  {:12} {:10} {:>11} {:>11}  {:>32}  {:>32}  {:>8}",
+                w.name,
+                w.status.as_str(),
+                err(|e| e.max_abs_err),
+                err(|e| e.max_rel_err),
+                fmt_latency(cand),
+                fmt_latency(base),
+                speedup
+            );
+        }
+    }
+    if let Some(sp) = &e.speedup {
+        let _ = writeln!(
+            s,
+            "\n  speedup over {}: {:.2}× (geometric mean of {} workloads)",
+            e.baseline,
+            sp.geomean,
+            sp.workloads.len()
+        );
+    }
+    if r.output.bytes > 0 {
+        let _ = writeln!(
+            s,
+            "\n  candidate printed {} bytes; first: {:?}",
+            r.output.bytes,
+            r.output.head.chars().take(200).collect::<String>()
+        );
+    }
+    let p = &r.phases;
+    let _ = writeln!(
+        s,
+        "\n  time: compile {:.2} s · check {:.2} s · timing {:.2} s · total {:.2} s",
+        p.compile_s, p.check_s, p.timing_s, e.wall_s
+    );
+    s
+}

@@ -1,0 +1,10 @@
+//! Exit codes of the `ksearch` binary, in one place.
+
+/// The command did what was asked. For `eval`, whatever the candidate's status.
+pub(crate) const OK: i32 = 0;
+/// ksearch itself failed (a worker could not start, an IO error).
+pub(crate) const INTERNAL: i32 = 1;
+/// Bad command-line usage (clap uses this code too).
+pub(crate) const USAGE: i32 = 2;
+/// The task or candidate given is malformed or missing.
+pub(crate) const INPUT: i32 = 3;

@@ -1,0 +1,34 @@
+//! `ksearch`: the command-line front end. Logic lives in the library crates.
+
+mod cli;
+mod commands;
+mod exit_codes;
+
+use clap::Parser;
+
+fn main() {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            // Help and version requests are not errors.
+            std::process::exit(if err.use_stderr() {
+                exit_codes::USAGE
+            } else {
+                exit_codes::OK
+            });
+        }
+    };
+    let code = match commands::run(cli.command) {
+        Ok(code) => code,
+        Err(err) => {
+            let code = commands::exit_code_for(&err);
+            #[allow(clippy::print_stderr)] // the one place errors reach the user
+            {
+                eprintln!("error: {err:#}");
+            }
+            code
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,215 @@
+//! The `ksearch` binary as a user runs it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ksearch(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ksearch"));
+    c.args(args);
+    c
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().expect("ksearch runs");
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+const QUICK: &[&str] = &[
+    "--workload",
+    "small",
+    "--min-runs",
+    "3",
+    "--min-time-ms",
+    "5",
+    "--warmup-ms",
+    "1",
+];
+
+fn eval_json(task: &str, candidate: Option<&Path>, extra_env: &[(&str, &str)]) -> (i32, Value) {
+    let mut args = vec!["eval", task];
+    let cand;
+    if let Some(p) = candidate {
+        cand = p.display().to_string();
+        args.push(&cand);
+    }
+    args.push("--json");
+    args.extend_from_slice(QUICK);
+    let mut cmd = ksearch(&args);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let (code, stdout, stderr) = run(&mut cmd);
+    let json = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is one JSON object ({e}): {stdout:?} {stderr}"));
+    (code, json)
+}
+
+#[test]
+fn tasks_lists_the_builtin_cpu_tasks() {
+    let (code, stdout, _) = run(&mut ksearch(&["tasks"]));
+    assert_eq!(code, 0);
+    for name in ["cpu/softmax", "cpu/matmul", "cpu/linear_recurrence"] {
+        assert!(stdout.contains(name), "{stdout}");
+    }
+    let (_, json, _) = run(&mut ksearch(&["tasks", "--json"]));
+    let rows: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn eval_json_has_the_documented_shape() {
+    for task in ["cpu/softmax", "cpu/matmul", "cpu/linear_recurrence"] {
+        let (code, j) = eval_json(task, None, &[]);
+        assert_eq!(code, 0);
+        assert_eq!(j["status"], "passed", "{task}: {j}");
+        assert!(j["speedup"].as_f64().unwrap() > 0.0);
+        let w = &j["workloads"][0];
+        assert_eq!(w["name"], "small");
+        for key in ["max_abs_err", "max_rel_err", "norm_rel_err", "speedup"] {
+            assert!(w[key].is_number(), "{task}: workloads[0].{key} in {w}");
+        }
+        for key in ["median", "p10", "p90"] {
+            assert!(w["latency_ms"][key].as_f64().unwrap() > 0.0, "{w}");
+            assert!(w["baseline_latency_ms"][key].as_f64().unwrap() > 0.0, "{w}");
+        }
+        for key in ["compile", "check", "timing", "total"] {
+            assert!(j["time_s"][key].is_number(), "time_s.{key}");
+        }
+    }
+}
+
+#[test]
+fn a_failing_candidate_still_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zeros.c");
+    std::fs::write(&path, "#include <stdint.h>\n#include <string.h>\nvoid softmax(const float *x, float *y, int64_t rows, int64_t cols) { memset(y, 0, 4 * rows * cols); }\n").unwrap();
+    let (code, j) = eval_json("cpu/softmax", Some(&path), &[]);
+    assert_eq!(code, 0);
+    assert_eq!(j["status"], "incorrect");
+    assert!(j["speedup"].is_null());
+}
+
+#[test]
+fn a_rejected_candidate_names_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("main.c");
+    std::fs::write(&path, "#include <stdint.h>\nvoid softmax(const float *x, float *y, int64_t r, int64_t c) {}\nint main(void) { return 0; }\n").unwrap();
+    let (code, j) = eval_json("cpu/softmax", Some(&path), &[]);
+    assert_eq!(code, 0);
+    assert_eq!(j["status"], "rejected");
+    assert!(j["message"].as_str().unwrap().contains("main.c:3:"), "{j}");
+}
+
+#[test]
+fn secrets_do_not_reach_candidate_code() {
+    // The candidate is correct only if it sees none of the secrets; a plain variable does arrive.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snoop.c");
+    std::fs::write(
+        &path,
+        r#"#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+void softmax(const float *x, float *y, int64_t rows, int64_t cols) {
+    int leaked = getenv("OPENAI_API_KEY") || getenv("ANTHROPIC_API_KEY") || getenv("HF_TOKEN") || getenv("MY_SECRET");
+    int plain = getenv("KSEARCH_TEST_PLAIN_VAR") == 0 && getenv("PLAIN_VAR_FOR_TEST") != 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols; float *yr = y + r * cols;
+        float m = xr[0];
+        for (int64_t c = 1; c < cols; c++) if (xr[c] > m) m = xr[c];
+        float s = 0.0f;
+        for (int64_t c = 0; c < cols; c++) { yr[c] = expf(xr[c] - m); s += yr[c]; }
+        for (int64_t c = 0; c < cols; c++) yr[c] = (leaked || !plain) ? 0.0f : yr[c] / s;
+    }
+}
+"#,
+    )
+    .unwrap();
+    let env = [
+        ("OPENAI_API_KEY", "sk-test-should-not-leak"),
+        ("ANTHROPIC_API_KEY", "sk-ant"),
+        ("HF_TOKEN", "hf"),
+        ("MY_SECRET", "s"),
+        (
+            "KSEARCH_TEST_PLAIN_VAR",
+            "dropped: KSEARCH_ variables are ksearch's own",
+        ),
+        ("PLAIN_VAR_FOR_TEST", "kept"),
+    ];
+    let (code, j) = eval_json("cpu/softmax", Some(&path), &env);
+    assert_eq!(code, 0);
+    assert_eq!(j["status"], "passed", "{j}");
+}
+
+#[test]
+fn a_malformed_task_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = ksearch_tasks::builtin_task_toml("cpu/softmax")
+        .unwrap()
+        .replace(
+            "dtype = \"f32\"\n# Logits",
+            "dtype = \"f32\"\nshapes = 3\n# Logits",
+        );
+    std::fs::write(dir.path().join("task.toml"), &toml).unwrap();
+    let (code, stdout, stderr) = run(&mut ksearch(&["eval", dir.path().to_str().unwrap()]));
+    assert_eq!(code, 3, "{stdout}{stderr}");
+    let line = toml.lines().position(|l| l == "shapes = 3").unwrap() + 1;
+    let expected = format!(
+        "{}:{line}:1: field `inputs[0].shapes`: unknown field `shapes`",
+        dir.path().join("task.toml").display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}\nexpected: {expected}");
+}
+
+#[test]
+fn usage_and_input_errors_have_their_exit_codes() {
+    let (code, _, stderr) = run(&mut ksearch(&["eval", "cpu/nope"]));
+    assert_eq!(code, 3);
+    assert!(stderr.contains("built-in: "), "{stderr}");
+    let (code, _, stderr) = run(&mut ksearch(&["eval", "cpu/softmax", "--workload", "huge"]));
+    assert_eq!(code, 3);
+    assert!(
+        stderr
+            .contains("workload `huge` is not in task `cpu/softmax` (it has: small, rows4k, wide)"),
+        "{stderr}"
+    );
+    let (code, _, _) = run(&mut ksearch(&["eval"]));
+    assert_eq!(code, 2);
+    let (code, _, _) = run(&mut ksearch(&["--help"]));
+    assert_eq!(code, 0);
+    let (code, _, stderr) = run(&mut ksearch(&["eval", "cpu/softmax", "/nonexistent/x.c"]));
+    assert_eq!(code, 3, "{stderr}");
+}
+
+#[test]
+fn contract_prints_the_signature() {
+    let (code, stdout, _) = run(&mut ksearch(&["contract", "cpu/linear_recurrence"]));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("void linear_recurrence(const float *restrict a, const float *restrict b, float *restrict h, int64_t rows, int64_t len);"), "{stdout}");
+}
+
+#[test]
+fn the_human_report_shows_workloads_and_speedup() {
+    let mut args = vec!["eval", "cpu/softmax"];
+    args.extend_from_slice(QUICK);
+    let (code, stdout, _) = run(&mut ksearch(&args));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.starts_with("cpu/softmax · seed.c · passed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("speedup over reference (reference.c)"),
+        "{stdout}"
+    );
+}

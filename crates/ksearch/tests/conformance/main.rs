@@ -1,0 +1,246 @@
+//! The conformance suite every evaluation backend is held to: each behaviour of a candidate
+//! (correct, wrong, hanging, crashing, …) must come out as the same status on every backend.
+//! A backend provides a fixture that writes its own candidate for each behaviour.
+
+mod c_fixture;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ksearch_core::protocol::Status;
+use support::{Behaviour, Fixture, quick_options};
+
+/// Instantiate every conformance test for one backend fixture.
+macro_rules! conformance_suite {
+    ($module:ident, $fixture:ty) => {
+        mod $module {
+            use super::*;
+
+            fn fixture() -> Option<$fixture> {
+                <$fixture>::new()
+            }
+
+            #[test]
+            fn good_candidate_passes_with_a_speedup() {
+                let Some(f) = fixture() else { return };
+                good_candidate_passes_with_a_speedup_impl(&f);
+            }
+            #[test]
+            fn wrong_result_is_incorrect() {
+                let Some(f) = fixture() else { return };
+                status_is(&f, &Behaviour::Wrong, Status::Incorrect, "out of tolerance");
+            }
+            #[test]
+            fn all_zero_output_is_incorrect() {
+                let Some(f) = fixture() else { return };
+                status_is(&f, &Behaviour::Zeros, Status::Incorrect, "");
+            }
+            #[test]
+            fn nan_output_is_incorrect() {
+                let Some(f) = fixture() else { return };
+                status_is(&f, &Behaviour::Nan, Status::Incorrect, "non-finite");
+            }
+            #[test]
+            fn unwritten_output_is_incorrect() {
+                let Some(f) = fixture() else { return };
+                status_is(
+                    &f,
+                    &Behaviour::PartialWrite,
+                    Status::Incorrect,
+                    "non-finite",
+                );
+            }
+            #[test]
+            fn input_mutation_is_incorrect() {
+                let Some(f) = fixture() else { return };
+                status_is(
+                    &f,
+                    &Behaviour::MutatesInput,
+                    Status::Incorrect,
+                    "modified input",
+                );
+            }
+            #[test]
+            fn replaying_the_first_answer_is_incorrect() {
+                let Some(f) = fixture() else { return };
+                status_is(&f, &Behaviour::CachesFirstAnswer, Status::Incorrect, "seed");
+            }
+            #[test]
+            fn caching_after_timing_starts_is_caught_by_the_recheck() {
+                let Some(f) = fixture() else { return };
+                status_is(
+                    &f,
+                    &Behaviour::CachesAfterManyCalls,
+                    Status::Incorrect,
+                    "after timing",
+                );
+            }
+            #[test]
+            fn infinite_loop_times_out_and_leaves_no_process() {
+                let Some(f) = fixture() else { return };
+                infinite_loop_times_out_impl(&f);
+            }
+            #[test]
+            fn segfault_crashes_and_the_next_evaluation_passes() {
+                let Some(f) = fixture() else { return };
+                segfault_then_pass_impl(&f);
+            }
+            #[test]
+            fn syntax_error_is_a_compile_error_with_the_message() {
+                let Some(f) = fixture() else { return };
+                let e = status_is(&f, &Behaviour::SyntaxError, Status::CompileError, "");
+                f.assert_compile_message(&e);
+            }
+            #[test]
+            fn flooding_stdout_does_not_break_the_protocol() {
+                let Some(f) = fixture() else { return };
+                let e = status_is(&f, &Behaviour::FloodsStdout, Status::Passed, "");
+                assert!(
+                    e.result.output.bytes > 10_000_000,
+                    "captured only {} bytes",
+                    e.result.output.bytes
+                );
+                assert!(
+                    e.result.output.head.contains("flood"),
+                    "{:?}",
+                    &e.result.output.head[..100]
+                );
+            }
+            #[test]
+            fn exiting_the_process_is_a_runtime_error() {
+                let Some(f) = fixture() else { return };
+                status_is(
+                    &f,
+                    &Behaviour::Exits,
+                    Status::RuntimeError,
+                    "exited with status 3",
+                );
+            }
+            #[test]
+            fn a_twice_as_slow_variant_measures_slower() {
+                let Some(f) = fixture() else { return };
+                twice_as_slow_impl(&f);
+            }
+        }
+    };
+}
+
+conformance_suite!(c_backend, c_fixture::CFixture);
+
+fn status_is<F: Fixture>(
+    f: &F,
+    b: &Behaviour,
+    status: Status,
+    message_part: &str,
+) -> ksearch_eval::Evaluation {
+    let e = f.evaluate(b, None, &quick_options());
+    assert_eq!(e.result.status, status, "{b:?}: {}", e.result.message);
+    assert!(
+        e.result.message.contains(message_part),
+        "{b:?}: message {:?} lacks {message_part:?}",
+        e.result.message
+    );
+    e
+}
+
+fn good_candidate_passes_with_a_speedup_impl<F: Fixture>(f: &F) {
+    let e = status_is(f, &Behaviour::Good, Status::Passed, "passed");
+    let s = e.speedup.expect("a passed evaluation has a speedup");
+    assert!(s.geomean.is_finite() && s.geomean > 0.0);
+    let w = &e.result.workloads[0];
+    let err = w.errors.expect("errors measured");
+    assert!(err.seeds_checked >= 4, "3 seeds and the re-check");
+    assert!(w.timings.len() >= 2, "candidate and baseline timed");
+}
+
+fn infinite_loop_times_out_impl<F: Fixture>(f: &F) {
+    let pid_file = tempfile::NamedTempFile::new().unwrap();
+    let mut opts = quick_options();
+    opts.timeout = Duration::from_secs(3);
+    let started = Instant::now();
+    let e = f.evaluate(
+        &Behaviour::InfiniteLoop {
+            pid_file: pid_file.path().to_owned(),
+        },
+        None,
+        &opts,
+    );
+    let took = started.elapsed();
+    assert_eq!(e.result.status, Status::Timeout, "{}", e.result.message);
+    assert!(took < Duration::from_secs(3 + 4), "timeout took {took:?}");
+    assert!(
+        e.result.message.contains("check phase"),
+        "{}",
+        e.result.message
+    );
+    let pids: Vec<i32> = std::fs::read_to_string(pid_file.path())
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(
+        pids.len() >= 2,
+        "the candidate and its forked child wrote their pids: {pids:?}"
+    );
+    for pid in pids {
+        assert!(
+            !support::process_alive(pid),
+            "process {pid} survived the timeout"
+        );
+    }
+}
+
+fn segfault_then_pass_impl<F: Fixture>(f: &F) {
+    let opts = quick_options();
+    let mut ev = f.evaluator();
+    let crashed = f.evaluate_with(&mut ev, &Behaviour::Segfault, None, &opts);
+    assert_eq!(
+        crashed.result.status,
+        Status::Crashed,
+        "{}",
+        crashed.result.message
+    );
+    assert!(
+        crashed.result.message.contains("SIGSEGV"),
+        "{}",
+        crashed.result.message
+    );
+    assert!(
+        crashed.result.output.head.contains("about to crash"),
+        "output before the crash is kept: {:?}",
+        crashed.result.output
+    );
+    let next = f.evaluate_with(&mut ev, &Behaviour::Good, None, &opts);
+    assert_eq!(
+        next.result.status,
+        Status::Passed,
+        "{}",
+        next.result.message
+    );
+}
+
+fn twice_as_slow_impl<F: Fixture>(f: &F) {
+    let mut opts = quick_options();
+    if let Some(t) = opts.timing.as_mut() {
+        t.min_runs = 15;
+        t.min_time_ms = 100.0;
+    }
+    let good = f.source(&Behaviour::Good);
+    let mut ev = f.evaluator();
+    let slow = f.evaluate_with(&mut ev, &Behaviour::TwiceAsSlow, Some(&good), &opts);
+    assert_eq!(
+        slow.result.status,
+        Status::Passed,
+        "{}",
+        slow.result.message
+    );
+    let vs_parent = slow
+        .speedup_vs_parent
+        .expect("timed against the parent")
+        .geomean;
+    // Ideal is 0.5; allow noise on a shared 2-core machine, but it must be clearly slower.
+    assert!(
+        vs_parent < 0.75,
+        "the 2× slower variant measured {vs_parent:.2}× of the good one"
+    );
+}

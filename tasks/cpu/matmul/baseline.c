@@ -1,0 +1,13 @@
+/* Production baseline: OpenBLAS sgemm, single-threaded (OPENBLAS_NUM_THREADS=1 in the task).
+ * The CBLAS prototype is declared here so no particular cblas.h layout is needed. */
+#include <stdint.h>
+
+enum { KS_ROW_MAJOR = 101, KS_NO_TRANS = 111 };
+void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+void matmul(const float *restrict a, const float *restrict b, float *restrict c,
+            int64_t m, int64_t n, int64_t k) {
+    cblas_sgemm(KS_ROW_MAJOR, KS_NO_TRANS, KS_NO_TRANS, (int)m, (int)n, (int)k, 1.0f,
+                a, (int)k, b, (int)n, 0.0f, c, (int)n);
+}
