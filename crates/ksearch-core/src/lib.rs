@@ -10,6 +10,7 @@ pub mod score;
 pub mod static_check;
 pub mod stats;
 pub mod task;
+pub mod tree;
 
 pub use dtype::Dtype;
 pub use task::{Task, TaskError, TaskSpec, parse_task};

@@ -1,0 +1,4 @@
+//! The builtin proposer: no LLM, a knowledge-driven template space per task family.
+
+pub mod families;
+pub mod machine;

@@ -1,0 +1,3 @@
+//! The ksearch search engine.
+
+pub mod builtin;
