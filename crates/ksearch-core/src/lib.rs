@@ -1,16 +1,21 @@
 //! The pure core of ksearch: task format, worker protocol types, statistics and scoring.
 //! Nothing here performs IO.
 
+pub mod calibration;
 pub mod contract;
 pub mod dtype;
+pub mod gate;
 pub mod location;
 pub mod protocol;
+pub mod record;
 pub mod rng;
 pub mod score;
+pub mod selection;
 pub mod static_check;
 pub mod stats;
 pub mod task;
 pub mod tree;
+pub mod tree_edit;
 
 pub use dtype::Dtype;
 pub use task::{Task, TaskError, TaskSpec, parse_task};

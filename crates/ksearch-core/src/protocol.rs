@@ -97,7 +97,8 @@ pub struct EvaluateRequest {
     /// The trusted implementation outputs are checked against.
     pub reference: Source,
     pub candidate: Source,
-    /// Implementations timed alongside the candidate: the baseline, and the parent if any.
+    /// Implementations timed alongside the candidate: the baseline, the parent and the
+    /// incumbent when there are such.
     pub compare: Vec<Contender>,
     pub workloads: Vec<Workload>,
     pub check: CheckPlan,
@@ -110,7 +111,10 @@ pub struct EvaluateRequest {
 pub enum Role {
     Candidate,
     Baseline,
+    /// The solution of the node whose action the candidate implements.
     Parent,
+    /// The best candidate of the current cycle, which an improvement must beat.
+    Incumbent,
 }
 
 impl fmt::Display for Role {
@@ -119,6 +123,7 @@ impl fmt::Display for Role {
             Role::Candidate => "candidate",
             Role::Baseline => "baseline",
             Role::Parent => "parent",
+            Role::Incumbent => "incumbent",
         })
     }
 }

@@ -127,3 +127,188 @@ pub struct NewNode {
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub payload: serde_json::Value,
 }
+
+/// The tree: every node by id. Node ids are never reused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tree {
+    nodes: BTreeMap<NodeId, Node>,
+    next_id: NodeId,
+}
+
+impl Tree {
+    /// A tree holding only the root, whose solution is the task's seed kernel.
+    pub fn new(root_notes: Vec<String>, seed: Solution) -> Self {
+        let root = Node {
+            id: ROOT,
+            parent: None,
+            decision: "the task's seed kernel".into(),
+            action: Action {
+                title: "seed".into(),
+                description: "The naive starting kernel of the task.".into(),
+                difficulty: 1,
+                score: 0.0,
+                expected_speedup: 1.0,
+                rationale: String::new(),
+            },
+            rating: 0.0,
+            confidence: 1.0,
+            impacts: Impacts::default(),
+            solution: Some(seed),
+            notes: root_notes,
+            failed_cycles: 0,
+            updated_round: 0,
+            payload: serde_json::Value::Null,
+        };
+        Self {
+            nodes: BTreeMap::from([(ROOT, root)]),
+            next_id: ROOT + 1,
+        }
+    }
+
+    /// Rebuild from stored nodes (ids as stored; the next id follows the largest ever used).
+    pub fn from_nodes(nodes: Vec<Node>, next_id: NodeId) -> Self {
+        let nodes: BTreeMap<NodeId, Node> = nodes.into_iter().map(|n| (n.id, n)).collect();
+        let next_id = next_id.max(nodes.keys().next_back().map_or(0, |k| k + 1));
+        Self { nodes, next_id }
+    }
+
+    pub fn next_id(&self) -> NodeId {
+        self.next_id
+    }
+
+    pub fn get(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(&id)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: NodeId) -> Option<&mut Node> {
+        self.nodes.get_mut(&id)
+    }
+
+    pub fn root(&self) -> &Node {
+        &self.nodes[&ROOT]
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn children(&self, id: NodeId) -> impl Iterator<Item = &Node> {
+        self.nodes.values().filter(move |n| n.parent == Some(id))
+    }
+
+    pub fn depth(&self, id: NodeId) -> usize {
+        let mut d = 0;
+        let mut cur = self.get(id).and_then(|n| n.parent);
+        while let Some(p) = cur {
+            d += 1;
+            cur = self.get(p).and_then(|n| n.parent);
+        }
+        d
+    }
+
+    /// Ids from the root down to `id`.
+    pub fn path(&self, id: NodeId) -> Vec<NodeId> {
+        let mut path = vec![id];
+        let mut cur = self.get(id).and_then(|n| n.parent);
+        while let Some(p) = cur {
+            path.push(p);
+            cur = self.get(p).and_then(|n| n.parent);
+        }
+        path.reverse();
+        path
+    }
+
+    /// Open, and its parent is closed (the root is always closed): it can be implemented now,
+    /// from the parent's code.
+    pub fn is_executable(&self, id: NodeId) -> bool {
+        let Some(n) = self.get(id) else { return false };
+        n.is_open()
+            && n.parent
+                .and_then(|p| self.get(p))
+                .is_some_and(|p| !p.is_open())
+    }
+
+    pub fn executable(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values().filter(|n| self.is_executable(n.id))
+    }
+
+    /// The closed node with the highest speedup over the baseline (the root when none is
+    /// measured better). Only nodes whose solution passed the acceptance gate against their
+    /// parent, or the root, qualify: a node measured no better than its parent is not "best".
+    pub fn best(&self) -> &Node {
+        let score = |n: &Node| n.solution.as_ref().and_then(|s| s.speedup).unwrap_or(0.0);
+        self.nodes
+            .values()
+            .filter(|n| {
+                n.id == ROOT
+                    || n.solution
+                        .as_ref()
+                        .is_some_and(|s| matches!(s.gate, Gate::Better | Gate::Unmeasured))
+            })
+            .fold(
+                self.root(),
+                |best, n| if score(n) > score(best) { n } else { best },
+            )
+    }
+
+    /// Insert a new node under `parent`; the caller has validated it.
+    pub(crate) fn insert(&mut self, parent: NodeId, new: NewNode, round: u64) -> NodeId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.nodes.insert(
+            id,
+            Node {
+                id,
+                parent: Some(parent),
+                decision: new.decision,
+                action: new.action,
+                rating: new.rating,
+                confidence: new.confidence,
+                impacts: new.impacts,
+                solution: None,
+                notes: Vec::new(),
+                failed_cycles: 0,
+                updated_round: round,
+                payload: new.payload,
+            },
+        );
+        id
+    }
+
+    pub(crate) fn remove(&mut self, id: NodeId) {
+        self.nodes.remove(&id);
+    }
+
+    /// Attach a solution to an open node (closing it).
+    pub fn attach(&mut self, id: NodeId, solution: Solution, round: u64) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            debug_assert!(n.solution.is_none(), "attached solutions are immutable");
+            n.solution = Some(solution);
+            n.updated_round = round;
+        }
+    }
+
+    /// Record a cycle on `id` that ended with nothing passing.
+    pub fn record_failed_cycle(&mut self, id: NodeId, round: u64) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.failed_cycles += 1;
+            n.updated_round = round;
+        }
+    }
+
+    /// Add a note to a node (engine observations: gate outcomes, failures).
+    pub fn note(&mut self, id: NodeId, note: String, round: u64) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.notes.push(note);
+            n.updated_round = round;
+        }
+    }
+}

@@ -25,6 +25,8 @@ pub enum EvalError {
     },
     #[error("the `{backend}` backend is not available: {reason}")]
     BackendUnavailable { backend: String, reason: String },
+    #[error("the evaluation was cancelled")]
+    Cancelled,
     #[error("invalid evaluation options: {0}")]
     Options(String),
 }

@@ -7,9 +7,9 @@ use ksearch_core::protocol::{
     CapturedOutput, CheckPlan, Contender, EvaluateRequest, EvaluateResult, Phases, Role, Status,
     TimingPlan,
 };
-use ksearch_core::score::{Speedup, speedup_over};
+pub use ksearch_core::record::Evaluation;
+use ksearch_core::score::speedup_over;
 use ksearch_core::task::{Source, Task};
-use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
 use crate::error::EvalError;
@@ -39,15 +39,11 @@ impl Default for EvalOptions {
     }
 }
 
-/// An evaluation with its speedups and the time it took as seen from the orchestrator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Evaluation {
-    pub result: EvaluateResult,
-    /// Over the task's baseline (its reference when it names none).
-    pub speedup: Option<Speedup>,
-    pub speedup_vs_parent: Option<Speedup>,
-    pub baseline: String,
-    pub wall_s: f64,
+/// Kernels to time alongside a candidate, besides the baseline.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Compare<'a> {
+    pub parent: Option<&'a Source>,
+    pub incumbent: Option<&'a Source>,
 }
 
 /// Something that evaluates candidates: a local worker today, a cluster job later.
@@ -56,7 +52,7 @@ pub trait Evaluator {
         &mut self,
         task: &Task,
         candidate: &Source,
-        parent: Option<&Source>,
+        compare: Compare<'_>,
         options: &EvalOptions,
     ) -> Result<Evaluation, EvalError>;
 }
@@ -82,6 +78,11 @@ impl LocalEvaluator {
     pub fn supervisor(&self) -> &Supervisor {
         &self.supervisor
     }
+
+    /// See [`Supervisor::set_cancel`].
+    pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.supervisor.set_cancel(flag);
+    }
 }
 
 /// The request for one evaluation.
@@ -89,7 +90,7 @@ pub fn build_request(
     id: u64,
     task: &Task,
     candidate: &Source,
-    parent: Option<&Source>,
+    compare: Compare<'_>,
     options: &EvalOptions,
 ) -> Result<EvaluateRequest, EvalError> {
     if options.seeds == 0 {
@@ -134,22 +135,27 @@ pub fn build_request(
             env: Default::default(),
         },
     };
-    let mut compare = vec![baseline];
-    if let Some(p) = parent {
-        compare.push(Contender {
-            role: Role::Parent,
-            label: format!("parent ({})", p.file),
-            source: p.clone(),
-            libs: Vec::new(),
-            env: Default::default(),
-        });
+    let mut contenders = vec![baseline];
+    for (role, source) in [
+        (Role::Parent, compare.parent),
+        (Role::Incumbent, compare.incumbent),
+    ] {
+        if let Some(p) = source {
+            contenders.push(Contender {
+                role,
+                label: format!("{role} ({})", p.file),
+                source: p.clone(),
+                libs: Vec::new(),
+                env: Default::default(),
+            });
+        }
     }
     Ok(EvaluateRequest {
         id,
         task: spec.clone(),
         reference: task.reference.clone(),
         candidate: candidate.clone(),
-        compare,
+        compare: contenders,
         workloads,
         check: CheckPlan::from_base_seed(options.base_seed, options.seeds),
         timing: options.timing,
@@ -161,13 +167,13 @@ impl Evaluator for LocalEvaluator {
         &mut self,
         task: &Task,
         candidate: &Source,
-        parent: Option<&Source>,
+        compare: Compare<'_>,
         options: &EvalOptions,
     ) -> Result<Evaluation, EvalError> {
         let started = Instant::now();
         let id = self.next_id;
         self.next_id += 1;
-        let request = build_request(id, task, candidate, parent, options)?;
+        let request = build_request(id, task, candidate, compare, options)?;
         let violations = self.backend.static_check(&task.spec, &candidate.text);
         let result = if violations.is_empty() {
             self.supervisor.evaluate(&request, options.timeout)?

@@ -15,6 +15,6 @@ mod worker_process;
 pub use backend::{Backend, CBackend, backend_for};
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
-pub use evaluator::{EvalOptions, Evaluation, Evaluator, LocalEvaluator, build_request};
+pub use evaluator::{Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, build_request};
 pub use supervisor::Supervisor;
 pub use worker_process::{WorkerCommand, signal_name};

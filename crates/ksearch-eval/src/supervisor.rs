@@ -1,6 +1,8 @@
 //! The supervisor runs evaluations on a worker process and turns everything that can happen to
 //! that process — a reply, a hang, a crash, garbage — into an [`EvaluateResult`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ksearch_core::protocol::{
@@ -20,6 +22,8 @@ pub struct Supervisor {
     worker: Option<WorkerProcess>,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// When set, a running evaluation is abandoned and its worker stopped.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Supervisor {
@@ -28,7 +32,19 @@ impl Supervisor {
             command,
             worker: None,
             grace: Duration::from_secs(1),
+            cancel: None,
         }
+    }
+
+    /// Abandon evaluations (with [`EvalError::Cancelled`]) once `flag` is set, e.g. by Ctrl-C.
+    pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 
     /// The running worker's process id, if one is running.
@@ -75,11 +91,18 @@ impl Supervisor {
         let mut garbage = 0usize;
         let mut garbage_sample = String::new();
         loop {
+            if self.cancelled() {
+                self.retire();
+                return Err(EvalError::Cancelled);
+            }
+            // Wake up now and then to notice a cancellation.
+            let wake = deadline.min(Instant::now() + Duration::from_millis(100));
             let worker = self
                 .worker
                 .as_mut()
                 .expect("worker present during evaluation");
-            match worker.recv(deadline) {
+            match worker.recv(wake) {
+                Incoming::TimedOut if Instant::now() < deadline => {}
                 Incoming::Message(WorkerMessage::Progress {
                     id: pid,
                     phase,

@@ -30,6 +30,17 @@ pub(crate) enum Command {
     },
     /// Check and time one candidate against a task's reference and baseline.
     Eval(EvalArgs),
+    /// Search: grow a tree of optimization hypotheses and keep what measures faster.
+    Run(RunArgs),
+    /// Continue a stopped or killed run.
+    Resume(ResumeArgs),
+    /// Show a run's tree: actions, status, predicted and measured speedups, the best path.
+    Tree {
+        run_dir: PathBuf,
+        /// Print JSON (the run summary and every node).
+        #[arg(long)]
+        json: bool,
+    },
     /// Run an evaluation worker (started by ksearch itself).
     #[command(hide = true)]
     Worker {
@@ -47,16 +58,23 @@ pub(crate) struct EvalArgs {
     /// Print one JSON object instead of a report.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) eval: EvalFlags,
+}
+
+/// How candidates are checked and timed (shared by `eval`, `run`).
+#[derive(Debug, Args)]
+pub(crate) struct EvalFlags {
     /// Evaluate only this workload (repeatable).
     #[arg(long = "workload", value_name = "NAME")]
     pub(crate) workloads: Vec<String>,
     /// Number of random input seeds checked per workload.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) seeds: u32,
-    /// First seed; the others follow it.
+    /// First input seed; the others follow it.
     #[arg(long, default_value_t = 1)]
-    pub(crate) seed: u64,
-    /// Wall-clock limit of the whole evaluation, in seconds.
+    pub(crate) input_seed: u64,
+    /// Wall-clock limit of one evaluation, in seconds.
     #[arg(long, default_value_t = 300.0)]
     pub(crate) timeout: f64,
     /// Check correctness only; do not time.
@@ -74,4 +92,55 @@ pub(crate) struct EvalArgs {
     /// Warm-up per contender and workload, in milliseconds.
     #[arg(long, default_value_t = 50.0)]
     pub(crate) warmup_ms: f64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// A built-in task name (e.g. `cpu/matmul`) or a task directory.
+    pub(crate) task: String,
+    /// The proposer: `builtin` (no LLM; template search over known tactics).
+    #[arg(long, default_value = "builtin")]
+    pub(crate) model: String,
+    /// Rounds to run: candidates generated and evaluated.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) iterations: u64,
+    /// Stop starting new rounds after this long (e.g. `20m`, `1h30m`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) time: Option<std::time::Duration>,
+    /// Where the run is stored; default `ksearch-runs/<task>-<UTC time>`.
+    #[arg(long)]
+    pub(crate) run_dir: Option<PathBuf>,
+    /// Seed of the search's random choices.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+    /// Stagnation window: a cycle ends after this many attempts without improvement.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) window: u32,
+    #[command(flatten)]
+    pub(crate) output: OutputFlags,
+    #[command(flatten)]
+    pub(crate) eval: EvalFlags,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    pub(crate) run_dir: PathBuf,
+    /// Rounds to run in this session (default: what is left of the run's budget).
+    #[arg(long)]
+    pub(crate) iterations: Option<u64>,
+    /// Stop starting new rounds after this long (e.g. `20m`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) time: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub(crate) output: OutputFlags,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct OutputFlags {
+    /// Print one JSON object with the run's result at the end.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// No progress output.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
 }

@@ -3,6 +3,9 @@
 mod cli;
 mod commands;
 mod exit_codes;
+mod interrupt;
+mod progress;
+mod tree_view;
 
 use clap::Parser;
 

@@ -2,3 +2,6 @@
 
 pub mod families;
 pub mod machine;
+mod proposer;
+
+pub use proposer::BuiltinProposer;

@@ -1,14 +1,14 @@
 //! `ksearch eval TASK [CANDIDATE]`.
 
 use std::io::Write;
-use std::time::Duration;
 
 use ksearch_core::protocol::{Role, Status, TimingPlan};
 use ksearch_core::stats::TimingStats;
-use ksearch_eval::{EvalOptions, Evaluation, Evaluator, LocalEvaluator, backend_for};
+use ksearch_engine::EvalSettings;
+use ksearch_eval::{Compare, Evaluation, Evaluator, LocalEvaluator, backend_for};
 use serde::Serialize;
 
-use crate::cli::EvalArgs;
+use crate::cli::{EvalArgs, EvalFlags};
 use crate::exit_codes;
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
@@ -17,25 +17,10 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         Some(path) => ksearch_tasks::read_candidate(path)?,
         None => task.seed.clone(),
     };
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        anyhow::bail!("--timeout must be a positive number of seconds");
-    }
-    let options = EvalOptions {
-        workloads: args.workloads.clone(),
-        seeds: args.seeds as usize,
-        base_seed: args.seed,
-        timing: (!args.no_timing).then_some(TimingPlan {
-            warmup_ms: args.warmup_ms,
-            min_runs: args.min_runs,
-            min_time_ms: args.min_time_ms,
-            max_time_ms: args.max_time_ms,
-            ..TimingPlan::default()
-        }),
-        timeout: Duration::from_secs_f64(args.timeout),
-    };
+    let options = eval_settings(&args.eval)?.options();
     let exe = std::env::current_exe()?;
     let mut evaluator = LocalEvaluator::new(backend_for(task.spec.backend, &exe)?);
-    let evaluation = evaluator.evaluate(&task, &candidate, None, &options)?;
+    let evaluation = evaluator.evaluate(&task, &candidate, Compare::default(), &options)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer(
@@ -51,6 +36,26 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         )?;
     }
     Ok(exit_codes::OK)
+}
+
+/// Evaluation settings from the command line.
+pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
+    if !(f.timeout.is_finite() && f.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds");
+    }
+    Ok(EvalSettings {
+        workloads: f.workloads.clone(),
+        seeds: f.seeds as usize,
+        base_seed: f.input_seed,
+        timing: (!f.no_timing).then_some(TimingPlan {
+            warmup_ms: f.warmup_ms,
+            min_runs: f.min_runs,
+            min_time_ms: f.min_time_ms,
+            max_time_ms: f.max_time_ms,
+            ..TimingPlan::default()
+        }),
+        timeout_s: f.timeout,
+    })
 }
 
 /// The `--json` shape of an evaluation (documented in README.md).

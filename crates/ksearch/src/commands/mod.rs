@@ -2,7 +2,9 @@
 
 mod contract;
 mod eval;
+mod run;
 mod tasks;
+mod tree;
 
 use ksearch_eval::EvalError;
 use ksearch_tasks::LoadError;
@@ -15,6 +17,9 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Tasks { json } => tasks::run(json),
         Command::Contract { task } => contract::run(&task),
         Command::Eval(args) => eval::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Resume(args) => run::resume(&args),
+        Command::Tree { run_dir, json } => tree::run(&run_dir, json),
         Command::Worker { backend } => match backend.as_str() {
             "c" => Ok(ksearch_eval::c_worker::run()),
             other => {
@@ -27,7 +32,10 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
 /// Errors in what the user gave us get their own exit code.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
     for cause in err.chain() {
-        if cause.is::<LoadError>() {
+        if cause.is::<LoadError>() || cause.is::<ksearch_store::StoreError>() {
+            return exit_codes::INPUT;
+        }
+        if let Some(ksearch_engine::ProposeError::Unsupported { .. }) = cause.downcast_ref() {
             return exit_codes::INPUT;
         }
         if let Some(EvalError::UnknownWorkload { .. } | EvalError::Options(_)) =

@@ -9,27 +9,9 @@ pub(crate) struct CFixture {
     task: Task,
 }
 
-const HEADER: &str = "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n";
-
-/// A correct softmax of one row, used by most candidates.
-const ROW: &str = r#"
-static void row(const float *x, float *y, int64_t cols) {
-    float m = x[0];
-    for (int64_t c = 1; c < cols; c++) if (x[c] > m) m = x[c];
-    float s = 0.0f;
-    for (int64_t c = 0; c < cols; c++) { y[c] = expf(x[c] - m); s += y[c]; }
-    float inv = 1.0f / s;
-    for (int64_t c = 0; c < cols; c++) y[c] *= inv;
-}
-"#;
-
-fn candidate(body: &str) -> String {
-    format!(
-        "{HEADER}{ROW}\nvoid softmax(const float *restrict x, float *restrict y, int64_t rows, int64_t cols) {{\n{body}\n}}\n"
-    )
-}
-
-const ALL_ROWS: &str = "for (int64_t r = 0; r < rows; r++) row(x + r * cols, y + r * cols, cols);";
+#[path = "../common/softmax_kernels.rs"]
+mod kernels;
+use kernels::{ALL_ROWS, softmax_candidate as candidate};
 
 impl CFixture {
     pub(crate) fn new() -> Option<Self> {

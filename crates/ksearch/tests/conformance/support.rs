@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ksearch_core::protocol::TimingPlan;
 use ksearch_core::task::{Source, Task};
-use ksearch_eval::{EvalOptions, Evaluation, Evaluator, LocalEvaluator};
+use ksearch_eval::{Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator};
 
 /// What a candidate does, independent of the language it is written in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +42,16 @@ pub(crate) trait Fixture {
         parent: Option<&Source>,
         opts: &EvalOptions,
     ) -> Evaluation {
-        ev.evaluate(self.task(), &self.source(b), parent, opts)
-            .expect("evaluation completes")
+        ev.evaluate(
+            self.task(),
+            &self.source(b),
+            Compare {
+                parent,
+                incumbent: None,
+            },
+            opts,
+        )
+        .expect("evaluation completes")
     }
 
     fn evaluate(&self, b: &Behaviour, parent: Option<&Source>, opts: &EvalOptions) -> Evaluation {

@@ -1,0 +1,94 @@
+//! What a run records: evaluations, attempts and cycles. Shared by the engine, the run store and
+//! the reports; serialised as JSON in the store, so every change here is a format change.
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{EvaluateResult, Status};
+use crate::score::Speedup;
+use crate::tree::NodeId;
+
+/// An evaluation as the orchestrator saw it: the worker's result and the speedups derived.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub result: EvaluateResult,
+    /// Over the task's baseline (its reference when it names none).
+    pub speedup: Option<Speedup>,
+    pub speedup_vs_parent: Option<Speedup>,
+    pub baseline: String,
+    /// Wall time of the whole evaluation, seen from the orchestrator.
+    pub wall_s: f64,
+}
+
+/// Why an attempt was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptKind {
+    /// The seed kernel, measured once when the run starts (round 0).
+    Seed,
+    /// First attempt of a cycle: implement the node's action.
+    Implement,
+    /// Fix the previous attempt (nothing has passed yet in this cycle).
+    Debug,
+    /// Improve on the cycle's best (something has passed).
+    Improve,
+}
+
+/// One candidate generated and evaluated: a round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub round: u64,
+    pub node: NodeId,
+    pub cycle: u64,
+    pub kind: AttemptKind,
+    pub source_hash: String,
+    pub source_file: String,
+    /// What the proposer said it changed.
+    pub note: String,
+    /// `None` while the evaluation has not finished: such an attempt runs again on resume.
+    pub evaluation: Option<Evaluation>,
+    /// Whether it became the cycle's best: the cycle's first pass, or a pass timed paired
+    /// against the previous best and better beyond noise.
+    #[serde(default)]
+    pub improved: bool,
+    /// Proposer-private data about the candidate (e.g. the builtin proposer's configuration).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub payload: serde_json::Value,
+}
+
+impl AttemptRecord {
+    pub fn status(&self) -> Option<Status> {
+        self.evaluation.as_ref().map(|e| e.result.status)
+    }
+
+    pub fn speedup(&self) -> Option<f64> {
+        self.evaluation
+            .as_ref()?
+            .speedup
+            .as_ref()
+            .map(|s| s.geomean)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CycleOutcome {
+    /// Something passed; the best attempt was attached to the node.
+    Passed,
+    /// Nothing passed; the node went to too-hard handling.
+    Failed,
+}
+
+/// Work on one node: attempts until the stagnation window closes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CycleRecord {
+    pub id: u64,
+    pub node: NodeId,
+    pub started_round: u64,
+    pub ended_round: Option<u64>,
+    pub outcome: Option<CycleOutcome>,
+    /// Round of the best passing attempt so far.
+    pub best_round: Option<u64>,
+    /// Attempts since the last improvement.
+    pub stagnation: u32,
+    pub attempts: u32,
+}

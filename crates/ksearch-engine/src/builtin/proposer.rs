@@ -1,0 +1,600 @@
+//! The builtin proposer: no LLM. It walks a task family's template space one knob at a time.
+//!
+//! - An action is one knob change (one tactic) from the parent's solution configuration.
+//! - Its predicted speedup comes from the family's cost model (cycles of the parent's config over
+//!   the child's, geometric mean over workloads), multiplied by a per-tactic correction learned
+//!   from measurements: the geometric mean of measured/predicted over the tactic's solved nodes,
+//!   shrunk towards 1 while evidence is thin. Confidence grows with accurate evidence.
+//! - Improve rounds try the neighbouring values of the knob the action changed (tile sizes,
+//!   widths); debug rounds try the nearest other value; each returns `None` when nothing is left.
+//! - After a pass it proposes up to three next tactics from the new configuration (one per
+//!   knob), and revises the predictions of open actions whose tactic it has just measured.
+//!
+//! Everything it needs is in the tree and the attempts (node and attempt payloads), so it keeps
+//! no state of its own: a resumed run proposes exactly what an uninterrupted one would.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ksearch_core::record::AttemptKind;
+use ksearch_core::task::{Source, Task};
+use ksearch_core::tree::{Action, NewNode, NodeId, ROOT};
+use ksearch_core::tree_edit::{EditOp, EditScript, NodeUpdate};
+use serde::{Deserialize, Serialize};
+
+use super::families::{Config, Family, for_task};
+use super::machine::Machine;
+use crate::proposer::{
+    Candidate, CycleEvidence, GenerateRequest, ProposeContext, ProposeError, Proposer, TooHard,
+    WorldModel,
+};
+
+/// Actions in the initial world model.
+const INITIAL_ACTIONS: usize = 4;
+/// Actions proposed after a pass (the tree allows at most 3 new nodes per edit).
+const REFINE_ACTIONS: usize = 3;
+
+/// Stored in a node's payload: the tactic it stands for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct NodePlan {
+    knob: String,
+    value: i64,
+    /// The configuration the action leads to from its parent's solution at the time.
+    config: Config,
+    /// The cost model's speedup over the parent, before any correction.
+    model_speedup: f64,
+}
+
+/// Stored in an attempt's payload: the configuration rendered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct AttemptPlan {
+    config: Config,
+}
+
+#[derive(Debug)]
+pub struct BuiltinProposer {
+    family: Box<dyn Family>,
+    machine: Machine,
+}
+
+/// A possible next step from a configuration.
+#[derive(Debug, Clone)]
+struct Step {
+    knob: String,
+    value: i64,
+    config: Config,
+    model_speedup: f64,
+    predicted: f64,
+}
+
+/// Per-tactic learning from measurements.
+#[derive(Debug, Clone, Copy, Default)]
+struct Correction {
+    /// Multiplier on the model's prediction.
+    factor: f64,
+    /// Measurements it rests on.
+    n: u32,
+    /// Mean |ln(measured / predicted)| of the model alone.
+    error: f64,
+    /// Cycles on this tactic that passed nothing.
+    failures: u32,
+}
+
+impl BuiltinProposer {
+    pub fn for_task(task: &Task, machine: Machine) -> Result<Self, ProposeError> {
+        match for_task(&task.spec) {
+            Some(family) => Ok(Self { family, machine }),
+            None => Err(ProposeError::Unsupported {
+                proposer: "builtin".into(),
+                task: task.id.clone(),
+                reason: format!(
+                    "it has templates only for these task families: {} (an LLM proposer can work on any task)",
+                    super::families::all()
+                        .iter()
+                        .map(|f| f.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
+    }
+
+    fn fail(&self, message: String) -> ProposeError {
+        ProposeError::Failed {
+            proposer: "builtin".into(),
+            message,
+        }
+    }
+
+    /// Model cycles of a config over the task's workloads (geometric mean).
+    fn cycles(&self, task: &Task, config: &Config) -> f64 {
+        let logs: Vec<f64> = task
+            .spec
+            .workloads
+            .iter()
+            .map(|w| {
+                self.family
+                    .cost(config, w, &self.machine)
+                    .cycles
+                    .max(1.0)
+                    .ln()
+            })
+            .collect();
+        (logs.iter().sum::<f64>() / logs.len().max(1) as f64).exp()
+    }
+
+    fn label(&self, knob: &str, value: i64) -> String {
+        self.family
+            .knobs()
+            .iter()
+            .find(|k| k.name == knob)
+            .and_then(|k| k.values.iter().find(|v| v.value == value))
+            .map_or_else(|| value.to_string(), |v| v.label.clone())
+    }
+
+    /// The configuration of a node's solution (the seed's for the root).
+    fn solution_config(&self, ctx: &ProposeContext<'_>, node: NodeId) -> Option<Config> {
+        if node == ROOT {
+            return Some(self.family.seed());
+        }
+        let attempt = ctx.solution_attempt(node)?;
+        serde_json::from_value::<AttemptPlan>(attempt.payload.clone())
+            .ok()
+            .map(|p| p.config)
+    }
+
+    /// Every configuration already in the tree or already tried.
+    fn taken(&self, ctx: &ProposeContext<'_>) -> BTreeSet<Config> {
+        let mut taken: BTreeSet<Config> = ctx
+            .tree
+            .nodes()
+            .filter_map(|n| plan_of(&n.payload))
+            .map(|p| p.config)
+            .collect();
+        taken.extend(
+            ctx.attempts
+                .iter()
+                .filter_map(|a| serde_json::from_value::<AttemptPlan>(a.payload.clone()).ok())
+                .map(|p| p.config),
+        );
+        taken.insert(self.family.seed());
+        taken
+    }
+
+    fn corrections(&self, ctx: &ProposeContext<'_>) -> BTreeMap<String, Correction> {
+        let mut logs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut failures: BTreeMap<String, u32> = BTreeMap::new();
+        for n in ctx.tree.nodes() {
+            let Some(plan) = plan_of(&n.payload) else {
+                continue;
+            };
+            *failures.entry(plan.knob.clone()).or_default() += n.failed_cycles;
+            if let Some(measured) = n.solution.as_ref().and_then(|s| s.speedup_vs_parent)
+                && measured > 0.0
+                && plan.model_speedup > 0.0
+            {
+                logs.entry(plan.knob)
+                    .or_default()
+                    .push((measured / plan.model_speedup).ln());
+            }
+        }
+        let knobs: BTreeSet<String> = logs.keys().chain(failures.keys()).cloned().collect();
+        knobs
+            .into_iter()
+            .map(|k| {
+                let l = logs.get(&k).cloned().unwrap_or_default();
+                let n = l.len() as u32;
+                // Shrink towards no correction while there is one measurement or none.
+                let factor = (l.iter().sum::<f64>() / (f64::from(n) + 1.0)).exp();
+                let error = if n == 0 {
+                    0.0
+                } else {
+                    l.iter().map(|x| x.abs()).sum::<f64>() / f64::from(n)
+                };
+                (
+                    k.clone(),
+                    Correction {
+                        factor,
+                        n,
+                        error,
+                        failures: failures.get(&k).copied().unwrap_or(0),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn confidence(c: Option<&Correction>) -> f64 {
+        let c = c.copied().unwrap_or(Correction {
+            factor: 1.0,
+            ..Correction::default()
+        });
+        let evidence = f64::from(c.n) / (f64::from(c.n) + 2.0);
+        (0.4 + 0.5 * evidence * (-c.error).exp() - 0.15 * f64::from(c.failures)).clamp(0.05, 0.95)
+    }
+
+    /// Single-knob changes from `from` not yet taken, best predicted first, one per knob.
+    fn steps(
+        &self,
+        task: &Task,
+        from: &Config,
+        taken: &BTreeSet<Config>,
+        corr: &BTreeMap<String, Correction>,
+        seed: u64,
+    ) -> Vec<Step> {
+        let base = self.cycles(task, from);
+        let mut best_per_knob: BTreeMap<String, Step> = BTreeMap::new();
+        for knob in self.family.knobs() {
+            for v in &knob.values {
+                if from.get(knob.name) == Some(&v.value) {
+                    continue;
+                }
+                let mut config = from.clone();
+                config.insert(knob.name.to_owned(), v.value);
+                if taken.contains(&config) || !self.family.valid(&config) {
+                    continue;
+                }
+                let model_speedup = base / self.cycles(task, &config);
+                let factor = corr.get(knob.name).map_or(1.0, |c| c.factor);
+                let step = Step {
+                    knob: knob.name.to_owned(),
+                    value: v.value,
+                    config,
+                    model_speedup,
+                    predicted: model_speedup * factor,
+                };
+                let better = best_per_knob
+                    .get(knob.name)
+                    .is_none_or(|b| step.predicted > b.predicted);
+                if better {
+                    best_per_knob.insert(knob.name.to_owned(), step);
+                }
+            }
+        }
+        let mut steps: Vec<Step> = best_per_knob.into_values().collect();
+        // Best prediction first; equal predictions in a seeded but fixed order.
+        steps.sort_by(|a, b| {
+            b.predicted
+                .total_cmp(&a.predicted)
+                .then_with(|| tiebreak(seed, a).cmp(&tiebreak(seed, b)))
+        });
+        steps
+    }
+
+    fn new_node(&self, from: &Config, step: &Step, corr: &BTreeMap<String, Correction>) -> NewNode {
+        let knob = self
+            .family
+            .knobs()
+            .iter()
+            .find(|k| k.name == step.knob)
+            .expect("steps come from knobs");
+        let old = from
+            .get(&step.knob)
+            .map_or_else(|| "default".to_owned(), |v| self.label(&step.knob, *v));
+        let new = self.label(&step.knob, step.value);
+        let c = corr.get(&step.knob);
+        let p = step.predicted;
+        let score = (p.ln() / 4f64.ln()).clamp(0.02, 1.0);
+        let rationale = match c {
+            Some(c) if c.n > 0 => format!(
+                "cost model: {:.2}× over the parent; corrected by {:.2}× from {} measurement(s) of this tactic → {p:.2}×",
+                step.model_speedup, c.factor, c.n
+            ),
+            _ => format!(
+                "cost model: {p:.2}× over the parent (bytes moved and operations per element against this machine's bandwidth and vector width); not yet measured"
+            ),
+        };
+        NewNode {
+            decision: format!("{}: {old} → {new}", knob.tactic),
+            action: Action {
+                title: format!("{}: {new}", knob.tactic),
+                description: format!(
+                    "{} Changes `{}` from {old} to {new}.",
+                    knob.description, knob.name
+                ),
+                difficulty: knob.difficulty.clamp(1, 5),
+                score,
+                expected_speedup: p,
+                rationale,
+            },
+            rating: (5.0 + 2.5 * p.log2()).clamp(0.0, 10.0),
+            confidence: Self::confidence(c),
+            impacts: self.family.impacts(from, &step.knob, step.value),
+            payload: serde_json::to_value(NodePlan {
+                knob: step.knob.clone(),
+                value: step.value,
+                config: step.config.clone(),
+                model_speedup: step.model_speedup,
+            })
+            .expect("plans serialize"),
+        }
+    }
+
+    fn candidate(&self, node: NodeId, config: Config, note: String) -> Candidate {
+        Candidate {
+            source: Source {
+                file: format!("{}_n{node}.c", self.family.name()),
+                text: self.family.render(&config),
+            },
+            note,
+            payload: serde_json::to_value(AttemptPlan { config }).expect("plans serialize"),
+        }
+    }
+
+    /// Values of `knob` next to `value` (for ordered knobs), nearest first.
+    fn neighbours(&self, knob: &str, value: i64) -> Vec<i64> {
+        let Some(k) = self.family.knobs().iter().find(|k| k.name == knob) else {
+            return Vec::new();
+        };
+        let Some(i) = k.values.iter().position(|v| v.value == value) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for d in 1..k.values.len() {
+            if let Some(v) = i.checked_sub(d).and_then(|j| k.values.get(j)) {
+                out.push(v.value);
+            }
+            if let Some(v) = k.values.get(i + d) {
+                out.push(v.value);
+            }
+        }
+        out
+    }
+}
+
+fn plan_of(payload: &serde_json::Value) -> Option<NodePlan> {
+    serde_json::from_value(payload.clone()).ok()
+}
+
+fn tiebreak(seed: u64, step: &Step) -> u64 {
+    let mut rng = ksearch_core::rng::Rng::for_stream(seed, &[&step.knob, &step.value.to_string()]);
+    rng.next_u64()
+}
+
+impl Proposer for BuiltinProposer {
+    fn name(&self) -> String {
+        "builtin".into()
+    }
+
+    fn init_world_model(&mut self, ctx: &ProposeContext<'_>) -> Result<WorldModel, ProposeError> {
+        let seed = self.family.seed();
+        let corr = BTreeMap::new();
+        let steps = self.steps(ctx.task, &seed, &self.taken(ctx), &corr, ctx.seed);
+        let notes = vec![
+            format!(
+                "builtin proposer: `{}` template family, {} tactics; machine model: {} B vectors, {} FMA units, LLC {} KiB",
+                self.family.name(),
+                self.family.knobs().len(),
+                self.machine.vector_bytes,
+                self.machine.fma_units,
+                self.machine.llc_bytes / 1024
+            ),
+            format!("seed configuration: {}", describe(&seed)),
+        ];
+        let actions = steps
+            .iter()
+            .take(INITIAL_ACTIONS)
+            .map(|s| self.new_node(&seed, s, &corr))
+            .collect();
+        Ok(WorldModel { notes, actions })
+    }
+
+    fn propose_actions(&mut self, ctx: &ProposeContext<'_>) -> Result<EditScript, ProposeError> {
+        let corr = self.corrections(ctx);
+        let taken = self.taken(ctx);
+        // Grow from the best solved nodes first.
+        let mut closed: Vec<&ksearch_core::tree::Node> =
+            ctx.tree.nodes().filter(|n| !n.is_open()).collect();
+        closed.sort_by(|a, b| {
+            let s = |n: &ksearch_core::tree::Node| {
+                n.solution.as_ref().and_then(|s| s.speedup).unwrap_or(0.0)
+            };
+            s(b).total_cmp(&s(a)).then(a.id.cmp(&b.id))
+        });
+        for node in closed {
+            let Some(config) = self.solution_config(ctx, node.id) else {
+                continue;
+            };
+            let steps = self.steps(ctx.task, &config, &taken, &corr, ctx.seed);
+            if !steps.is_empty() {
+                let ops = steps
+                    .iter()
+                    .take(REFINE_ACTIONS)
+                    .map(|s| EditOp::Insert {
+                        parent: node.id,
+                        node: self.new_node(&config, s, &corr),
+                    })
+                    .collect();
+                return Ok(EditScript { ops });
+            }
+        }
+        Ok(EditScript::default())
+    }
+
+    fn generate(
+        &mut self,
+        ctx: &ProposeContext<'_>,
+        req: &GenerateRequest<'_>,
+    ) -> Result<Option<Candidate>, ProposeError> {
+        let node = ctx
+            .tree
+            .get(req.node)
+            .ok_or_else(|| self.fail(format!("node {} is not in the tree", req.node)))?;
+        let parent = node.parent.unwrap_or(ROOT);
+        let Some(parent_config) = self.solution_config(ctx, parent) else {
+            return Err(self.fail(format!(
+                "no configuration recorded for the solution of node {parent}"
+            )));
+        };
+        let tried: BTreeSet<Config> = req
+            .cycle_attempts
+            .iter()
+            .filter_map(|a| serde_json::from_value::<AttemptPlan>(a.payload.clone()).ok())
+            .map(|p| p.config)
+            .collect();
+        let Some(plan) = plan_of(&node.payload) else {
+            // A node the engine added (the continuation fallback): tune the best remaining step.
+            if req.kind != AttemptKind::Implement {
+                return Ok(None);
+            }
+            let corr = self.corrections(ctx);
+            let step = self
+                .steps(ctx.task, &parent_config, &self.taken(ctx), &corr, ctx.seed)
+                .into_iter()
+                .next();
+            return Ok(step.map(|s| {
+                let note = format!("tune: {} → {}", s.knob, self.label(&s.knob, s.value));
+                self.candidate(req.node, s.config, note)
+            }));
+        };
+        let with = |value: i64| {
+            let mut c = parent_config.clone();
+            c.insert(plan.knob.clone(), value);
+            c
+        };
+        let pick = |values: Vec<i64>| -> Option<(i64, Config)> {
+            let mut options: Vec<(i64, Config)> = values
+                .into_iter()
+                .map(|v| (v, with(v)))
+                .filter(|(_, c)| self.family.valid(c) && !tried.contains(c))
+                .collect();
+            options.sort_by(|a, b| {
+                self.cycles(ctx.task, &a.1)
+                    .total_cmp(&self.cycles(ctx.task, &b.1))
+            });
+            options.into_iter().next()
+        };
+        let chosen = match req.kind {
+            AttemptKind::Implement => {
+                let direct = with(plan.value);
+                if self.family.valid(&direct) {
+                    Some((plan.value, direct))
+                } else if self.family.valid(&plan.config) {
+                    Some((plan.value, plan.config.clone()))
+                } else {
+                    None
+                }
+            }
+            AttemptKind::Improve => {
+                let from = req
+                    .best
+                    .and_then(|b| {
+                        serde_json::from_value::<AttemptPlan>(b.attempt.payload.clone()).ok()
+                    })
+                    .and_then(|p| p.config.get(&plan.knob).copied())
+                    .unwrap_or(plan.value);
+                let ordered = self
+                    .family
+                    .knobs()
+                    .iter()
+                    .any(|k| k.name == plan.knob && k.ordered);
+                if ordered {
+                    // Only the two nearest values: a neighbourhood, not a sweep.
+                    pick(
+                        self.neighbours(&plan.knob, from)
+                            .into_iter()
+                            .take(2)
+                            .collect(),
+                    )
+                } else {
+                    None
+                }
+            }
+            AttemptKind::Debug => pick(self.neighbours(&plan.knob, plan.value)),
+            AttemptKind::Seed => None,
+        };
+        Ok(chosen.map(|(value, config)| {
+            let from = parent_config
+                .get(&plan.knob)
+                .map_or_else(|| "default".into(), |v| self.label(&plan.knob, *v));
+            let note = format!(
+                "{:?}: `{}` {from} → {}",
+                req.kind,
+                plan.knob,
+                self.label(&plan.knob, value)
+            )
+            .to_lowercase();
+            self.candidate(req.node, config, note)
+        }))
+    }
+
+    fn refine(
+        &mut self,
+        ctx: &ProposeContext<'_>,
+        evidence: &CycleEvidence<'_>,
+    ) -> Result<EditScript, ProposeError> {
+        let corr = self.corrections(ctx);
+        let mut ops = Vec::new();
+        // Revise open actions whose tactic was just measured.
+        if let Some(plan) = ctx
+            .tree
+            .get(evidence.node)
+            .and_then(|n| plan_of(&n.payload))
+            && let Some(c) = corr.get(&plan.knob)
+        {
+            for n in ctx.tree.nodes().filter(|n| n.is_open()) {
+                let Some(p) = plan_of(&n.payload) else {
+                    continue;
+                };
+                if p.knob != plan.knob {
+                    continue;
+                }
+                let predicted = p.model_speedup * c.factor;
+                if (predicted / n.action.expected_speedup).ln().abs() > 0.1 {
+                    ops.push(EditOp::Update {
+                        node: n.id,
+                        changes: NodeUpdate {
+                            expected_speedup: Some(predicted),
+                            score: Some((predicted.ln() / 4f64.ln()).clamp(0.02, 1.0)),
+                            confidence: Some(Self::confidence(Some(c))),
+                            note: Some(format!(
+                                "prediction corrected by {:.2}× after measuring node {}",
+                                c.factor, evidence.node
+                            )),
+                            ..NodeUpdate::default()
+                        },
+                    });
+                }
+            }
+        }
+        let Some(config) = self.solution_config(ctx, evidence.node) else {
+            return Err(self.fail(format!(
+                "no configuration recorded for the solution of node {}",
+                evidence.node
+            )));
+        };
+        let steps = self.steps(ctx.task, &config, &self.taken(ctx), &corr, ctx.seed);
+        ops.extend(steps.iter().take(REFINE_ACTIONS).map(|s| EditOp::Insert {
+            parent: evidence.node,
+            node: self.new_node(&config, s, &corr),
+        }));
+        Ok(EditScript { ops })
+    }
+
+    fn too_hard(
+        &mut self,
+        ctx: &ProposeContext<'_>,
+        evidence: &CycleEvidence<'_>,
+    ) -> Result<TooHard, ProposeError> {
+        let node = ctx
+            .tree
+            .get(evidence.node)
+            .ok_or_else(|| self.fail(format!("node {} is not in the tree", evidence.node)))?;
+        if ctx.tree.children(node.id).next().is_none() {
+            return Ok(TooHard::Delete);
+        }
+        Ok(TooHard::Downgrade(NodeUpdate {
+            score: Some((node.action.score * 0.5).max(0.01)),
+            confidence: Some((node.confidence * 0.5).max(0.05)),
+            note: Some("nothing passed: downgraded".into()),
+            ..NodeUpdate::default()
+        }))
+    }
+}
+
+fn describe(config: &Config) -> String {
+    config
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,48 @@
+//! Progress reporting: the engine tells an observer what it is doing; the CLI draws it.
+
+use ksearch_core::protocol::Status;
+use ksearch_core::record::AttemptKind;
+use ksearch_core::tree::NodeId;
+
+use crate::run_config::StopReason;
+
+#[derive(Debug, Clone)]
+pub enum Progress<'a> {
+    CycleStarted {
+        cycle: u64,
+        node: NodeId,
+        title: &'a str,
+    },
+    AttemptStarted {
+        round: u64,
+        kind: AttemptKind,
+        node: NodeId,
+        title: &'a str,
+    },
+    AttemptFinished {
+        round: u64,
+        status: Status,
+        speedup: Option<f64>,
+        best_speedup: Option<f64>,
+    },
+    CycleEnded {
+        cycle: u64,
+        node: NodeId,
+        passed: bool,
+    },
+    Stopped {
+        reason: StopReason,
+    },
+}
+
+pub trait Observer {
+    fn progress(&mut self, event: &Progress<'_>);
+}
+
+/// Reports nothing.
+#[derive(Debug, Default)]
+pub struct Silent;
+
+impl Observer for Silent {
+    fn progress(&mut self, _: &Progress<'_>) {}
+}

@@ -1,0 +1,147 @@
+//! The port the engine asks for ideas and code. The builtin proposer (template search) and the
+//! LLM proposer implement it; the engine never parses model text or renders templates itself.
+
+use ksearch_core::gate::Comparison;
+use ksearch_core::record::{AttemptKind, AttemptRecord, CycleRecord, Evaluation};
+use ksearch_core::task::{Source, Task};
+use ksearch_core::tree::{NewNode, NodeId, Tree};
+use ksearch_core::tree_edit::{EditError, EditScript, NodeUpdate};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ProposeError {
+    /// The proposer has nothing for this task at all.
+    #[error("the {proposer} proposer cannot work on task `{task}`: {reason}")]
+    Unsupported {
+        proposer: String,
+        task: String,
+        reason: String,
+    },
+    #[error("the {proposer} proposer failed: {message}")]
+    Failed { proposer: String, message: String },
+}
+
+/// What every call sees: the task, the tree, and every attempt so far.
+#[derive(Debug, Clone, Copy)]
+pub struct ProposeContext<'a> {
+    pub task: &'a Task,
+    pub tree: &'a Tree,
+    pub attempts: &'a [AttemptRecord],
+    /// The round the next attempt will have.
+    pub round: u64,
+    /// The run's seed, for any randomness (same seed, same choices).
+    pub seed: u64,
+}
+
+impl ProposeContext<'_> {
+    /// The attempt that produced a node's solution.
+    pub fn solution_attempt(&self, node: NodeId) -> Option<&AttemptRecord> {
+        let round = self.tree.get(node)?.solution.as_ref()?.round;
+        self.attempts.iter().find(|a| a.round == round)
+    }
+}
+
+/// The initial world model: notes on the task and the first open actions under the root.
+#[derive(Debug, Clone, Default)]
+pub struct WorldModel {
+    pub notes: Vec<String>,
+    pub actions: Vec<NewNode>,
+}
+
+/// A source with its evaluation, as fed back to the proposer.
+#[derive(Debug, Clone, Copy)]
+pub struct Evaluated<'a> {
+    pub source: &'a Source,
+    pub attempt: &'a AttemptRecord,
+    pub evaluation: &'a Evaluation,
+}
+
+/// Ask for one candidate.
+#[derive(Debug, Clone, Copy)]
+pub struct GenerateRequest<'a> {
+    pub node: NodeId,
+    /// `Implement`: the node's action from the parent's code; `Debug`: fix `previous`;
+    /// `Improve`: beat `best`.
+    pub kind: AttemptKind,
+    /// The parent's solution: the code the action starts from.
+    pub parent_source: &'a Source,
+    /// The latest attempt of this cycle.
+    pub previous: Option<Evaluated<'a>>,
+    /// The best passing attempt of this cycle.
+    pub best: Option<Evaluated<'a>>,
+    /// Every attempt of this cycle so far, oldest first.
+    pub cycle_attempts: &'a [&'a AttemptRecord],
+}
+
+/// A generated candidate.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub source: Source,
+    /// What was changed, in a sentence.
+    pub note: String,
+    /// Proposer-private data kept with the attempt.
+    pub payload: serde_json::Value,
+}
+
+/// What a finished cycle showed.
+#[derive(Debug, Clone, Copy)]
+pub struct CycleEvidence<'a> {
+    pub node: NodeId,
+    pub cycle: &'a CycleRecord,
+    pub attempts: &'a [&'a AttemptRecord],
+    /// The attempt attached to the node, if any passed.
+    pub best: Option<&'a AttemptRecord>,
+    /// The best attempt against the parent, under the acceptance gate.
+    pub vs_parent: Option<Comparison>,
+}
+
+/// What to do with a node on which nothing passed.
+#[derive(Debug, Clone)]
+pub enum TooHard {
+    /// Keep it, with revised (lower) estimates.
+    Downgrade(NodeUpdate),
+    /// Replace it by 2–3 smaller steps.
+    Split(Vec<NewNode>),
+    Delete,
+}
+
+pub trait Proposer {
+    /// A short name for logs and the run record, e.g. `builtin`.
+    fn name(&self) -> String;
+
+    fn init_world_model(&mut self, ctx: &ProposeContext<'_>) -> Result<WorldModel, ProposeError>;
+
+    /// New actions when nothing is left to execute; an empty script ends the search.
+    fn propose_actions(&mut self, ctx: &ProposeContext<'_>) -> Result<EditScript, ProposeError>;
+
+    /// One candidate for `req`, or `None` when there is nothing (more) worth trying.
+    fn generate(
+        &mut self,
+        ctx: &ProposeContext<'_>,
+        req: &GenerateRequest<'_>,
+    ) -> Result<Option<Candidate>, ProposeError>;
+
+    /// Revise the tree after a cycle that passed.
+    fn refine(
+        &mut self,
+        ctx: &ProposeContext<'_>,
+        evidence: &CycleEvidence<'_>,
+    ) -> Result<EditScript, ProposeError>;
+
+    /// Decide about a node whose cycle passed nothing.
+    fn too_hard(
+        &mut self,
+        ctx: &ProposeContext<'_>,
+        evidence: &CycleEvidence<'_>,
+    ) -> Result<TooHard, ProposeError>;
+
+    /// An edit script was rejected; offer a corrected one, or `None` to give up on it.
+    fn revise_edit(
+        &mut self,
+        _ctx: &ProposeContext<'_>,
+        _script: &EditScript,
+        _error: &EditError,
+    ) -> Result<Option<EditScript>, ProposeError> {
+        Ok(None)
+    }
+}

@@ -1,0 +1,102 @@
+//! What a run is configured with and the engine's persistent state; both are stored in the run
+//! store so `resume` continues exactly where a run stopped.
+
+use std::time::Duration;
+
+use ksearch_core::protocol::TimingPlan;
+use ksearch_core::tree::NodeId;
+use ksearch_eval::EvalOptions;
+use serde::{Deserialize, Serialize};
+
+/// Version of the run's stored meta documents.
+pub const RUN_FORMAT: u32 = 1;
+
+/// Default stagnation window: a cycle ends after this many attempts without improvement.
+pub const DEFAULT_WINDOW: u32 = 5;
+
+/// How candidates are evaluated during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalSettings {
+    /// Empty: every workload of the task.
+    pub workloads: Vec<String>,
+    pub seeds: usize,
+    pub base_seed: u64,
+    pub timing: Option<TimingPlan>,
+    pub timeout_s: f64,
+}
+
+impl Default for EvalSettings {
+    fn default() -> Self {
+        Self {
+            workloads: Vec::new(),
+            seeds: 3,
+            base_seed: 1,
+            timing: Some(TimingPlan::default()),
+            timeout_s: 300.0,
+        }
+    }
+}
+
+impl EvalSettings {
+    pub fn options(&self) -> EvalOptions {
+        EvalOptions {
+            workloads: self.workloads.clone(),
+            seeds: self.seeds,
+            base_seed: self.base_seed,
+            timing: self.timing,
+            timeout: Duration::from_secs_f64(self.timeout_s),
+        }
+    }
+}
+
+/// Fixed for the life of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub format: u32,
+    pub ksearch_version: String,
+    /// e.g. `builtin`.
+    pub proposer: String,
+    pub seed: u64,
+    /// Stagnation window of a cycle.
+    pub window: u32,
+    /// Hard cap on attempts in one cycle.
+    pub max_cycle_attempts: u32,
+    pub eval: EvalSettings,
+    /// Seconds since the Unix epoch.
+    pub created_unix: u64,
+    /// One line about the machine, e.g. the CPU model.
+    pub hardware: String,
+}
+
+/// Why a session of the run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The round budget (`--iterations`) is spent.
+    Iterations,
+    /// The time budget (`--time`) is spent.
+    Time,
+    /// Ctrl-C; the interrupted attempt runs again on resume.
+    Interrupted,
+    /// The proposer has nothing left to try.
+    Exhausted,
+}
+
+/// The engine's state between steps, committed with every step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineState {
+    /// Round of the next new attempt; round 0 is the seed.
+    pub next_round: u64,
+    pub next_cycle: u64,
+    pub current_cycle: Option<u64>,
+    pub next_node: NodeId,
+    /// The seed was measured and the world model built.
+    pub initialized: bool,
+    /// Total rounds the run may reach, as last set by `run` or `resume`.
+    pub round_budget: Option<u64>,
+    /// Wall time over all sessions, and the part spent inside evaluations.
+    pub wall_s: f64,
+    pub eval_s: f64,
+    pub sessions: u32,
+    pub stop_reason: Option<StopReason>,
+}

@@ -1,0 +1,105 @@
+//! A run in numbers: what `ksearch run --json` prints and `ksearch tree` shows.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ksearch_core::calibration::{Calibration, calibration};
+use ksearch_core::record::{AttemptRecord, CycleRecord};
+use ksearch_core::task::Task;
+use ksearch_core::tree::{NodeId, Tree};
+use serde::{Deserialize, Serialize};
+
+use crate::run_config::{EngineState, RunConfig, StopReason};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    pub node: NodeId,
+    pub title: String,
+    /// Over the task's baseline.
+    pub speedup: Option<f64>,
+    /// Over the seed kernel: ratio of the two speedups over the baseline, each measured paired
+    /// with the baseline.
+    pub speedup_vs_seed: Option<f64>,
+    pub latency_ms: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_dir: PathBuf,
+    pub task: String,
+    pub proposer: String,
+    pub baseline: String,
+    /// Rounds done: candidates generated and evaluated (the seed is round 0 and not counted).
+    pub rounds: u64,
+    pub nodes: usize,
+    pub cycles: usize,
+    pub best: Best,
+    pub seed_latency_ms: BTreeMap<String, f64>,
+    pub stop_reason: Option<StopReason>,
+    pub wall_s: f64,
+    /// Time inside evaluations (compiling, checking and timing candidates).
+    pub eval_s: f64,
+    /// Everything else: proposing, the store, the engine itself.
+    pub orchestrator_s: f64,
+    pub orchestrator_fraction: f64,
+    pub calibration: Calibration,
+    /// LLM spend; zero for the builtin proposer.
+    pub cost_usd: f64,
+    pub tokens: u64,
+}
+
+pub fn summarize(
+    dir: &Path,
+    task: &Task,
+    config: &RunConfig,
+    state: &EngineState,
+    tree: &Tree,
+    attempts: &[AttemptRecord],
+    cycles: &[CycleRecord],
+) -> RunSummary {
+    let best = tree.best();
+    let root = tree.root();
+    let speedup = |n: &ksearch_core::tree::Node| n.solution.as_ref().and_then(|s| s.speedup);
+    let best_speedup = speedup(best);
+    let orchestrator_s = (state.wall_s - state.eval_s).max(0.0);
+    RunSummary {
+        run_dir: dir.to_owned(),
+        task: task.id.clone(),
+        proposer: config.proposer.clone(),
+        baseline: task.baseline_name(),
+        rounds: attempts
+            .iter()
+            .filter(|a| a.round > 0 && a.evaluation.is_some())
+            .count() as u64,
+        nodes: tree.len(),
+        cycles: cycles.len(),
+        best: Best {
+            node: best.id,
+            title: best.action.title.clone(),
+            speedup: best_speedup,
+            speedup_vs_seed: best_speedup.zip(speedup(root)).map(|(b, s)| b / s),
+            latency_ms: best
+                .solution
+                .as_ref()
+                .map(|s| s.latency_ms.clone())
+                .unwrap_or_default(),
+        },
+        seed_latency_ms: root
+            .solution
+            .as_ref()
+            .map(|s| s.latency_ms.clone())
+            .unwrap_or_default(),
+        stop_reason: state.stop_reason,
+        wall_s: state.wall_s,
+        eval_s: state.eval_s,
+        orchestrator_s,
+        orchestrator_fraction: if state.wall_s > 0.0 {
+            orchestrator_s / state.wall_s
+        } else {
+            0.0
+        },
+        calibration: calibration(tree),
+        cost_usd: 0.0,
+        tokens: 0,
+    }
+}

@@ -1,0 +1,14 @@
+//! The run store: everything a run knows, in `RUN_DIR/run.sqlite`, with candidate sources in
+//! `RUN_DIR/artifacts/` by content hash. One writer (the engine's thread); every step is one
+//! transaction, committed before the next step starts, so a run killed at any moment resumes
+//! from its last committed step.
+
+mod artifacts;
+mod error;
+mod run_store;
+mod schema;
+
+pub use artifacts::content_hash;
+pub use error::StoreError;
+pub use run_store::{ARTIFACTS_DIR, DB_FILE, RunStore, Snapshot, Tx};
+pub use schema::SCHEMA_VERSION;

@@ -1,0 +1,447 @@
+use std::path::{Path, PathBuf};
+
+use ksearch_core::record::{AttemptRecord, CycleRecord};
+use ksearch_core::task::Source;
+use ksearch_core::tree::{Node, NodeId};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::StoreError;
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
+use crate::{StoreError as E, artifacts};
+
+pub const DB_FILE: &str = "run.sqlite";
+pub const ARTIFACTS_DIR: &str = "artifacts";
+
+/// An open run directory.
+#[derive(Debug)]
+pub struct RunStore {
+    conn: Connection,
+    dir: PathBuf,
+    db: PathBuf,
+}
+
+/// Everything stored, as read back.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub nodes: Vec<Node>,
+    pub cycles: Vec<CycleRecord>,
+    pub attempts: Vec<AttemptRecord>,
+    /// `(round, kind, JSON)` in the order written.
+    pub events: Vec<(u64, String, serde_json::Value)>,
+}
+
+impl RunStore {
+    /// Create a new run in `dir` (created if needed). Fails if a run is already there.
+    pub fn create(dir: &Path) -> Result<Self, StoreError> {
+        let db = dir.join(DB_FILE);
+        if db.exists() {
+            return Err(E::Exists {
+                dir: dir.to_owned(),
+            });
+        }
+        std::fs::create_dir_all(dir.join(ARTIFACTS_DIR)).map_err(|source| E::Io {
+            action: "create",
+            path: dir.join(ARTIFACTS_DIR),
+            source,
+        })?;
+        Self::connect(dir, db)
+    }
+
+    /// Open an existing run, migrating its store forward if it is older.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let db = dir.join(DB_FILE);
+        if !db.exists() {
+            return Err(E::Missing {
+                dir: dir.to_owned(),
+            });
+        }
+        std::fs::create_dir_all(dir.join(ARTIFACTS_DIR)).map_err(|source| E::Io {
+            action: "create",
+            path: dir.join(ARTIFACTS_DIR),
+            source,
+        })?;
+        Self::connect(dir, db)
+    }
+
+    fn connect(dir: &Path, db: PathBuf) -> Result<Self, StoreError> {
+        let sql = |source| E::Sqlite {
+            path: db.clone(),
+            source,
+        };
+        let conn = Connection::open(&db).map_err(sql)?;
+        // WAL keeps readers (`ksearch tree` during a run) off the writer's back; NORMAL sync
+        // is durable against the process being killed, which is what resume must survive.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql)?;
+        let mut store = Self {
+            conn,
+            dir: dir.to_owned(),
+            db,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn sql_err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| E::Sqlite {
+            path: self.db.clone(),
+            source,
+        }
+    }
+
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(self.sql_err())
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let found = self.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(E::TooNew {
+                path: self.db.clone(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            let db = self.db.clone();
+            let err = |source| E::Sqlite {
+                path: db.clone(),
+                source,
+            };
+            let tx = self.conn.transaction().map_err(err)?;
+            tx.execute_batch(sql).map_err(err)?;
+            tx.pragma_update(None, "user_version", version as u32 + 1)
+                .map_err(err)?;
+            tx.commit().map_err(err)?;
+        }
+        Ok(())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Store a source's text under its content hash; returns the hash.
+    pub fn put_artifact(&self, source: &Source) -> Result<String, StoreError> {
+        artifacts::put(&self.dir.join(ARTIFACTS_DIR), &source.text)
+    }
+
+    pub fn read_artifact(&self, hash: &str, file: &str) -> Result<Source, StoreError> {
+        let text = artifacts::get(&self.dir.join(ARTIFACTS_DIR), hash)?;
+        Ok(Source {
+            file: file.to_owned(),
+            text,
+        })
+    }
+
+    /// Run `f` in one transaction: all its writes land, or none do.
+    pub fn transaction<T>(
+        &mut self,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        let err = |source| E::Sqlite {
+            path: db.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(err)?;
+        let out = f(&Tx {
+            tx: &tx,
+            db: &self.db,
+        })?;
+        tx.commit().map_err(err)?;
+        Ok(out)
+    }
+
+    fn decode<T: DeserializeOwned>(&self, what: &str, text: &str) -> Result<T, StoreError> {
+        serde_json::from_str(text).map_err(|source| E::Corrupt {
+            path: self.db.clone(),
+            what: what.to_owned(),
+            source,
+        })
+    }
+
+    pub fn meta<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(self.sql_err())?;
+        text.map(|t| self.decode(&format!("meta `{key}`"), &t))
+            .transpose()
+    }
+
+    pub fn state<T: DeserializeOwned>(&self) -> Result<Option<T>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .query_row("SELECT data FROM state WHERE id = 1", [], |r| r.get(0))
+            .optional()
+            .map_err(self.sql_err())?;
+        text.map(|t| self.decode("engine state", &t)).transpose()
+    }
+
+    fn column<T: DeserializeOwned>(&self, what: &str, sql: &str) -> Result<Vec<T>, StoreError> {
+        let mut stmt = self.conn.prepare(sql).map_err(self.sql_err())?;
+        let texts: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(self.sql_err())?
+            .collect::<Result<_, _>>()
+            .map_err(self.sql_err())?;
+        texts.iter().map(|t| self.decode(what, t)).collect()
+    }
+
+    /// Read everything back.
+    pub fn snapshot(&self) -> Result<Snapshot, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT round, kind, data FROM events ORDER BY id")
+            .map_err(self.sql_err())?;
+        let rows: Vec<(i64, String, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(self.sql_err())?
+            .collect::<Result<_, _>>()
+            .map_err(self.sql_err())?;
+        let events = rows
+            .into_iter()
+            .map(|(round, kind, data)| Ok((round as u64, kind, self.decode("event", &data)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Snapshot {
+            nodes: self.column("node", "SELECT data FROM nodes ORDER BY id")?,
+            cycles: self.column("cycle", "SELECT data FROM cycles ORDER BY id")?,
+            attempts: self.column("attempt", "SELECT data FROM attempts ORDER BY round")?,
+            events,
+        })
+    }
+}
+
+/// Writes inside one transaction.
+#[derive(Debug)]
+pub struct Tx<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    db: &'a Path,
+}
+
+fn json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("records serialize")
+}
+
+impl Tx<'_> {
+    fn run(&self, sql: &str, params: impl rusqlite::Params) -> Result<(), StoreError> {
+        self.tx
+            .execute(sql, params)
+            .map(|_| ())
+            .map_err(|source| E::Sqlite {
+                path: self.db.to_owned(),
+                source,
+            })
+    }
+
+    pub fn set_meta<T: Serialize>(&self, key: &str, value: &T) -> Result<(), StoreError> {
+        self.run(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            params![key, json(value)],
+        )
+    }
+
+    pub fn set_state<T: Serialize>(&self, state: &T) -> Result<(), StoreError> {
+        self.run(
+            "INSERT OR REPLACE INTO state (id, data) VALUES (1, ?1)",
+            params![json(state)],
+        )
+    }
+
+    pub fn put_node(&self, n: &Node) -> Result<(), StoreError> {
+        self.run(
+            "INSERT OR REPLACE INTO nodes (id, parent, title, closed, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![n.id, n.parent, n.action.title, !n.is_open(), json(n)],
+        )
+    }
+
+    pub fn delete_node(&self, id: NodeId) -> Result<(), StoreError> {
+        self.run("DELETE FROM nodes WHERE id = ?1", params![id])
+    }
+
+    /// Make the stored nodes exactly `nodes` (the tree is small; rewriting it is simplest).
+    pub fn replace_nodes<'n>(
+        &self,
+        nodes: impl IntoIterator<Item = &'n Node>,
+    ) -> Result<(), StoreError> {
+        self.run("DELETE FROM nodes", [])?;
+        for n in nodes {
+            self.put_node(n)?;
+        }
+        Ok(())
+    }
+
+    pub fn put_cycle(&self, c: &CycleRecord) -> Result<(), StoreError> {
+        self.run(
+            "INSERT OR REPLACE INTO cycles (id, node, data) VALUES (?1, ?2, ?3)",
+            params![c.id as i64, c.node, json(c)],
+        )
+    }
+
+    pub fn put_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
+        self.run(
+            "INSERT OR REPLACE INTO attempts (round, node, cycle, status, speedup, source_hash, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![a.round as i64, a.node, a.cycle as i64, a.status().map(|s| s.as_str()), a.speedup(), a.source_hash, json(a)],
+        )
+    }
+
+    pub fn add_event<T: Serialize>(
+        &self,
+        round: u64,
+        kind: &str,
+        data: &T,
+    ) -> Result<(), StoreError> {
+        self.run(
+            "INSERT INTO events (round, kind, data) VALUES (?1, ?2, ?3)",
+            params![round as i64, kind, json(data)],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksearch_core::record::{AttemptKind, CycleOutcome};
+    use ksearch_core::tree::{Gate, Solution, Tree};
+
+    fn seed_solution() -> Solution {
+        Solution {
+            round: 0,
+            source_hash: "x".into(),
+            source_file: "seed.c".into(),
+            speedup: Some(1.0),
+            speedup_vs_parent: None,
+            vs_parent_interval: None,
+            gate: Gate::Unmeasured,
+            latency_ms: [("small".to_owned(), 0.25)].into(),
+        }
+    }
+
+    fn attempt(round: u64) -> AttemptRecord {
+        AttemptRecord {
+            round,
+            node: 0,
+            cycle: 1,
+            kind: AttemptKind::Implement,
+            source_hash: "h".into(),
+            source_file: "c.c".into(),
+            note: "n".into(),
+            evaluation: None,
+            improved: false,
+            payload: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_through_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = Tree::new(vec!["root note".into()], seed_solution());
+        let cycle = CycleRecord {
+            id: 1,
+            node: 0,
+            started_round: 1,
+            ended_round: Some(2),
+            outcome: Some(CycleOutcome::Passed),
+            best_round: Some(1),
+            stagnation: 0,
+            attempts: 2,
+        };
+        {
+            let mut s = RunStore::create(dir.path()).unwrap();
+            assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+            s.transaction(|tx| {
+                tx.set_meta("task", &"cpu/softmax")?;
+                tx.put_node(tree.root())?;
+                tx.put_cycle(&cycle)?;
+                tx.put_attempt(&attempt(1))?;
+                tx.add_event(1, "edit", &serde_json::json!({"ops": 1}))?;
+                tx.set_state(&42u32)
+            })
+            .unwrap();
+        }
+        let s = RunStore::open(dir.path()).unwrap();
+        let snap = s.snapshot().unwrap();
+        assert_eq!(snap.nodes, vec![tree.root().clone()]);
+        assert_eq!(snap.cycles, vec![cycle]);
+        assert_eq!(snap.attempts, vec![attempt(1)]);
+        assert_eq!(snap.events[0].1, "edit");
+        assert_eq!(
+            s.meta::<String>("task").unwrap().as_deref(),
+            Some("cpu/softmax")
+        );
+        assert_eq!(s.state::<u32>().unwrap(), Some(42));
+    }
+
+    #[test]
+    fn a_failed_transaction_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = RunStore::create(dir.path()).unwrap();
+        let r: Result<(), _> = s.transaction(|tx| {
+            tx.put_attempt(&attempt(1))?;
+            Err(StoreError::MissingArtifact {
+                hash: "boom".into(),
+                dir: dir.path().to_owned(),
+            })
+        });
+        assert!(r.is_err());
+        assert!(s.snapshot().unwrap().attempts.is_empty());
+    }
+
+    #[test]
+    fn create_refuses_an_existing_run_and_open_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(RunStore::create(dir.path()).unwrap());
+        let e = RunStore::create(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("already holds a run"), "{e}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            RunStore::open(empty.path()),
+            Err(StoreError::Missing { .. })
+        ));
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = RunStore::create(dir.path()).unwrap();
+            s.conn
+                .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+                .unwrap();
+        }
+        let e = RunStore::open(dir.path()).unwrap_err();
+        assert!(
+            matches!(e, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn artifacts_are_content_addressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RunStore::create(dir.path()).unwrap();
+        let src = Source {
+            file: "k.c".into(),
+            text: "int x;".into(),
+        };
+        let h = s.put_artifact(&src).unwrap();
+        assert_eq!(h, crate::content_hash("int x;"));
+        assert_eq!(s.put_artifact(&src).unwrap(), h);
+        assert_eq!(s.read_artifact(&h, "k.c").unwrap(), src);
+        assert!(matches!(
+            s.read_artifact(&"0".repeat(64), "k.c"),
+            Err(StoreError::MissingArtifact { .. })
+        ));
+        assert!(s.read_artifact("../../etc/passwd", "x").is_err());
+    }
+}

@@ -1,0 +1,34 @@
+//! `ksearch tree RUN_DIR`.
+
+use std::io::Write;
+use std::path::Path;
+
+use ksearch_core::tree::Node;
+use serde::Serialize;
+
+use crate::exit_codes;
+use crate::tree_view::render;
+
+#[derive(Serialize)]
+struct TreeJson<'a> {
+    summary: &'a ksearch_engine::RunSummary,
+    nodes: Vec<&'a Node>,
+}
+
+pub(crate) fn run(dir: &Path, json: bool) -> anyhow::Result<i32> {
+    let (summary, tree, _) = ksearch_engine::read_summary(dir)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(
+            &mut out,
+            &TreeJson {
+                summary: &summary,
+                nodes: tree.nodes().collect(),
+            },
+        )?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", render(&summary, &tree))?;
+    }
+    Ok(exit_codes::OK)
+}

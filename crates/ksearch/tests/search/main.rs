@@ -1,0 +1,6 @@
+//! The search engine: full runs through the CLI (budgets, resume after SIGKILL and Ctrl-C,
+//! determinism), and engine transitions driven by a scripted proposer.
+
+mod cli_runs;
+mod scripted;
+mod support;

@@ -1,0 +1,346 @@
+//! Engine transitions, driven by a proposer that follows a script, on real C kernels.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use ksearch_core::protocol::TimingPlan;
+use ksearch_core::record::{AttemptKind, CycleOutcome};
+use ksearch_core::task::{Source, Task};
+use ksearch_core::tree::{Action, NewNode, ROOT};
+use ksearch_core::tree_edit::{EditError, EditOp, EditScript};
+use ksearch_engine::{
+    Budget, Candidate, CycleEvidence, Engine, EvalSettings, GenerateRequest, Parts, ProposeContext,
+    ProposeError, Proposer, RUN_FORMAT, RunConfig, Silent, TooHard, WorldModel,
+};
+use ksearch_eval::{CBackend, LocalEvaluator};
+
+#[path = "../common/softmax_kernels.rs"]
+mod kernels;
+
+fn action(title: &str) -> NewNode {
+    NewNode {
+        decision: title.into(),
+        action: Action {
+            title: title.into(),
+            description: String::new(),
+            difficulty: 2,
+            score: 0.5,
+            expected_speedup: 1.5,
+            rationale: String::new(),
+        },
+        rating: 5.0,
+        confidence: 0.5,
+        impacts: Default::default(),
+        payload: serde_json::Value::Null,
+    }
+}
+
+type RefineFn = Box<dyn FnMut(&CycleEvidence<'_>) -> EditScript>;
+
+/// Follows a script; records what it was asked.
+struct Scripted {
+    implement: String,
+    debug: Option<String>,
+    improve: Option<String>,
+    refine: RefineFn,
+    too_hard: TooHard,
+    revise: Option<EditScript>,
+    log: Rc<RefCell<Vec<String>>>,
+}
+
+impl Scripted {
+    fn new(implement: String, log: Rc<RefCell<Vec<String>>>) -> Self {
+        Self {
+            implement,
+            debug: None,
+            improve: None,
+            refine: Box::new(|_| EditScript::default()),
+            too_hard: TooHard::Delete,
+            revise: None,
+            log,
+        }
+    }
+}
+
+fn source(text: &str) -> Candidate {
+    Candidate {
+        source: Source {
+            file: "k.c".into(),
+            text: text.into(),
+        },
+        note: String::new(),
+        payload: serde_json::Value::Null,
+    }
+}
+
+impl Proposer for Scripted {
+    fn name(&self) -> String {
+        "scripted".into()
+    }
+    fn init_world_model(&mut self, _: &ProposeContext<'_>) -> Result<WorldModel, ProposeError> {
+        Ok(WorldModel {
+            notes: vec!["scripted".into()],
+            actions: vec![action("a0")],
+        })
+    }
+    fn propose_actions(&mut self, _: &ProposeContext<'_>) -> Result<EditScript, ProposeError> {
+        self.log.borrow_mut().push("propose_actions".into());
+        Ok(EditScript::default())
+    }
+    fn generate(
+        &mut self,
+        _: &ProposeContext<'_>,
+        req: &GenerateRequest<'_>,
+    ) -> Result<Option<Candidate>, ProposeError> {
+        self.log
+            .borrow_mut()
+            .push(format!("{:?} n{}", req.kind, req.node));
+        Ok(match req.kind {
+            AttemptKind::Implement => Some(source(&self.implement)),
+            AttemptKind::Debug => self.debug.as_deref().map(source),
+            AttemptKind::Improve => self.improve.as_deref().map(source),
+            AttemptKind::Seed => None,
+        })
+    }
+    fn refine(
+        &mut self,
+        _: &ProposeContext<'_>,
+        e: &CycleEvidence<'_>,
+    ) -> Result<EditScript, ProposeError> {
+        self.log.borrow_mut().push(format!("refine n{}", e.node));
+        Ok((self.refine)(e))
+    }
+    fn too_hard(
+        &mut self,
+        _: &ProposeContext<'_>,
+        e: &CycleEvidence<'_>,
+    ) -> Result<TooHard, ProposeError> {
+        self.log.borrow_mut().push(format!("too_hard n{}", e.node));
+        Ok(self.too_hard.clone())
+    }
+    fn revise_edit(
+        &mut self,
+        _: &ProposeContext<'_>,
+        _: &EditScript,
+        error: &EditError,
+    ) -> Result<Option<EditScript>, ProposeError> {
+        self.log.borrow_mut().push(format!("revise: {error}"));
+        Ok(self.revise.take())
+    }
+}
+
+fn config(window: u32) -> RunConfig {
+    RunConfig {
+        format: RUN_FORMAT,
+        ksearch_version: "test".into(),
+        proposer: "scripted".into(),
+        seed: 0,
+        window,
+        max_cycle_attempts: 10,
+        eval: EvalSettings {
+            workloads: vec!["small".into()],
+            timing: Some(TimingPlan {
+                warmup_ms: 2.0,
+                min_runs: 8,
+                min_time_ms: 20.0,
+                max_time_ms: 1000.0,
+                target_sample_ms: 0.5,
+                rotate_bytes: 4 << 20,
+            }),
+            ..EvalSettings::default()
+        },
+        created_unix: 0,
+        hardware: "test".into(),
+    }
+}
+
+fn task() -> Task {
+    ksearch_tasks::load_builtin("cpu/softmax").unwrap()
+}
+
+/// Run a scripted search for `rounds` rounds; return the engine's final tree, run dir and log.
+fn run(
+    proposer: Scripted,
+    window: u32,
+    rounds: u64,
+) -> (tempfile::TempDir, ksearch_engine::RunSummary) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut evaluator = LocalEvaluator::new(Box::new(CBackend {
+        ksearch_exe: env!("CARGO_BIN_EXE_ksearch").into(),
+    }));
+    let mut observer = Silent;
+    let parts = Parts {
+        proposer: Box::new(proposer),
+        evaluator: &mut evaluator,
+        observer: &mut observer,
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let mut engine =
+        Engine::create(&dir.path().join("run"), task(), config(window), parts).unwrap();
+    let summary = engine
+        .run(Budget {
+            rounds: Some(rounds),
+            until: None,
+        })
+        .unwrap();
+    (dir, summary)
+}
+
+fn snapshot(dir: &tempfile::TempDir) -> ksearch_store::Snapshot {
+    ksearch_store::RunStore::open(&dir.path().join("run"))
+        .unwrap()
+        .snapshot()
+        .unwrap()
+}
+
+#[test]
+fn a_cycle_ends_after_the_stagnation_window_and_the_solved_node_gets_a_continuation() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut p = Scripted::new(kernels::good(), log.clone());
+    // Improvements that never beat the incumbent: twice the work.
+    p.improve = Some(kernels::twice_as_slow());
+    let (dir, _) = run(p, 2, 3);
+    let snap = snapshot(&dir);
+    let cycle = &snap.cycles[0];
+    assert_eq!(
+        (cycle.attempts, cycle.stagnation, cycle.outcome),
+        (3, 2, Some(CycleOutcome::Passed)),
+        "{cycle:?}"
+    );
+    assert_eq!(cycle.best_round, Some(1));
+    let kinds: Vec<AttemptKind> = snap.attempts.iter().skip(1).map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            AttemptKind::Implement,
+            AttemptKind::Improve,
+            AttemptKind::Improve
+        ]
+    );
+    assert!(
+        snap.attempts.iter().skip(2).all(|a| !a.improved),
+        "a 2× slower variant never counts as an improvement"
+    );
+    let node = snap.nodes.iter().find(|n| n.id == 1).unwrap();
+    assert!(node.solution.is_some(), "the pass is attached");
+    // refine proposed nothing, so the engine inserted the fallback continuation.
+    let child = snap
+        .nodes
+        .iter()
+        .find(|n| n.parent == Some(1))
+        .expect("a continuation child");
+    assert!(
+        child.action.title.starts_with("Tune the parameters of: a0") && child.action.difficulty < 5
+    );
+    assert!(
+        snap.events
+            .iter()
+            .any(|(_, kind, _)| kind == "fallback_child")
+    );
+    assert_eq!(
+        log.borrow()
+            .iter()
+            .filter(|l| l.starts_with("refine"))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn nothing_passing_goes_to_too_hard_and_delete_removes_the_node() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut p = Scripted::new(kernels::broken(), log.clone());
+    p.debug = Some(kernels::broken());
+    let (dir, summary) = run(p, 2, 2);
+    let snap = snapshot(&dir);
+    assert_eq!(snap.cycles[0].outcome, Some(CycleOutcome::Failed));
+    let kinds: Vec<AttemptKind> = snap.attempts.iter().skip(1).map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [AttemptKind::Implement, AttemptKind::Debug],
+        "debug rounds while nothing has passed"
+    );
+    assert!(
+        snap.attempts
+            .iter()
+            .skip(1)
+            .all(|a| a.status() == Some(ksearch_core::protocol::Status::CompileError))
+    );
+    assert!(snap.nodes.iter().all(|n| n.id != 1), "node 1 was deleted");
+    assert!(log.borrow().contains(&"too_hard n1".to_owned()));
+    assert_eq!(summary.best.node, ROOT);
+}
+
+#[test]
+fn too_hard_can_split_or_downgrade() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut p = Scripted::new(kernels::broken(), log.clone());
+    p.too_hard = TooHard::Split(vec![action("smaller 1"), action("smaller 2")]);
+    let (dir, _) = run(p, 1, 1);
+    let snap = snapshot(&dir);
+    let titles: Vec<&str> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.parent == Some(ROOT))
+        .map(|n| n.action.title.as_str())
+        .collect();
+    assert_eq!(titles, ["smaller 1", "smaller 2"]);
+
+    let mut p = Scripted::new(kernels::broken(), log);
+    p.too_hard = TooHard::Downgrade(ksearch_core::tree_edit::NodeUpdate {
+        score: Some(0.1),
+        ..Default::default()
+    });
+    let (dir, _) = run(p, 1, 1);
+    let n = snapshot(&dir)
+        .nodes
+        .into_iter()
+        .find(|n| n.id == 1)
+        .unwrap();
+    assert_eq!((n.action.score, n.failed_cycles), (0.1, 1));
+}
+
+#[test]
+fn a_rejected_edit_goes_back_to_the_proposer_with_the_error() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut p = Scripted::new(kernels::good(), log.clone());
+    p.refine = Box::new(|e| EditScript {
+        ops: (0..4)
+            .map(|i| EditOp::Insert {
+                parent: e.node,
+                node: action(&format!("too many {i}")),
+            })
+            .collect(),
+    });
+    p.revise = Some(EditScript {
+        ops: vec![EditOp::Insert {
+            parent: 1,
+            node: action("just one"),
+        }],
+    });
+    let (dir, _) = run(p, 1, 1);
+    let snap = snapshot(&dir);
+    assert!(
+        log.borrow()
+            .iter()
+            .any(|l| l.contains("at most 3 new nodes")),
+        "{:?}",
+        log.borrow()
+    );
+    let children: Vec<&str> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.parent == Some(1))
+        .map(|n| n.action.title.as_str())
+        .collect();
+    assert_eq!(children, ["just one"]);
+    let kinds: Vec<&str> = snap
+        .events
+        .iter()
+        .map(|(_, k, _)| k.as_str())
+        .filter(|k| k.starts_with("edit"))
+        .collect();
+    assert_eq!(kinds, ["edit_rejected", "edit"]);
+}
