@@ -55,6 +55,10 @@ pub(crate) struct EvalArgs {
     pub(crate) task: String,
     /// The candidate source; the task's seed when omitted.
     pub(crate) candidate: Option<PathBuf>,
+    /// Also time this implementation, interleaved with the candidate in the same worker, and
+    /// report the candidate's speedup over it (e.g. the task's seed).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) against: Option<PathBuf>,
     /// Print one JSON object instead of a report.
     #[arg(long)]
     pub(crate) json: bool,

@@ -20,19 +20,22 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     let options = eval_settings(&args.eval)?.options();
     let exe = std::env::current_exe()?;
     let mut evaluator = LocalEvaluator::new(backend_for(task.spec.backend, &exe)?);
-    let evaluation = evaluator.evaluate(&task, &candidate, Compare::default(), &options)?;
+    let against = args.against.as_deref().map(ksearch_tasks::read_candidate).transpose()?;
+    let compare = Compare { parent: against.as_ref(), incumbent: None };
+    let evaluation = evaluator.evaluate(&task, &candidate, compare, &options)?;
+    let against_file = against.as_ref().map(|a| a.file.as_str());
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer(
             &mut out,
-            &EvalJson::new(&task.id, &candidate.file, &evaluation),
+            &EvalJson::new(&task.id, &candidate.file, against_file, &evaluation),
         )?;
         writeln!(out)?;
     } else {
         write!(
             out,
             "{}",
-            render_text(&task.id, &candidate.file, &evaluation)
+            render_text(&task.id, &candidate.file, against_file, &evaluation)
         )?;
     }
     Ok(exit_codes::OK)
@@ -68,6 +71,9 @@ struct EvalJson<'a> {
     /// Geometric mean over workloads of baseline time / candidate time.
     speedup: Option<f64>,
     baseline: &'a str,
+    /// With `--against FILE`: the file, and the candidate's speedup over it (paired timing).
+    against: Option<&'a str>,
+    speedup_vs_against: Option<f64>,
     workloads: Vec<WorkloadJson<'a>>,
     time_s: TimeJson,
     compile: Option<CompileJson<'a>>,
@@ -125,7 +131,7 @@ struct CompileJson<'a> {
 }
 
 impl<'a> EvalJson<'a> {
-    fn new(task: &'a str, candidate: &'a str, e: &'a Evaluation) -> Self {
+    fn new(task: &'a str, candidate: &'a str, against: Option<&'a str>, e: &'a Evaluation) -> Self {
         let r = &e.result;
         let workloads = r
             .workloads
@@ -154,6 +160,8 @@ impl<'a> EvalJson<'a> {
             message: &r.message,
             speedup: e.speedup.as_ref().map(|s| s.geomean),
             baseline: &e.baseline,
+            against,
+            speedup_vs_against: e.speedup_vs_parent.as_ref().map(|s| s.geomean),
             workloads,
             time_s: TimeJson {
                 compile: r.phases.compile_s,
@@ -178,7 +186,7 @@ fn fmt_latency(t: Option<&TimingStats>) -> String {
     )
 }
 
-fn render_text(task: &str, candidate: &str, e: &Evaluation) -> String {
+fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluation) -> String {
     use std::fmt::Write as _;
     let r = &e.result;
     let mut s = String::new();
@@ -237,6 +245,10 @@ fn render_text(task: &str, candidate: &str, e: &Evaluation) -> String {
             sp.geomean,
             sp.workloads.len()
         );
+    }
+    if let (Some(file), Some(sp)) = (against, &e.speedup_vs_parent) {
+        let per: Vec<String> = sp.workloads.iter().map(|w| format!("{} {:.2}×", w.workload, w.speedup)).collect();
+        let _ = writeln!(s, "  speedup over {file} (timed in the same worker): {:.2}× ({})", sp.geomean, per.join(", "));
     }
     if r.output.bytes > 0 {
         let _ = writeln!(

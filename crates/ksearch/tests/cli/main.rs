@@ -5,6 +5,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+#[path = "../common/softmax_kernels.rs"]
+mod kernels;
+
 fn ksearch(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ksearch"));
     c.args(args);
@@ -212,4 +215,21 @@ fn the_human_report_shows_workloads_and_speedup() {
         stdout.contains("speedup over reference (reference.c)"),
         "{stdout}"
     );
+}
+
+#[test]
+fn against_times_a_second_kernel_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.c");
+    let slow = dir.path().join("slow.c");
+    std::fs::write(&good, kernels::good()).unwrap();
+    std::fs::write(&slow, kernels::twice_as_slow()).unwrap();
+    let mut args = vec!["eval", "cpu/softmax", slow.to_str().unwrap(), "--against", good.to_str().unwrap(), "--json", "--min-runs", "15", "--min-time-ms", "100", "--workload", "small"];
+    args.extend_from_slice(&["--warmup-ms", "5"]);
+    let (code, stdout, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 0, "{stderr}");
+    let j: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["against"], "good.c");
+    let s = j["speedup_vs_against"].as_f64().unwrap();
+    assert!(s < 0.75, "twice the work measured {s:.2}× of the original");
 }
