@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use serde::de::DeserializeOwned;
+use thiserror::Error;
 use toml::de::{DeTable, DeValue};
 
 /// One step of a path into a TOML document: `workloads[1].axes.cols`.
@@ -93,6 +95,54 @@ pub fn locate(text: &str, path: &FieldPath) -> Option<LineCol> {
         current = next.get_ref().clone();
     }
     span.map(|s| line_col(text, s.start))
+}
+
+/// A TOML file that could not be read: where, which field, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{file}{}: {}{message}", fmt_location(.location), fmt_field(.field))]
+pub struct FileError {
+    pub file: String,
+    pub location: Option<LineCol>,
+    /// The field at fault, e.g. `workloads[1].axes.cols`; empty for syntax errors.
+    pub field: String,
+    pub message: String,
+}
+
+fn fmt_location(location: &Option<LineCol>) -> String {
+    location.map(|l| format!(":{l}")).unwrap_or_default()
+}
+
+fn fmt_field(field: &str) -> String {
+    if field.is_empty() {
+        String::new()
+    } else {
+        format!("field `{field}`: ")
+    }
+}
+
+/// Deserialize TOML into `T`; syntax errors, unknown keys (with `deny_unknown_fields`) and wrong
+/// types come back with the file, line, column and field. `file` only names the file.
+pub fn parse_toml<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, FileError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| FileError {
+        file: file.to_owned(),
+        location: e.span().map(|s| line_col(text, s.start)),
+        field: String::new(),
+        message: e.message().trim().to_owned(),
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = parse_serde_path(&e.path().to_string());
+        let location = e
+            .inner()
+            .span()
+            .map(|s| line_col(text, s.start))
+            .or_else(|| locate(text, &field));
+        FileError {
+            file: file.to_owned(),
+            location,
+            field: field.to_string(),
+            message: e.inner().message().trim().to_owned(),
+        }
+    })
 }
 
 /// Parse a serde path as serde_path_to_error prints it (`a.b[2].c`) back into segments.

@@ -92,3 +92,47 @@ pub struct CycleRecord {
     pub stagnation: u32,
     pub attempts: u32,
 }
+
+/// Which of the two model roles made a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelRole {
+    /// World model, refine, too-hard.
+    Reasoning,
+    /// Implement, debug, improve.
+    Codegen,
+}
+
+/// Tokens of one call, as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub input: u64,
+    pub output: u64,
+    /// Part of `input` served from the provider's prompt cache.
+    pub cached_input: u64,
+    /// Part of `output` spent on hidden reasoning.
+    pub reasoning: u64,
+}
+
+/// One model call in the run's journal: what was asked and what came back. Keyed by a hash of
+/// the request, so a resumed or replayed run can answer the same request without paying again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmCallRecord {
+    /// Hex SHA-256 of the request (model and messages).
+    pub key: String,
+    pub role: ModelRole,
+    /// e.g. `openai:gpt-5`.
+    pub model: String,
+    /// e.g. `world_model`, `implement`, `refine`, `repair`.
+    pub purpose: String,
+    /// The round the engine was at.
+    pub round: u64,
+    pub request: serde_json::Value,
+    pub response: serde_json::Value,
+    pub usage: TokenUsage,
+    /// `None` when the model has no price in the table.
+    pub cost_usd: Option<f64>,
+    /// Answered from the journal rather than the network (free).
+    pub replayed: bool,
+    pub seconds: f64,
+}

@@ -8,10 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
 use crate::dtype::Dtype;
-use crate::location::{FieldPath, LineCol, locate, parse_serde_path};
+use crate::location::{FieldPath, locate};
 
 /// The task format this build reads and writes.
 pub const TASK_FORMAT: u32 = 1;
@@ -226,53 +225,14 @@ impl TaskSpec {
 }
 
 /// A task file that could not be read: where, which field, and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{file}{}: {}{message}", fmt_location(.location), fmt_field(.field))]
-pub struct TaskError {
-    pub file: String,
-    pub location: Option<LineCol>,
-    /// The field at fault, e.g. `workloads[1].axes.cols`; empty for syntax errors.
-    pub field: String,
-    pub message: String,
-}
-
-fn fmt_location(location: &Option<LineCol>) -> String {
-    location.map(|l| format!(":{l}")).unwrap_or_default()
-}
-
-fn fmt_field(field: &str) -> String {
-    if field.is_empty() {
-        String::new()
-    } else {
-        format!("field `{field}`: ")
-    }
-}
+pub type TaskError = crate::location::FileError;
 
 /// Largest tensor a task may declare, in elements; guards the evaluator's memory.
 const MAX_TENSOR_ELEMENTS: u128 = 1 << 31;
 
 /// Parse and validate `task.toml`. `file` only names the file in errors.
 pub fn parse_task(text: &str, file: &str) -> Result<TaskSpec, TaskError> {
-    let de = toml::Deserializer::parse(text).map_err(|e| TaskError {
-        file: file.to_owned(),
-        location: e.span().map(|s| crate::location::line_col(text, s.start)),
-        field: String::new(),
-        message: e.message().trim().to_owned(),
-    })?;
-    let spec: TaskSpec = serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = parse_serde_path(&e.path().to_string());
-        let location = e
-            .inner()
-            .span()
-            .map(|s| crate::location::line_col(text, s.start))
-            .or_else(|| locate(text, &field));
-        TaskError {
-            file: file.to_owned(),
-            location,
-            field: field.to_string(),
-            message: e.inner().message().trim().to_owned(),
-        }
-    })?;
+    let spec: TaskSpec = crate::location::parse_toml(text, file)?;
     validate(&spec).map_err(|(field, message)| TaskError {
         file: file.to_owned(),
         location: locate(text, &field),

@@ -19,13 +19,15 @@ use std::time::Instant;
 
 use ksearch_core::gate::{self, Comparison};
 use ksearch_core::protocol::{Role, Status};
-use ksearch_core::record::{AttemptKind, AttemptRecord, CycleOutcome, CycleRecord, Evaluation};
+use ksearch_core::record::{
+    AttemptKind, AttemptRecord, CycleOutcome, CycleRecord, Evaluation, LlmCallRecord,
+};
 use ksearch_core::selection;
 use ksearch_core::task::{Source, Task};
 use ksearch_core::tree::{Gate, NodeId, ROOT, Solution, Tree};
 use ksearch_core::tree_edit::{self, EditOp, EditScript};
 use ksearch_eval::{Compare, EvalError, Evaluator};
-use ksearch_store::{RunStore, StoreError};
+use ksearch_store::{RunStore, Snapshot, StoreError};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -46,6 +48,7 @@ macro_rules! ctx {
             attempts: &$e.attempts,
             round: $e.state.next_round,
             seed: $e.config.seed,
+            best_code: None,
         }
     };
 }
@@ -133,6 +136,7 @@ pub fn read_summary(dir: &Path) -> Result<(RunSummary, Tree, Vec<AttemptRecord>)
         &tree,
         &snap.attempts,
         &snap.cycles,
+        &snap.llm_calls,
     );
     Ok((summary, tree, snap.attempts))
 }
@@ -154,6 +158,8 @@ pub struct Engine<'e> {
     empty_cycles: u32,
     /// Events waiting for the next commit.
     events: Vec<(String, serde_json::Value)>,
+    /// The journal of model calls, all sessions.
+    llm_calls: Vec<LlmCallRecord>,
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -215,16 +221,14 @@ impl<'e> Engine<'e> {
             tx.put_attempt(&seed_attempt)?;
             tx.set_state(&state)
         })?;
-        Self::assemble(
-            store,
-            task,
-            config,
-            state,
-            Vec::new(),
-            vec![seed_attempt],
-            Vec::new(),
-            parts,
-        )
+        let snap = Snapshot {
+            nodes: Vec::new(),
+            cycles: Vec::new(),
+            attempts: vec![seed_attempt],
+            events: Vec::new(),
+            llm_calls: Vec::new(),
+        };
+        Self::assemble(store, task, config, state, snap, parts)
     }
 
     /// Continue a stored run.
@@ -241,37 +245,27 @@ impl<'e> Engine<'e> {
         })?;
         state.sessions += 1;
         state.stop_reason = None;
-        Self::assemble(
-            store,
-            task,
-            config,
-            state,
-            snap.nodes,
-            snap.attempts,
-            snap.cycles,
-            parts,
-        )
+        Self::assemble(store, task, config, state, snap, parts)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn assemble(
         store: RunStore,
         task: Task,
         config: RunConfig,
         state: EngineState,
-        nodes: Vec<ksearch_core::tree::Node>,
-        attempts: Vec<AttemptRecord>,
-        cycles: Vec<CycleRecord>,
-        parts: Parts<'e>,
+        snap: Snapshot,
+        mut parts: Parts<'e>,
     ) -> Result<Self, EngineError> {
-        let placeholder = Tree::from_nodes(nodes, state.next_node);
+        // Answers already paid for are reused rather than asked again.
+        parts.proposer.restore_records(&snap.llm_calls);
         let mut engine = Self {
             task,
             config,
             store,
-            tree: placeholder,
-            attempts,
-            cycles,
+            tree: Tree::from_nodes(snap.nodes, state.next_node),
+            attempts: snap.attempts,
+            cycles: snap.cycles,
+            llm_calls: snap.llm_calls,
             wall_base: state.wall_s,
             state,
             proposer: parts.proposer,
@@ -384,10 +378,14 @@ impl<'e> Engine<'e> {
         self.state.wall_s = self.wall_base + self.session_start.elapsed().as_secs_f64();
         self.state.next_node = self.tree.next_id();
         let events = std::mem::take(&mut self.events);
+        let calls = self.proposer.take_records();
         let round = self.state.next_round.saturating_sub(1);
         let (tree, state) = (&self.tree, &self.state);
         self.store.transaction(|tx| {
             tx.replace_nodes(tree.nodes())?;
+            for c in &calls {
+                tx.add_llm_call(c)?;
+            }
             for a in attempts {
                 tx.put_attempt(a)?;
             }
@@ -399,6 +397,7 @@ impl<'e> Engine<'e> {
             }
             tx.set_state(state)
         })?;
+        self.llm_calls.extend(calls);
         Ok(())
     }
 
@@ -435,6 +434,7 @@ impl<'e> Engine<'e> {
             &self.tree,
             &self.attempts,
             &self.cycles,
+            &self.llm_calls,
         )
     }
 
@@ -457,8 +457,18 @@ impl<'e> Engine<'e> {
             if budget.until.is_some_and(|t| Instant::now() >= t) {
                 break StopReason::Time;
             }
-            if let Some(reason) = self.step()? {
-                break reason;
+            match self.step() {
+                Ok(Some(reason)) => break reason,
+                Ok(None) => {}
+                Err(EngineError::Propose(ProposeError::Budget {
+                    spent_usd,
+                    next_usd,
+                    cap_usd,
+                })) => {
+                    self.event("cost_cap", &serde_json::json!({ "spent_usd": spent_usd, "next_usd": next_usd, "cap_usd": cap_usd }));
+                    break StopReason::Cost;
+                }
+                Err(e) => return Err(e),
             }
         };
         // A budget ends the session, not the search: attach what the current cycle has found
@@ -578,7 +588,16 @@ impl<'e> Engine<'e> {
         let node = match self.selectable() {
             Some(n) => n,
             None => {
-                let script = self.proposer.propose_actions(&ctx!(self))?;
+                let best = self.tree.best().solution.clone();
+                let code = match best {
+                    Some(s) => Some(self.source_of(&s.source_hash, &s.source_file)?.text),
+                    None => None,
+                };
+                let ctx = ProposeContext {
+                    best_code: code.as_deref(),
+                    ..ctx!(self)
+                };
+                let script = self.proposer.propose_actions(&ctx)?;
                 self.apply_edits(script)?;
                 self.commit(&[], &[])?;
                 match self.selectable() {
@@ -789,12 +808,14 @@ impl<'e> Engine<'e> {
                 "attached",
                 &serde_json::json!({ "node": node, "round": best.round, "vs_parent": vs_parent }),
             );
+            let code = self.source_of(&best.source_hash, &best.source_file)?;
             let evidence = CycleEvidence {
                 node,
                 cycle: &cycle,
                 attempts: &refs,
                 best: Some(best),
                 vs_parent,
+                solution_code: Some(&code.text),
             };
             let script = self.proposer.refine(&ctx!(self), &evidence)?;
             self.apply_edits(script)?;
@@ -813,6 +834,7 @@ impl<'e> Engine<'e> {
                 attempts: &refs,
                 best: None,
                 vs_parent: None,
+                solution_code: None,
             };
             let decision = self.proposer.too_hard(&ctx!(self), &evidence)?;
             self.event(

@@ -3,8 +3,10 @@
 
 pub mod builtin;
 mod engine;
+pub mod llm;
 mod observer;
 mod proposer;
+mod replay;
 mod run_config;
 mod summary;
 
@@ -16,7 +18,8 @@ pub use proposer::{
     Candidate, CycleEvidence, Evaluated, GenerateRequest, ProposeContext, ProposeError, Proposer,
     TooHard, WorldModel,
 };
+pub use replay::ReplayEvaluator;
 pub use run_config::{
-    DEFAULT_WINDOW, EngineState, EvalSettings, RUN_FORMAT, RunConfig, StopReason,
+    DEFAULT_WINDOW, EngineState, EvalSettings, LlmModels, RUN_FORMAT, RunConfig, StopReason,
 };
-pub use summary::{Best, RunSummary, summarize};
+pub use summary::{Best, LlmTotals, RunSummary, summarize};

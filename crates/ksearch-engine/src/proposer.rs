@@ -2,7 +2,7 @@
 //! LLM proposer implement it; the engine never parses model text or renders templates itself.
 
 use ksearch_core::gate::Comparison;
-use ksearch_core::record::{AttemptKind, AttemptRecord, CycleRecord, Evaluation};
+use ksearch_core::record::{AttemptKind, AttemptRecord, CycleRecord, Evaluation, LlmCallRecord};
 use ksearch_core::task::{Source, Task};
 use ksearch_core::tree::{NewNode, NodeId, Tree};
 use ksearch_core::tree_edit::{EditError, EditScript, NodeUpdate};
@@ -19,6 +19,15 @@ pub enum ProposeError {
     },
     #[error("the {proposer} proposer failed: {message}")]
     Failed { proposer: String, message: String },
+    /// The next model call could take the run above `--max-cost`.
+    #[error(
+        "the next model call (up to ${next_usd:.4}) would take the run's spend of ${spent_usd:.4} above the cap of ${cap_usd:.2}"
+    )]
+    Budget {
+        spent_usd: f64,
+        next_usd: f64,
+        cap_usd: f64,
+    },
 }
 
 /// What every call sees: the task, the tree, and every attempt so far.
@@ -31,6 +40,8 @@ pub struct ProposeContext<'a> {
     pub round: u64,
     /// The run's seed, for any randomness (same seed, same choices).
     pub seed: u64,
+    /// Source of the tree's best node, when the call needs it (proposing new actions).
+    pub best_code: Option<&'a str>,
 }
 
 impl ProposeContext<'_> {
@@ -93,6 +104,8 @@ pub struct CycleEvidence<'a> {
     pub best: Option<&'a AttemptRecord>,
     /// The best attempt against the parent, under the acceptance gate.
     pub vs_parent: Option<Comparison>,
+    /// Source of the best attempt.
+    pub solution_code: Option<&'a str>,
 }
 
 /// What to do with a node on which nothing passed.
@@ -134,6 +147,14 @@ pub trait Proposer {
         ctx: &ProposeContext<'_>,
         evidence: &CycleEvidence<'_>,
     ) -> Result<TooHard, ProposeError>;
+
+    /// Calls made since last asked (the LLM journal), for the engine to store.
+    fn take_records(&mut self) -> Vec<LlmCallRecord> {
+        Vec::new()
+    }
+
+    /// Calls stored by earlier sessions (or the run being replayed).
+    fn restore_records(&mut self, _records: &[LlmCallRecord]) {}
 
     /// An edit script was rejected; offer a corrected one, or `None` to give up on it.
     fn revise_edit(

@@ -49,13 +49,30 @@ impl EvalSettings {
     }
 }
 
+/// The models of an LLM-driven run. Keys are never stored: they come from the environment or
+/// the config file each session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmModels {
+    /// e.g. `openai:gpt-5`: world model, refine, too-hard.
+    pub reasoning: String,
+    /// Implement, debug, improve.
+    pub codegen: String,
+    pub base_url: Option<String>,
+    pub max_cost_usd: Option<f64>,
+    pub reasoning_effort: Option<String>,
+    pub max_output_tokens: u32,
+}
+
 /// Fixed for the life of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     pub format: u32,
     pub ksearch_version: String,
-    /// e.g. `builtin`.
+    /// e.g. `builtin`, or the LLM proposer's name.
     pub proposer: String,
+    /// Set for LLM-driven runs.
+    #[serde(default)]
+    pub llm: Option<LlmModels>,
     pub seed: u64,
     /// Stagnation window of a cycle.
     pub window: u32,
@@ -80,6 +97,8 @@ pub enum StopReason {
     Interrupted,
     /// The proposer has nothing left to try.
     Exhausted,
+    /// The next model call would exceed `--max-cost`.
+    Cost,
 }
 
 /// The engine's state between steps, committed with every step.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ksearch_core::calibration::{Calibration, calibration};
-use ksearch_core::record::{AttemptRecord, CycleRecord};
+use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Task;
 use ksearch_core::tree::{NodeId, Tree};
 use serde::{Deserialize, Serialize};
@@ -43,9 +43,26 @@ pub struct RunSummary {
     pub orchestrator_s: f64,
     pub orchestrator_fraction: f64,
     pub calibration: Calibration,
-    /// LLM spend; zero for the builtin proposer.
+    /// LLM spend in US dollars, all sessions; zero for the builtin proposer. Calls answered
+    /// from the journal cost nothing.
     pub cost_usd: f64,
+    /// Input plus output tokens of every model call.
     pub tokens: u64,
+    /// Spend and tokens per role and model, e.g. `reasoning openai:gpt-5`.
+    pub llm: BTreeMap<String, LlmTotals>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmTotals {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    pub reasoning_tokens: u64,
+    pub cost_usd: f64,
+    /// Calls with no price in the table (their cost is not in `cost_usd`).
+    pub unpriced_calls: u64,
+    pub replayed_calls: u64,
 }
 
 pub fn summarize(
@@ -56,7 +73,24 @@ pub fn summarize(
     tree: &Tree,
     attempts: &[AttemptRecord],
     cycles: &[CycleRecord],
+    llm_calls: &[LlmCallRecord],
 ) -> RunSummary {
+    let mut llm: BTreeMap<String, LlmTotals> = BTreeMap::new();
+    for c in llm_calls {
+        let role = match c.role {
+            ksearch_core::record::ModelRole::Reasoning => "reasoning",
+            ksearch_core::record::ModelRole::Codegen => "codegen",
+        };
+        let t = llm.entry(format!("{role} {}", c.model)).or_default();
+        t.calls += 1;
+        t.input_tokens += c.usage.input;
+        t.cached_input_tokens += c.usage.cached_input;
+        t.output_tokens += c.usage.output;
+        t.reasoning_tokens += c.usage.reasoning;
+        t.cost_usd += c.cost_usd.unwrap_or(0.0);
+        t.unpriced_calls += u64::from(c.cost_usd.is_none());
+        t.replayed_calls += u64::from(c.replayed);
+    }
     let best = tree.best();
     let root = tree.root();
     let speedup = |n: &ksearch_core::tree::Node| n.solution.as_ref().and_then(|s| s.speedup);
@@ -99,7 +133,8 @@ pub fn summarize(
             0.0
         },
         calibration: calibration(tree),
-        cost_usd: 0.0,
-        tokens: 0,
+        cost_usd: llm.values().map(|t| t.cost_usd).sum(),
+        tokens: llm.values().map(|t| t.input_tokens + t.output_tokens).sum(),
+        llm,
     }
 }

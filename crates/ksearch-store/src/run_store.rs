@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use ksearch_core::record::{AttemptRecord, CycleRecord};
+use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Source;
 use ksearch_core::tree::{Node, NodeId};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -30,6 +30,8 @@ pub struct Snapshot {
     pub attempts: Vec<AttemptRecord>,
     /// `(round, kind, JSON)` in the order written.
     pub events: Vec<(u64, String, serde_json::Value)>,
+    /// Model calls in the order made.
+    pub llm_calls: Vec<LlmCallRecord>,
 }
 
 impl RunStore {
@@ -218,6 +220,7 @@ impl RunStore {
             cycles: self.column("cycle", "SELECT data FROM cycles ORDER BY id")?,
             attempts: self.column("attempt", "SELECT data FROM attempts ORDER BY round")?,
             events,
+            llm_calls: self.column("model call", "SELECT data FROM llm_calls ORDER BY seq")?,
         })
     }
 }
@@ -292,6 +295,17 @@ impl Tx<'_> {
         self.run(
             "INSERT OR REPLACE INTO attempts (round, node, cycle, status, speedup, source_hash, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![a.round as i64, a.node, a.cycle as i64, a.status().map(|s| s.as_str()), a.speedup(), a.source_hash, json(a)],
+        )
+    }
+
+    pub fn add_llm_call(&self, c: &LlmCallRecord) -> Result<(), StoreError> {
+        let role = match c.role {
+            ksearch_core::record::ModelRole::Reasoning => "reasoning",
+            ksearch_core::record::ModelRole::Codegen => "codegen",
+        };
+        self.run(
+            "INSERT INTO llm_calls (key, round, role, model, purpose, cost_usd, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![c.key, c.round as i64, role, c.model, c.purpose, c.cost_usd, json(c)],
         )
     }
 
@@ -408,6 +422,38 @@ mod tests {
             RunStore::open(empty.path()),
             Err(StoreError::Missing { .. })
         ));
+    }
+
+    #[test]
+    fn an_older_store_is_migrated_and_keeps_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // Build a version-1 store by hand, as the first release wrote it.
+            std::fs::create_dir_all(dir.path().join(ARTIFACTS_DIR)).unwrap();
+            let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute("INSERT INTO state (id, data) VALUES (1, '7')", [])
+                .unwrap();
+        }
+        let mut s = RunStore::open(dir.path()).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(s.state::<u32>().unwrap(), Some(7));
+        let call = LlmCallRecord {
+            key: "k".into(),
+            role: ksearch_core::record::ModelRole::Codegen,
+            model: "openai:m".into(),
+            purpose: "implement".into(),
+            round: 3,
+            request: serde_json::json!({"messages": []}),
+            response: serde_json::json!({"text": "x"}),
+            usage: Default::default(),
+            cost_usd: Some(0.01),
+            replayed: false,
+            seconds: 1.0,
+        };
+        s.transaction(|tx| tx.add_llm_call(&call)).unwrap();
+        assert_eq!(s.snapshot().unwrap().llm_calls, vec![call]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! migration moves it up by one inside a transaction. A store from a newer ksearch is refused.
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// `MIGRATIONS[i]` moves a store from version `i` to `i + 1`.
 pub(crate) const MIGRATIONS: &[&str] = &[
@@ -44,5 +44,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         id    INTEGER PRIMARY KEY CHECK (id = 1),
         data  TEXT NOT NULL
     );
+    ",
+    // 1 → 2: the journal of model calls (LLM proposer), for cost accounting, resume and replay.
+    "
+    CREATE TABLE llm_calls (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        key       TEXT NOT NULL,
+        round     INTEGER NOT NULL,
+        role      TEXT NOT NULL,
+        model     TEXT NOT NULL,
+        purpose   TEXT NOT NULL,
+        cost_usd  REAL,
+        data      TEXT NOT NULL
+    );
+    CREATE INDEX llm_calls_key ON llm_calls (key);
     ",
 ];

@@ -102,15 +102,18 @@ pub(crate) struct EvalFlags {
 pub(crate) struct RunArgs {
     /// A built-in task name (e.g. `cpu/matmul`) or a task directory.
     pub(crate) task: String,
-    /// The proposer: `builtin` (no LLM; template search over known tactics).
-    #[arg(long, default_value = "builtin")]
-    pub(crate) model: String,
-    /// Rounds to run: candidates generated and evaluated.
-    #[arg(long, default_value_t = 30)]
-    pub(crate) iterations: u64,
+    #[command(flatten)]
+    pub(crate) models: ModelFlags,
+    /// Rounds to run: candidates generated and evaluated [default: 30, or `budget.iterations`].
+    #[arg(long)]
+    pub(crate) iterations: Option<u64>,
     /// Stop starting new rounds after this long (e.g. `20m`, `1h30m`).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) time: Option<std::time::Duration>,
+    /// Re-run a finished run from its journal: model answers and evaluations come from RUN_DIR's
+    /// record, without network or hardware; the run reaches the same tree.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub(crate) replay: Option<PathBuf>,
     /// Where the run is stored; default `ksearch-runs/<task>-<UTC time>`.
     #[arg(long)]
     pub(crate) run_dir: Option<PathBuf>,
@@ -126,6 +129,32 @@ pub(crate) struct RunArgs {
     pub(crate) eval: EvalFlags,
 }
 
+/// Which proposer and models (shared by `run` and `resume`).
+#[derive(Debug, Args, Default)]
+pub(crate) struct ModelFlags {
+    /// The proposer for both roles: `builtin` (no LLM; template search over known tactics) or a
+    /// model: `openai:<model>` (any OpenAI-compatible server), `openai-responses:<model>`,
+    /// `gemini:<model>`, `anthropic:<model>` [default: builtin, or `models.model`].
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// The reasoning model (world model, refine, too-hard), overriding --model.
+    #[arg(long)]
+    pub(crate) reasoning_model: Option<String>,
+    /// The code model (implement, debug, improve), overriding --model.
+    #[arg(long)]
+    pub(crate) codegen_model: Option<String>,
+    /// Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, OpenRouter),
+    /// e.g. `http://localhost:8000/v1` [env: OPENAI_BASE_URL].
+    #[arg(long)]
+    pub(crate) base_url: Option<String>,
+    /// Stop cleanly before a model call could take the run's spend above this many US dollars.
+    #[arg(long, value_name = "USD")]
+    pub(crate) max_cost: Option<f64>,
+    /// Reasoning effort for models that take one (`low`, `medium`, `high`).
+    #[arg(long)]
+    pub(crate) reasoning_effort: Option<String>,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ResumeArgs {
     pub(crate) run_dir: PathBuf,
@@ -135,6 +164,12 @@ pub(crate) struct ResumeArgs {
     /// Stop starting new rounds after this long (e.g. `20m`).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) time: Option<std::time::Duration>,
+    /// Raise or set the spending cap for this session, in US dollars.
+    #[arg(long, value_name = "USD")]
+    pub(crate) max_cost: Option<f64>,
+    /// Base URL of an OpenAI-compatible server, if it moved since the run started.
+    #[arg(long)]
+    pub(crate) base_url: Option<String>,
     #[command(flatten)]
     pub(crate) output: OutputFlags,
 }

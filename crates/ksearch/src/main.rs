@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod config;
 mod exit_codes;
 mod interrupt;
 mod progress;

@@ -146,7 +146,14 @@ mod tests {
     fn node(title: &str, expected: f64, confidence: f64) -> NewNode {
         NewNode {
             decision: title.into(),
-            action: Action { title: title.into(), description: String::new(), difficulty: 2, score: 0.5, expected_speedup: expected, rationale: String::new() },
+            action: Action {
+                title: title.into(),
+                description: String::new(),
+                difficulty: 2,
+                score: 0.5,
+                expected_speedup: expected,
+                rationale: String::new(),
+            },
             rating: 6.0,
             confidence,
             impacts: Default::default(),
@@ -158,11 +165,32 @@ mod tests {
     fn the_tree_view_marks_status_and_the_best_path() {
         let mut t = Tree::new(vec![], sol(0, 1.2, None, Gate::Unmeasured));
         let ins = |p, n| EditOp::Insert { parent: p, node: n };
-        apply(&mut t, &EditScript { ops: vec![ins(0, node("loop interchange: ikj", 8.0, 0.4)), ins(0, node("tile k: 64", 2.0, 0.4)), ins(0, node("unroll: 4", 1.2, 0.3))] }, 0).unwrap();
+        apply(
+            &mut t,
+            &EditScript {
+                ops: vec![
+                    ins(0, node("loop interchange: ikj", 8.0, 0.4)),
+                    ins(0, node("tile k: 64", 2.0, 0.4)),
+                    ins(0, node("unroll: 4", 1.2, 0.3)),
+                ],
+            },
+            0,
+        )
+        .unwrap();
         t.attach(1, sol(1, 14.4, Some(12.0), Gate::Better), 1);
         t.attach(2, sol(3, 1.25, Some(1.04), Gate::Same), 3);
         t.record_failed_cycle(3, 5);
-        apply(&mut t, &EditScript { ops: vec![ins(1, node("vector width: 16", 1.8, 0.5)), ins(1, node("register block: 4×16", 2.5, 0.5))] }, 6).unwrap();
+        apply(
+            &mut t,
+            &EditScript {
+                ops: vec![
+                    ins(1, node("vector width: 16", 1.8, 0.5)),
+                    ins(1, node("register block: 4×16", 2.5, 0.5)),
+                ],
+            },
+            6,
+        )
+        .unwrap();
         t.attach(5, sol(7, 30.0, Some(2.08), Gate::Better), 7);
         let summary = RunSummary {
             run_dir: "/runs/x".into(),
@@ -172,7 +200,13 @@ mod tests {
             rounds: 7,
             nodes: t.len(),
             cycles: 4,
-            best: Best { node: 5, title: "register block: 4×16".into(), speedup: Some(30.0), speedup_vs_seed: Some(25.0), latency_ms: BTreeMap::new() },
+            best: Best {
+                node: 5,
+                title: "register block: 4×16".into(),
+                speedup: Some(30.0),
+                speedup_vs_seed: Some(25.0),
+                latency_ms: BTreeMap::new(),
+            },
             seed_latency_ms: BTreeMap::new(),
             stop_reason: None,
             wall_s: 10.0,

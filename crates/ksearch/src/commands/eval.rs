@@ -20,8 +20,15 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     let options = eval_settings(&args.eval)?.options();
     let exe = std::env::current_exe()?;
     let mut evaluator = LocalEvaluator::new(backend_for(task.spec.backend, &exe)?);
-    let against = args.against.as_deref().map(ksearch_tasks::read_candidate).transpose()?;
-    let compare = Compare { parent: against.as_ref(), incumbent: None };
+    let against = args
+        .against
+        .as_deref()
+        .map(ksearch_tasks::read_candidate)
+        .transpose()?;
+    let compare = Compare {
+        parent: against.as_ref(),
+        incumbent: None,
+    };
     let evaluation = evaluator.evaluate(&task, &candidate, compare, &options)?;
     let against_file = against.as_ref().map(|a| a.file.as_str());
     let mut out = std::io::stdout().lock();
@@ -247,8 +254,17 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
         );
     }
     if let (Some(file), Some(sp)) = (against, &e.speedup_vs_parent) {
-        let per: Vec<String> = sp.workloads.iter().map(|w| format!("{} {:.2}×", w.workload, w.speedup)).collect();
-        let _ = writeln!(s, "  speedup over {file} (timed in the same worker): {:.2}× ({})", sp.geomean, per.join(", "));
+        let per: Vec<String> = sp
+            .workloads
+            .iter()
+            .map(|w| format!("{} {:.2}×", w.workload, w.speedup))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  speedup over {file} (timed in the same worker): {:.2}× ({})",
+            sp.geomean,
+            per.join(", ")
+        );
     }
     if r.output.bytes > 0 {
         let _ = writeln!(

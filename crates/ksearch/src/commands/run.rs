@@ -2,34 +2,152 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use ksearch_core::task::Task;
+use ksearch_core::record::LlmCallRecord;
+use ksearch_core::task::{BackendKind, Task};
 use ksearch_engine::builtin::BuiltinProposer;
 use ksearch_engine::builtin::machine::Machine;
+use ksearch_engine::llm::{LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
 use ksearch_engine::{
-    Budget, DEFAULT_WINDOW, Engine, Parts, Proposer, RUN_FORMAT, RunConfig, RunSummary, StopReason,
-    open_run,
+    Budget, DEFAULT_WINDOW, Engine, LlmModels, Parts, Proposer, RUN_FORMAT, ReplayEvaluator,
+    RunConfig, RunSummary, StopReason, open_run,
 };
-use ksearch_eval::{LocalEvaluator, backend_for};
+use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
+use ksearch_llm::{ClientConfig, LlmClient, ModelSpec, PriceTable, Secret};
 
 use super::eval::eval_settings;
-use crate::cli::{OutputFlags, ResumeArgs, RunArgs};
+use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
+use crate::config::{self, Config};
 use crate::exit_codes;
 use crate::interrupt::stop_flag;
 use crate::progress::ProgressLine;
 
-fn proposer_for(model: &str, task: &Task) -> anyhow::Result<Box<dyn Proposer>> {
-    match model {
-        "builtin" => Ok(Box::new(BuiltinProposer::for_task(
+const DEFAULT_ITERATIONS: u64 = 30;
+const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 16_384;
+
+/// The LLM models the flags and config ask for; `None` for the builtin proposer.
+fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmModels>> {
+    let model = flags
+        .model
+        .clone()
+        .or_else(|| cfg.models.model.clone())
+        .unwrap_or_else(|| "builtin".into());
+    let reasoning = flags
+        .reasoning_model
+        .clone()
+        .or_else(|| cfg.models.reasoning.clone())
+        .unwrap_or_else(|| model.clone());
+    let codegen = flags
+        .codegen_model
+        .clone()
+        .or_else(|| cfg.models.codegen.clone())
+        .unwrap_or_else(|| model.clone());
+    match (reasoning == "builtin", codegen == "builtin") {
+        (true, true) => return Ok(None),
+        (true, false) | (false, true) => anyhow::bail!(
+            "the builtin proposer works alone: give both roles a model, or use `--model builtin`"
+        ),
+        (false, false) => {}
+    }
+    for m in [&reasoning, &codegen] {
+        m.parse::<ModelSpec>()
+            .with_context(|| format!("invalid model `{m}`"))?;
+    }
+    if let Some(c) = flags.max_cost
+        && !(c.is_finite() && c > 0.0)
+    {
+        anyhow::bail!("--max-cost must be a positive number of US dollars");
+    }
+    Ok(Some(LlmModels {
+        reasoning,
+        codegen,
+        base_url: flags.base_url.clone(),
+        max_cost_usd: flags.max_cost.or(cfg.budget.max_cost_usd),
+        reasoning_effort: flags.reasoning_effort.clone(),
+        max_output_tokens: cfg
+            .llm
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+    }))
+}
+
+fn client_for(
+    spec_text: &str,
+    models: &LlmModels,
+    cfg: &Config,
+    offline: bool,
+) -> anyhow::Result<Box<dyn LlmClient>> {
+    let spec: ModelSpec = spec_text
+        .parse()
+        .with_context(|| format!("invalid model `{spec_text}`"))?;
+    if offline {
+        return Ok(Box::new(OfflineClient::new(spec)));
+    }
+    let p = cfg.provider(spec.provider.prefix());
+    let defaults = ClientConfig::default();
+    let config = ClientConfig {
+        base_url: models.base_url.clone().or(p.base_url),
+        api_key: p.api_key.map(Secret::new),
+        timeout: p
+            .timeout_s
+            .map_or(defaults.timeout, Duration::from_secs_f64),
+        max_retries: p.max_retries.unwrap_or(defaults.max_retries),
+        reasoning_effort: models.reasoning_effort.clone().or(p.reasoning_effort),
+        ..defaults
+    };
+    Ok(ksearch_llm::client(&spec, config)?)
+}
+
+fn prices(cfg: &Config) -> anyhow::Result<PriceTable> {
+    let builtin = PriceTable::builtin();
+    if cfg.prices.is_empty() {
+        return Ok(builtin);
+    }
+    let text = toml::to_string(&cfg.prices).context("failed to read the price overrides")?;
+    Ok(builtin.merged(&PriceTable::from_toml(&text, "ksearch.toml [prices]")?))
+}
+
+/// The proposer of a run. `replay`: answer every model call from these recorded calls.
+fn proposer_for(
+    task: &Task,
+    models: Option<&LlmModels>,
+    cfg: &Config,
+    replay: Option<&[LlmCallRecord]>,
+) -> anyhow::Result<Box<dyn Proposer>> {
+    let Some(m) = models else {
+        return Ok(Box::new(BuiltinProposer::for_task(
             task,
             Machine::detect(),
-        )?)),
-        other => anyhow::bail!(
-            "unknown model `{other}`: this build has the `builtin` proposer only (LLM providers are tracked in their own issue)"
-        ),
+        )?));
+    };
+    let offline = replay.is_some();
+    let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
+    let contract = backend_for(task.spec.backend, &exe)
+        .map(|b| b.contract(&task.spec))
+        .unwrap_or_default();
+    let (languages, file) = match task.spec.backend {
+        BackendKind::C => (vec!["c".into(), "cpp".into(), "c++".into()], "candidate.c"),
+        BackendKind::Mlx => (vec!["python".into(), "py".into()], "candidate.py"),
+    };
+    let mut proposer = LlmProposer::new(LlmSettings {
+        reasoning: client_for(&m.reasoning, m, cfg, offline)?,
+        codegen: client_for(&m.codegen, m, cfg, offline)?,
+        prices: prices(cfg)?,
+        max_cost_usd: m.max_cost_usd,
+        knowledge: Box::new(NoKnowledge),
+        contract,
+        code_languages: languages,
+        candidate_file: file.into(),
+        max_output_tokens: m.max_output_tokens,
+        repairs: 2,
+    });
+    if let Some(records) = replay {
+        proposer.journal.restore(records, false);
+        proposer.journal.replay_only = true;
     }
+    Ok(Box::new(proposer))
 }
 
 fn evaluator_for(task: &Task) -> anyhow::Result<LocalEvaluator> {
@@ -74,52 +192,128 @@ fn utc_stamp(secs: u64) -> String {
     )
 }
 
+fn time_budget(flag: Option<Duration>, cfg: &Config) -> anyhow::Result<Option<Duration>> {
+    match (flag, &cfg.budget.time) {
+        (Some(t), _) => Ok(Some(t)),
+        (None, Some(text)) => Ok(Some(
+            humantime::parse_duration(text)
+                .with_context(|| format!("invalid budget.time `{text}` in the config"))?,
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
-    let task = ksearch_tasks::load_task(&args.task)?;
-    let eval = eval_settings(&args.eval)?;
-    let proposer = proposer_for(&args.model, &task)?;
-    let mut evaluator = evaluator_for(&task)?;
+    let cfg = config::load()?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    // A replay takes everything but its run directory from the recorded run.
+    let replay = match &args.replay {
+        Some(dir) => {
+            let run = open_run(dir)?;
+            let snap = run.store.snapshot()?;
+            Some((dir.clone(), run, snap))
+        }
+        None => None,
+    };
+    let (task, mut config) = match &replay {
+        Some((dir, run, _)) => {
+            if run.config.llm.is_none() {
+                anyhow::bail!(
+                    "{} was made by the builtin proposer; replay is for LLM-driven runs (the builtin proposer needs no journal)",
+                    dir.display()
+                );
+            }
+            let mut config = run.config.clone();
+            config.created_unix = now;
+            (run.task.clone(), config)
+        }
+        None => {
+            let task = ksearch_tasks::load_task(&args.task)?;
+            let models = choose_models(&args.models, &cfg)?;
+            let config = RunConfig {
+                format: RUN_FORMAT,
+                ksearch_version: env!("CARGO_PKG_VERSION").into(),
+                proposer: String::new(),
+                llm: models,
+                seed: args.seed,
+                window: args.window,
+                max_cycle_attempts: 3 * args.window.max(DEFAULT_WINDOW),
+                eval: eval_settings(&args.eval)?,
+                created_unix: now,
+                hardware: hardware(),
+            };
+            (task, config)
+        }
+    };
+    let iterations = match &replay {
+        Some((_, _, snap)) => args.iterations.unwrap_or_else(|| {
+            snap.attempts
+                .iter()
+                .filter(|a| a.round > 0 && a.evaluation.is_some())
+                .count() as u64
+        }),
+        None => args
+            .iterations
+            .or(cfg.budget.iterations)
+            .unwrap_or(DEFAULT_ITERATIONS),
+    };
+    let proposer = proposer_for(
+        &task,
+        config.llm.as_ref(),
+        &cfg,
+        replay.as_ref().map(|(_, _, s)| s.llm_calls.as_slice()),
+    )?;
+    config.proposer = proposer.name();
     let run_dir = args.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from("ksearch-runs").join(format!("{}-{}", task.spec.name, utc_stamp(now)))
     });
-    let config = RunConfig {
-        format: RUN_FORMAT,
-        ksearch_version: env!("CARGO_PKG_VERSION").into(),
-        proposer: proposer.name(),
-        seed: args.seed,
-        window: args.window,
-        max_cycle_attempts: 3 * args.window.max(DEFAULT_WINDOW),
-        eval,
-        created_unix: now,
-        hardware: hardware(),
-    };
     let stop = stop_flag();
-    evaluator.set_cancel(stop.clone());
-    let mut observer =
-        ProgressLine::new(args.output.quiet || args.output.json, Some(args.iterations));
+    let mut local;
+    let mut replayed;
+    let evaluator: &mut dyn Evaluator = match &replay {
+        Some((dir, _, _)) => {
+            replayed = ReplayEvaluator::from_run(dir)?;
+            &mut replayed
+        }
+        None => {
+            local = evaluator_for(&task)?;
+            local.set_cancel(stop.clone());
+            &mut local
+        }
+    };
+    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, Some(iterations));
     let started = Instant::now();
+    let until = time_budget(args.time, &cfg)?.map(|t| started + t);
     let parts = Parts {
         proposer,
-        evaluator: &mut evaluator,
+        evaluator,
         observer: &mut observer,
         stop,
     };
     let mut engine = Engine::create(&run_dir, task, config, parts)
         .with_context(|| format!("failed to start the run in {}", run_dir.display()))?;
-    let budget = Budget {
-        rounds: Some(args.iterations),
-        until: args.time.map(|t| started + t),
-    };
-    let summary = engine.run(budget)?;
+    let summary = engine.run(Budget {
+        rounds: Some(iterations),
+        until,
+    })?;
     report(&summary, &args.output)
 }
 
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
+    let cfg = config::load()?;
     let run = open_run(&args.run_dir)?;
-    let proposer = proposer_for(&run.config.proposer, &run.task)?;
+    let mut models = run.config.llm.clone();
+    if let Some(m) = models.as_mut() {
+        if args.max_cost.is_some() {
+            m.max_cost_usd = args.max_cost;
+        }
+        if args.base_url.is_some() {
+            m.base_url.clone_from(&args.base_url);
+        }
+    }
+    let proposer = proposer_for(&run.task, models.as_ref(), &cfg, None)?;
     let mut evaluator = evaluator_for(&run.task)?;
     let stop = stop_flag();
     evaluator.set_cancel(stop.clone());
@@ -127,8 +321,12 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         .map(|(s, _, _)| s.rounds)
         .unwrap_or(0);
     let budget_rounds = args.iterations.map(|n| done + n);
-    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, budget_rounds);
+    let mut observer = ProgressLine::new(
+        args.output.quiet || args.output.json,
+        budget_rounds.or(None),
+    );
     let started = Instant::now();
+    let until = time_budget(args.time, &cfg)?.map(|t| started + t);
     let parts = Parts {
         proposer,
         evaluator: &mut evaluator,
@@ -139,7 +337,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("failed to resume the run in {}", args.run_dir.display()))?;
     let summary = engine.run(Budget {
         rounds: budget_rounds,
-        until: args.time.map(|t| started + t),
+        until,
     })?;
     report(&summary, &args.output)
 }
@@ -168,8 +366,9 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         StopReason::Time => "time budget spent",
         StopReason::Interrupted => "interrupted (resume to continue)",
         StopReason::Exhausted => "nothing left to try",
+        StopReason::Cost => "cost cap reached (resume with a higher --max-cost to continue)",
     });
-    let _ = writeln!(o, "{} · {} proposer · {reason}", s.task, s.proposer);
+    let _ = writeln!(o, "{} · {} · {reason}", s.task, s.proposer);
     let _ = writeln!(
         o,
         "rounds {} · nodes {} · cycles {} · wall {:.1} s (evaluating {:.1} s, orchestrator {:.2}%)",
@@ -180,6 +379,27 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         s.eval_s,
         100.0 * s.orchestrator_fraction
     );
+    if s.tokens > 0 {
+        let _ = writeln!(o, "models: ${:.4} for {} tokens", s.cost_usd, s.tokens);
+        for (who, t) in &s.llm {
+            let _ = writeln!(
+                o,
+                "  {who}: {} calls ({} from the journal), {} in ({} cached) / {} out ({} reasoning) tokens, ${:.4}{}",
+                t.calls,
+                t.replayed_calls,
+                t.input_tokens,
+                t.cached_input_tokens,
+                t.output_tokens,
+                t.reasoning_tokens,
+                t.cost_usd,
+                if t.unpriced_calls > 0 {
+                    format!(" + {} calls with no price", t.unpriced_calls)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "best: node {} `{}` — {} over {}, {} over the seed",

@@ -224,7 +224,20 @@ fn against_times_a_second_kernel_side_by_side() {
     let slow = dir.path().join("slow.c");
     std::fs::write(&good, kernels::good()).unwrap();
     std::fs::write(&slow, kernels::twice_as_slow()).unwrap();
-    let mut args = vec!["eval", "cpu/softmax", slow.to_str().unwrap(), "--against", good.to_str().unwrap(), "--json", "--min-runs", "15", "--min-time-ms", "100", "--workload", "small"];
+    let mut args = vec![
+        "eval",
+        "cpu/softmax",
+        slow.to_str().unwrap(),
+        "--against",
+        good.to_str().unwrap(),
+        "--json",
+        "--min-runs",
+        "15",
+        "--min-time-ms",
+        "100",
+        "--workload",
+        "small",
+    ];
     args.extend_from_slice(&["--warmup-ms", "5"]);
     let (code, stdout, stderr) = run(&mut ksearch(&args));
     assert_eq!(code, 0, "{stderr}");

@@ -2,5 +2,6 @@
 //! determinism), and engine transitions driven by a scripted proposer.
 
 mod cli_runs;
+mod llm_run;
 mod scripted;
 mod support;

@@ -136,6 +136,7 @@ fn config(window: u32) -> RunConfig {
         format: RUN_FORMAT,
         ksearch_version: "test".into(),
         proposer: "scripted".into(),
+        llm: None,
         seed: 0,
         window,
         max_cycle_attempts: 10,

@@ -1,0 +1,250 @@
+//! The client: one [`LlmClient`] implementation, dispatching on the wire format.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Once;
+use std::time::Duration;
+
+use reqwest::Url;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::config::ClientConfig;
+use crate::error::LlmError;
+use crate::http::{RetryPolicy, Transport};
+use crate::secret::{Secret, scrub};
+use crate::spec::{ModelSpec, Provider};
+use crate::types::{Completion, CompletionRequest};
+use crate::wire::{self, Parsed};
+
+/// A model behind some provider: send a conversation, get one completion.
+pub trait LlmClient: Send + fmt::Debug {
+    /// Which provider and model this client calls.
+    fn spec(&self) -> &ModelSpec;
+
+    /// One completion, with retries as configured.
+    fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError>;
+}
+
+/// A client for `spec`, reading the key (and `OPENAI_BASE_URL`) from the environment where the
+/// config leaves them unset.
+pub fn client(spec: &ModelSpec, config: ClientConfig) -> Result<Box<dyn LlmClient>, LlmError> {
+    client_with_env(spec, config, |name| std::env::var(name).ok())
+}
+
+/// [`client`] with the environment given as a function (for tests and embedders that keep keys
+/// elsewhere).
+pub fn client_with_env(
+    spec: &ModelSpec,
+    config: ClientConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Box<dyn LlmClient>, LlmError> {
+    install_crypto_provider();
+    let ClientConfig {
+        base_url,
+        api_key,
+        timeout,
+        max_retries,
+        backoff_initial,
+        backoff_max,
+        reasoning_effort,
+        extra_headers,
+    } = config;
+    let provider = spec.provider;
+    let config_error = |detail: String| LlmError::Config { provider, detail };
+
+    let base = base_url
+        .or_else(|| {
+            provider
+                .base_url_variable()
+                .and_then(&env)
+                .filter(|v| !v.trim().is_empty())
+        })
+        .unwrap_or_else(|| provider.default_base_url().to_string());
+    let base = base.trim().trim_end_matches('/').to_string();
+    let parsed_base = Url::parse(&base)
+        .map_err(|e| config_error(format!("base URL `{base}` does not parse: {e}")))?;
+    if !matches!(parsed_base.scheme(), "http" | "https") {
+        return Err(config_error(format!(
+            "base URL `{base}` must start with http:// or https://"
+        )));
+    }
+    if !parsed_base.username().is_empty() || parsed_base.password().is_some() {
+        return Err(config_error(
+            "the base URL must not carry credentials; use the key variable".to_string(),
+        ));
+    }
+
+    let key = api_key
+        .or_else(|| env(provider.key_variable()).map(Secret::new))
+        .filter(|k| !k.is_empty());
+    let official_openai = parsed_base.host_str() == Some("api.openai.com");
+    let keyless_ok =
+        matches!(provider, Provider::OpenAiChat | Provider::OpenAiResponses) && !official_openai;
+    if key.is_none() && !keyless_ok {
+        return Err(LlmError::MissingKey {
+            provider,
+            variable: provider.key_variable(),
+        });
+    }
+
+    let path = match provider {
+        Provider::OpenAiChat => wire::openai_chat::PATH.to_string(),
+        Provider::OpenAiResponses => wire::openai_responses::PATH.to_string(),
+        Provider::Gemini => wire::gemini::path(&spec.model),
+        Provider::Anthropic => wire::anthropic::PATH.to_string(),
+    };
+    let url = format!("{base}{path}");
+
+    let mut headers = HeaderMap::new();
+    let sensitive = |value: &str| -> Result<HeaderValue, LlmError> {
+        let mut value = HeaderValue::from_str(value).map_err(|_| LlmError::Config {
+            provider,
+            detail: "the API key (or an extra header value) holds characters not allowed in an HTTP header".to_string(),
+        })?;
+        value.set_sensitive(true);
+        Ok(value)
+    };
+    if let Some(key) = &key {
+        match provider {
+            Provider::OpenAiChat | Provider::OpenAiResponses => {
+                headers.insert(
+                    reqwest::header::AUTHORIZATION,
+                    sensitive(&format!("Bearer {}", key.expose().trim()))?,
+                );
+            }
+            Provider::Gemini => {
+                headers.insert("x-goog-api-key", sensitive(key.expose().trim())?);
+            }
+            Provider::Anthropic => {
+                headers.insert("x-api-key", sensitive(key.expose().trim())?);
+            }
+        }
+    }
+    if provider == Provider::Anthropic {
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_static(wire::anthropic::VERSION),
+        );
+    }
+    for (name, value) in &extra_headers {
+        let name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| config_error(format!("`{name}` is not a valid header name")))?;
+        headers.insert(name, sensitive(value.trim())?);
+    }
+
+    let loopback = parsed_base.host_str().is_some_and(|host| {
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    let mut builder = reqwest::blocking::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(30)))
+        // A redirect could carry the key header to another host: never follow one.
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("ksearch-llm/", env!("CARGO_PKG_VERSION")));
+    if loopback {
+        // A local server is never reached through a proxy.
+        builder = builder.no_proxy();
+    }
+    let http = builder.build().map_err(|e| {
+        config_error(scrub(
+            &format!("cannot build the HTTP client: {e}"),
+            key.as_ref(),
+        ))
+    })?;
+
+    Ok(Box::new(HttpClient {
+        spec: spec.clone(),
+        reasoning_effort,
+        transport: Transport {
+            provider,
+            model: spec.model.clone(),
+            http,
+            url,
+            headers,
+            secret: key,
+            policy: RetryPolicy {
+                timeout,
+                max_retries,
+                backoff_initial,
+                backoff_max,
+            },
+        },
+    }))
+}
+
+/// Installs rustls's ring provider as the process default, once (reqwest is built without one).
+/// "Already installed" (by us or by anyone else) is fine.
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// The one implementation: an HTTP transport and a wire format.
+struct HttpClient {
+    spec: ModelSpec,
+    reasoning_effort: Option<String>,
+    transport: Transport,
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("spec", &self.spec.to_string())
+            .field("url", &self.transport.url)
+            .field("key", &self.transport.secret.as_ref().map(|_| "[redacted]"))
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("timeout", &self.transport.policy.timeout)
+            .field("max_retries", &self.transport.policy.max_retries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlmClient for HttpClient {
+    fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
+        let model = self.spec.model.as_str();
+        let effort = self.reasoning_effort.as_deref();
+        let body = match self.spec.provider {
+            Provider::OpenAiChat => wire::openai_chat::request_body(model, request, effort),
+            Provider::OpenAiResponses => {
+                wire::openai_responses::request_body(model, request, effort)
+            }
+            Provider::Gemini => wire::gemini::request_body(request),
+            Provider::Anthropic => wire::anthropic::request_body(model, request),
+        };
+        let success = self.transport.post_json(&body)?;
+        let parsed = match self.spec.provider {
+            Provider::OpenAiChat => wire::openai_chat::parse(&success.body),
+            Provider::OpenAiResponses => wire::openai_responses::parse(&success.body),
+            Provider::Gemini => wire::gemini::parse(&success.body),
+            Provider::Anthropic => wire::anthropic::parse(&success.body),
+        };
+        let Parsed {
+            text,
+            usage,
+            model: answered_by,
+            finish_reason,
+        } = parsed.map_err(|detail| LlmError::Malformed {
+            provider: self.spec.provider,
+            detail: scrub(&detail, self.transport.secret.as_ref()),
+        })?;
+        Ok(Completion {
+            text,
+            usage,
+            model: answered_by
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| self.spec.model.clone()),
+            finish_reason,
+            http_attempts: success.attempts,
+        })
+    }
+}

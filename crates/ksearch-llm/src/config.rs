@@ -1,0 +1,72 @@
+//! How a client talks to its provider.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::secret::Secret;
+
+/// Connection settings for one client. `ClientConfig::default()` is right for the official
+/// endpoints with the key in the environment.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// Base URL of the API. `None`: `OPENAI_BASE_URL` for the OpenAI wire formats when set,
+    /// else the provider's official endpoint (`https://api.openai.com/v1`,
+    /// `https://generativelanguage.googleapis.com`, `https://api.anthropic.com`). For OpenAI
+    /// the base includes the version (`http://localhost:8000/v1`); for Gemini and Anthropic it
+    /// does not.
+    pub base_url: Option<String>,
+    /// The key. `None`: read the provider's variable (`OPENAI_API_KEY`, `GEMINI_API_KEY`,
+    /// `ANTHROPIC_API_KEY`). An OpenAI-compatible base URL other than api.openai.com may go
+    /// without a key: then no `Authorization` header is sent.
+    pub api_key: Option<Secret>,
+    /// Limit for one HTTP request, from connecting to the last byte of the body.
+    pub timeout: Duration,
+    /// Retries after the first attempt (so at most `max_retries + 1` requests per completion).
+    pub max_retries: u32,
+    /// Upper bound of the first retry's sleep (full jitter: the sleep is uniform below the bound).
+    pub backoff_initial: Duration,
+    /// The bound doubles per retry up to this.
+    pub backoff_max: Duration,
+    /// Reasoning effort (`minimal`, `low`, `medium`, `high`, ...). Sent as
+    /// `reasoning: {effort}` on `openai-responses` and as `reasoning_effort` on `openai`;
+    /// ignored by Gemini and Anthropic.
+    pub reasoning_effort: Option<String>,
+    /// More headers for every request (e.g. OpenRouter's `HTTP-Referer`). Values are never
+    /// printed by `Debug`.
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> ClientConfig {
+        ClientConfig {
+            base_url: None,
+            api_key: None,
+            timeout: Duration::from_secs(600),
+            max_retries: 4,
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+            reasoning_effort: None,
+            extra_headers: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self
+            .extra_headers
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        f.debug_struct("ClientConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key)
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("backoff_initial", &self.backoff_initial)
+            .field("backoff_max", &self.backoff_max)
+            .field("reasoning_effort", &self.reasoning_effort)
+            .field("extra_headers (values redacted)", &header_names)
+            .finish()
+    }
+}

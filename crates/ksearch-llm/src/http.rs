@@ -1,0 +1,456 @@
+//! One POST with retries: timeouts, backoff with full jitter, `Retry-After`, error messages.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::blocking::Client;
+use reqwest::header::HeaderMap;
+
+use crate::error::{Failure, LlmError};
+use crate::secret::{Secret, scrub};
+use crate::spec::Provider;
+
+/// The longest sleep a server's `Retry-After` can impose before the next attempt; a longer
+/// value is cut to this.
+pub const RETRY_AFTER_CEILING: Duration = Duration::from_secs(120);
+
+/// Longest text taken from a reply into an error message.
+const MESSAGE_LIMIT: usize = 1000;
+
+/// The retry policy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetryPolicy {
+    pub(crate) timeout: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) backoff_initial: Duration,
+    pub(crate) backoff_max: Duration,
+}
+
+/// A 2xx reply.
+#[derive(Debug)]
+pub(crate) struct Success {
+    pub(crate) body: String,
+    pub(crate) attempts: u32,
+}
+
+/// Everything needed to POST to one endpoint.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    pub(crate) provider: Provider,
+    pub(crate) model: String,
+    pub(crate) http: Client,
+    pub(crate) url: String,
+    /// Auth and extra headers, values marked sensitive.
+    pub(crate) headers: HeaderMap,
+    /// The key, only to scrub it from texts that reach errors.
+    pub(crate) secret: Option<Secret>,
+    pub(crate) policy: RetryPolicy,
+}
+
+impl Transport {
+    /// POSTs `body` as JSON until a 2xx reply, a non-retryable status, or the retries run out.
+    pub(crate) fn post_json(&self, body: &serde_json::Value) -> Result<Success, LlmError> {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let (failure, retry_after) = match self.attempt(body, attempt)? {
+                Ok(success) => return Ok(success),
+                Err(retryable) => retryable,
+            };
+            if attempt > self.policy.max_retries {
+                return Err(LlmError::RetriesExhausted {
+                    provider: self.provider,
+                    attempts: attempt,
+                    last: failure,
+                });
+            }
+            std::thread::sleep(retry_delay(&self.policy, attempt - 1, retry_after));
+        }
+    }
+
+    /// One request. Outer error: give up now. Inner error: a retryable failure, with the
+    /// server's requested delay if it gave one.
+    #[allow(clippy::type_complexity)]
+    fn attempt(
+        &self,
+        body: &serde_json::Value,
+        attempt: u32,
+    ) -> Result<Result<Success, (Failure, Option<Duration>)>, LlmError> {
+        let sent = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .json(body)
+            .send();
+        let response = match sent {
+            Ok(response) => response,
+            Err(error) => return self.transport_failure(&error).map(|f| Err((f, None))),
+        };
+        let status = response.status().as_u16();
+        let retry_after = parse_retry_after(response.headers(), SystemTime::now());
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let text = match response.text() {
+            Ok(text) => text,
+            Err(error) => {
+                return self
+                    .transport_failure(&error)
+                    .map(|f| Err((f, retry_after)));
+            }
+        };
+        if (200..300).contains(&status) {
+            return Ok(Ok(Success {
+                body: text,
+                attempts: attempt,
+            }));
+        }
+        let mut message = scrub(&error_message(&text), self.secret.as_ref());
+        if let Some(location) = location.filter(|_| (300..400).contains(&status)) {
+            message = format!(
+                "{message}; redirect to {} not followed (keys are not sent to other URLs)",
+                scrub(&location, self.secret.as_ref())
+            );
+        }
+        if is_retryable(status) {
+            return Ok(Err((Failure::Status { status, message }, retry_after)));
+        }
+        Err(LlmError::Api {
+            provider: self.provider,
+            status,
+            hint: self.hint(status, &message),
+            message,
+            attempts: attempt,
+        })
+    }
+
+    fn transport_failure(&self, error: &reqwest::Error) -> Result<Failure, LlmError> {
+        let detail = scrub(&error_chain(error), self.secret.as_ref());
+        if error.is_builder() {
+            return Err(LlmError::Config {
+                provider: self.provider,
+                detail,
+            });
+        }
+        if error.is_timeout() {
+            return Ok(Failure::Timeout {
+                after: self.policy.timeout,
+            });
+        }
+        Ok(Failure::Connection { detail })
+    }
+
+    fn hint(&self, status: u16, message: &str) -> Option<String> {
+        // Gemini answers a bad key with 400 INVALID_ARGUMENT "API key not valid".
+        let mentions_key =
+            message.to_ascii_lowercase().contains("api key") || message.contains("API_KEY_INVALID");
+        match status {
+            401 | 403 => Some(format!(
+                "check the API key: {} or ClientConfig::api_key",
+                self.provider.key_variable()
+            )),
+            404 => Some(format!(
+                "check the model id `{}` and the base URL {}",
+                self.model,
+                self.url
+                    .rsplit_once('/')
+                    .map_or(self.url.as_str(), |(base, _)| base)
+            )),
+            _ if mentions_key => Some(format!(
+                "check the API key: {} or ClientConfig::api_key",
+                self.provider.key_variable()
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Statuses worth another attempt: request timeout, too early, rate limits, server errors
+/// (Anthropic's 529 "overloaded" included).
+pub(crate) fn is_retryable(status: u16) -> bool {
+    matches!(status, 408 | 425 | 429 | 500..=599)
+}
+
+/// The sleep before retry number `retry` (0 for the first retry): uniform in
+/// `[0, min(backoff_max, backoff_initial · 2^retry)]`, raised to the server's `Retry-After`
+/// (itself capped at [`RETRY_AFTER_CEILING`]).
+pub(crate) fn retry_delay(
+    policy: &RetryPolicy,
+    retry: u32,
+    retry_after: Option<Duration>,
+) -> Duration {
+    let factor = 2u32.saturating_pow(retry.min(31));
+    let bound = policy
+        .backoff_initial
+        .saturating_mul(factor)
+        .min(policy.backoff_max);
+    let jittered = bound.mul_f64(random_unit());
+    match retry_after {
+        Some(requested) => requested.min(RETRY_AFTER_CEILING).max(jittered),
+        None => jittered,
+    }
+}
+
+/// A number in `[0, 1)`, different on every call (std only: `RandomState` is randomly keyed).
+fn random_unit() -> f64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    if let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as an HTTP date.
+pub(crate) fn parse_retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = header("retry-after")?;
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0)
+            .then(|| Duration::from_secs_f64(seconds.min(1e9)));
+    }
+    let when = parse_http_date(value)?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form RFC 9110 requires senders to use.
+pub(crate) fn parse_http_date(text: &str) -> Option<SystemTime> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_weekday, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let day: u32 = day.parse().ok()?;
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| m == month)? as u32
+        + 1;
+    let year: i64 = year.parse().ok()?;
+    let mut hms = time.split(':').map(|p| p.parse::<u64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + m * 60 + s;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The provider's message from an error body: `error.message` (OpenAI, Anthropic, Gemini),
+/// `error` as a string (Ollama and others), a top-level `message` or `detail`; else the start
+/// of the body.
+pub(crate) fn error_message(body: &str) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| {
+            // Gemini has been seen answering with a one-element array.
+            let value = match value {
+                serde_json::Value::Array(mut items) if !items.is_empty() => items.swap_remove(0),
+                other => other,
+            };
+            let error = value.get("error");
+            error
+                .and_then(|e| e.get("message"))
+                .and_then(|m| m.as_str())
+                .or_else(|| error.and_then(|e| e.as_str()))
+                .or_else(|| value.get("message").and_then(|m| m.as_str()))
+                .or_else(|| value.get("detail").and_then(|m| m.as_str()))
+                .map(str::to_string)
+        });
+    let message = match from_json {
+        Some(message) => message,
+        None if body.trim().is_empty() => "(empty body)".to_string(),
+        None => body.trim().to_string(),
+    };
+    truncate(&message, MESSAGE_LIMIT)
+}
+
+/// At most `limit` bytes of `text`, cut at a character boundary, with an ellipsis when cut.
+pub(crate) fn truncate(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// An error and its sources, `: `-joined (reqwest's own message is only the outermost).
+fn error_chain(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn retry_after_seconds_ms_and_date() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_770);
+        assert_eq!(
+            parse_retry_after(&headers(&[("retry-after", "3")]), now),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            parse_retry_after(
+                &headers(&[("retry-after-ms", "250"), ("retry-after", "9")]),
+                now
+            ),
+            Some(Duration::from_millis(250))
+        );
+        // 784111777 = Sun, 06 Nov 1994 08:49:37 GMT (RFC 9110's example).
+        assert_eq!(
+            parse_retry_after(
+                &headers(&[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")]),
+                now
+            ),
+            Some(Duration::from_secs(7))
+        );
+        // A date in the past means now.
+        assert_eq!(
+            parse_retry_after(
+                &headers(&[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")]),
+                now + Duration::from_secs(100)
+            ),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after(&headers(&[("retry-after", "soon")]), now),
+            None
+        );
+        assert_eq!(parse_retry_after(&headers(&[]), now), None);
+        assert_eq!(
+            parse_retry_after(&headers(&[("retry-after", "-1")]), now),
+            None
+        );
+    }
+
+    #[test]
+    fn http_dates() {
+        let t = parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT").unwrap();
+        assert_eq!(t, UNIX_EPOCH);
+        let t = parse_http_date("Sat, 29 Feb 2000 12:00:00 GMT").unwrap();
+        assert_eq!(t.duration_since(UNIX_EPOCH).unwrap().as_secs(), 951_825_600);
+        assert!(parse_http_date("Sat, 29 Feb 2000 12:00:00 PST").is_none());
+        assert!(parse_http_date("Sat, 32 Feb 2000 12:00:00 GMT").is_none());
+    }
+
+    #[test]
+    fn backoff_is_bounded_and_honours_retry_after() {
+        let policy = RetryPolicy {
+            timeout: Duration::from_secs(1),
+            max_retries: 10,
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(1000),
+        };
+        for retry in 0..40 {
+            let bound = Duration::from_millis(100)
+                .saturating_mul(2u32.saturating_pow(retry.min(31)))
+                .min(Duration::from_millis(1000));
+            for _ in 0..20 {
+                assert!(retry_delay(&policy, retry, None) <= bound);
+            }
+        }
+        let d = retry_delay(&policy, 0, Some(Duration::from_secs(5)));
+        assert_eq!(d, Duration::from_secs(5));
+        let d = retry_delay(&policy, 0, Some(Duration::from_secs(100_000)));
+        assert_eq!(d, RETRY_AFTER_CEILING);
+        // Full jitter: not always the bound.
+        let draws: Vec<Duration> = (0..50).map(|_| retry_delay(&policy, 3, None)).collect();
+        assert!(draws.iter().any(|d| *d != draws[0]));
+    }
+
+    #[test]
+    fn retryable_statuses() {
+        for s in [408, 429, 500, 502, 503, 504, 529] {
+            assert!(is_retryable(s), "{s}");
+        }
+        for s in [400, 401, 403, 404, 422] {
+            assert!(!is_retryable(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error_message(
+                r#"{"error":{"message":"Incorrect API key","type":"invalid_request_error"}}"#
+            ),
+            "Incorrect API key"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#
+            ),
+            "invalid x-api-key"
+        );
+        assert_eq!(
+            error_message(
+                r#"[{"error":{"code":400,"message":"API key not valid","status":"INVALID_ARGUMENT"}}]"#
+            ),
+            "API key not valid"
+        );
+        assert_eq!(
+            error_message(r#"{"error":"model 'x' not found"}"#),
+            "model 'x' not found"
+        );
+        assert_eq!(
+            error_message("<html>Bad Gateway</html>"),
+            "<html>Bad Gateway</html>"
+        );
+        assert_eq!(error_message("  "), "(empty body)");
+        assert_eq!(
+            error_message(&"x".repeat(5000)).len(),
+            MESSAGE_LIMIT + '…'.len_utf8()
+        );
+    }
+}

@@ -1,0 +1,76 @@
+//! The LLM providers of ksearch: one blocking client per wire format behind [`LlmClient`].
+//!
+//! | spec prefix          | wire format                          | key variable        |
+//! | -------------------- | ------------------------------------ | ------------------- |
+//! | `openai:`            | Chat Completions (`/chat/completions`), any OpenAI-compatible server | `OPENAI_API_KEY` |
+//! | `openai-responses:`  | Responses (`/responses`)             | `OPENAI_API_KEY`    |
+//! | `gemini:`            | Gemini `generateContent`             | `GEMINI_API_KEY`    |
+//! | `anthropic:`         | Anthropic Messages (`/v1/messages`)  | `ANTHROPIC_API_KEY` |
+//!
+//! ```no_run
+//! use ksearch_llm::{ClientConfig, CompletionRequest, Message, ModelSpec, client};
+//! let spec: ModelSpec = "anthropic:claude-sonnet-4-5".parse()?;
+//! let llm = client(&spec, ClientConfig::default())?;
+//! let answer = llm.complete(&CompletionRequest::new(vec![
+//!     Message::system("You write C kernels."),
+//!     Message::user("Unroll this loop: ..."),
+//! ]))?;
+//! println!("{} ({} tokens out)", answer.text, answer.usage.output_tokens);
+//! # Ok::<(), ksearch_llm::LlmError>(())
+//! ```
+//!
+//! # Usage, in one convention for every provider
+//!
+//! [`Usage::input_tokens`] counts every prompt token, cached ones included;
+//! [`Usage::cached_input_tokens`] is the part of it read from the provider's prompt cache.
+//! [`Usage::output_tokens`] counts every generated token, reasoning included;
+//! [`Usage::reasoning_tokens`] is the part of it spent on hidden reasoning.
+//!
+//! | field      | `openai`                                       | `openai-responses`                         | `gemini`                                       | `anthropic`                                   |
+//! | ---------- | ---------------------------------------------- | ------------------------------------------ | ---------------------------------------------- | --------------------------------------------- |
+//! | input      | `prompt_tokens`                                | `input_tokens`                             | `promptTokenCount` (includes cached content)   | `input_tokens + cache_creation_input_tokens + cache_read_input_tokens` |
+//! | cached     | `prompt_tokens_details.cached_tokens`          | `input_tokens_details.cached_tokens`       | `cachedContentTokenCount`                      | `cache_read_input_tokens`                     |
+//! | output     | `completion_tokens` (includes reasoning)       | `output_tokens` (includes reasoning)       | `candidatesTokenCount + thoughtsTokenCount`    | `output_tokens` (includes thinking)           |
+//! | reasoning  | `completion_tokens_details.reasoning_tokens`   | `output_tokens_details.reasoning_tokens`   | `thoughtsTokenCount`                           | not reported: 0                               |
+//!
+//! Missing fields count as 0 (OpenAI-compatible local servers often omit the details or the
+//! whole `usage`). [`PriceTable::cost_usd`] bills `input - cached` at the input price, `cached` at
+//! the cached-input price and `output` (reasoning included) at the output price.
+//!
+//! # Reliability
+//!
+//! Each HTTP attempt has `ClientConfig::timeout`. Attempts that fail with 408, 429, any 5xx
+//! (Anthropic's 529 included), a connection error or a timeout are retried up to
+//! `ClientConfig::max_retries` times, after a sleep drawn uniformly from
+//! `[0, min(backoff_max, backoff_initial · 2^retry)]` (full jitter); when the reply carries
+//! `Retry-After` (seconds or an HTTP date) or `retry-after-ms`, the sleep is at least that long,
+//! and never more than [`RETRY_AFTER_CEILING`]. Other statuses (400, 401, 403, 404, ...) fail at
+//! once with the provider's own message. A 2xx reply whose body is not the expected JSON is
+//! [`LlmError::Malformed`] and is not retried: the call was answered (and billed), and a shape
+//! the client does not understand would come back the same.
+//!
+//! # Secrets
+//!
+//! Keys live in [`Secret`], whose `Debug` and `Display` print `[redacted]`; it is never
+//! serialised. Keys travel only in headers marked sensitive (never in URLs), and any text taken
+//! from a provider's reply into an error is scrubbed of the key.
+
+mod client;
+mod config;
+mod error;
+mod http;
+pub mod loopback;
+mod prices;
+mod secret;
+mod spec;
+mod types;
+mod wire;
+
+pub use client::{LlmClient, client, client_with_env};
+pub use config::ClientConfig;
+pub use error::{Failure, LlmError};
+pub use http::RETRY_AFTER_CEILING;
+pub use prices::{ModelPrice, PriceError, PriceTable};
+pub use secret::Secret;
+pub use spec::{ModelSpec, Provider};
+pub use types::{Completion, CompletionRequest, Message, MessageRole, Usage};

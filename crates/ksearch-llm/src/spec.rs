@@ -1,0 +1,209 @@
+//! Which provider and model: `openai:gpt-5`, `gemini:gemini-2.5-pro`, ...
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::LlmError;
+
+/// A wire format, with the provider that defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Provider {
+    /// OpenAI Chat Completions (`POST {base}/chat/completions`); also every OpenAI-compatible
+    /// server (vLLM, Ollama, llama.cpp, LM Studio, OpenRouter, ...).
+    OpenAiChat,
+    /// OpenAI Responses (`POST {base}/responses`).
+    OpenAiResponses,
+    /// Google Gemini API, native `generateContent`.
+    Gemini,
+    /// Anthropic Messages API.
+    Anthropic,
+}
+
+impl Provider {
+    /// Every provider, in the order the spec prefixes are listed in messages.
+    pub const ALL: [Provider; 4] = [
+        Provider::OpenAiChat,
+        Provider::OpenAiResponses,
+        Provider::Gemini,
+        Provider::Anthropic,
+    ];
+
+    /// The prefix of a model spec, without the colon: `openai`, `openai-responses`, `gemini`,
+    /// `anthropic`. Also how the provider is displayed.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Provider::OpenAiChat => "openai",
+            Provider::OpenAiResponses => "openai-responses",
+            Provider::Gemini => "gemini",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The environment variable the key is read from when `ClientConfig::api_key` is `None`.
+    pub fn key_variable(self) -> &'static str {
+        match self {
+            Provider::OpenAiChat | Provider::OpenAiResponses => "OPENAI_API_KEY",
+            Provider::Gemini => "GEMINI_API_KEY",
+            Provider::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+
+    /// The variable that overrides the default base URL, where the provider has one
+    /// (`OPENAI_BASE_URL` for both OpenAI wire formats).
+    pub fn base_url_variable(self) -> Option<&'static str> {
+        match self {
+            Provider::OpenAiChat | Provider::OpenAiResponses => Some("OPENAI_BASE_URL"),
+            Provider::Gemini | Provider::Anthropic => None,
+        }
+    }
+
+    /// The official endpoint, used when neither the config nor the environment names one.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Provider::OpenAiChat | Provider::OpenAiResponses => "https://api.openai.com/v1",
+            Provider::Gemini => "https://generativelanguage.googleapis.com",
+            Provider::Anthropic => "https://api.anthropic.com",
+        }
+    }
+
+    /// A human name for messages: "OpenAI Chat Completions", "Gemini", ...
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Provider::OpenAiChat => "OpenAI Chat Completions",
+            Provider::OpenAiResponses => "OpenAI Responses",
+            Provider::Gemini => "Gemini",
+            Provider::Anthropic => "Anthropic",
+        }
+    }
+
+    fn from_prefix(prefix: &str) -> Option<Provider> {
+        Provider::ALL
+            .into_iter()
+            .find(|p| p.prefix().eq_ignore_ascii_case(prefix))
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.prefix())
+    }
+}
+
+/// A provider and a model id, written `PROVIDER:MODEL` (`openai:gpt-5`,
+/// `openai-responses:o3`, `gemini:gemini-2.5-pro`, `anthropic:claude-sonnet-4-5`).
+///
+/// The model id is everything after the first colon, so Ollama-style ids with a colon work:
+/// `openai:qwen2.5-coder:32b`. Serialised as that same string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelSpec {
+    /// The wire format.
+    pub provider: Provider,
+    /// The model id as the provider knows it.
+    pub model: String,
+}
+
+impl ModelSpec {
+    /// A spec from its parts.
+    pub fn new(provider: Provider, model: impl Into<String>) -> ModelSpec {
+        ModelSpec {
+            provider,
+            model: model.into(),
+        }
+    }
+}
+
+fn expected_prefixes() -> String {
+    Provider::ALL
+        .iter()
+        .map(|p| format!("`{}:`", p.prefix()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl FromStr for ModelSpec {
+    type Err = LlmError;
+
+    fn from_str(text: &str) -> Result<ModelSpec, LlmError> {
+        let text = text.trim();
+        let invalid = |detail: String| LlmError::InvalidSpec {
+            spec: text.to_string(),
+            detail,
+        };
+        let Some((prefix, model)) = text.split_once(':') else {
+            return Err(invalid(format!(
+                "expected PROVIDER:MODEL with PROVIDER one of {} (e.g. `openai:gpt-5`)",
+                expected_prefixes()
+            )));
+        };
+        let Some(provider) = Provider::from_prefix(prefix.trim()) else {
+            return Err(invalid(format!(
+                "unknown provider `{}`; expected one of {}",
+                prefix.trim(),
+                expected_prefixes()
+            )));
+        };
+        let model = model.trim();
+        if model.is_empty() {
+            return Err(invalid(format!(
+                "the model id after `{}:` is empty",
+                provider.prefix()
+            )));
+        }
+        if model.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(invalid(
+                "the model id contains whitespace or control characters".to_string(),
+            ));
+        }
+        Ok(ModelSpec::new(provider, model))
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.provider.prefix(), self.model)
+    }
+}
+
+impl Serialize for ModelSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ModelSpec, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colon_in_model_id_is_kept() {
+        let spec: ModelSpec = "openai:qwen2.5-coder:32b".parse().unwrap();
+        assert_eq!(spec.provider, Provider::OpenAiChat);
+        assert_eq!(spec.model, "qwen2.5-coder:32b");
+        assert_eq!(spec.to_string(), "openai:qwen2.5-coder:32b");
+    }
+
+    #[test]
+    fn prefix_is_case_insensitive_and_display_normalises() {
+        let spec: ModelSpec = " Gemini:gemini-2.5-pro ".parse().unwrap();
+        assert_eq!(spec.to_string(), "gemini:gemini-2.5-pro");
+    }
+
+    #[test]
+    fn serde_as_string() {
+        let spec: ModelSpec = "anthropic:claude-haiku-4-5".parse().unwrap();
+        let json = serde_json::to_string(&spec).unwrap();
+        assert_eq!(json, "\"anthropic:claude-haiku-4-5\"");
+        let back: ModelSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, spec);
+        assert!(serde_json::from_str::<ModelSpec>("\"nope:x\"").is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! Requests, answers and token usage, the same for every provider.
+
+use std::iter::Sum;
+use std::ops::{Add, AddAssign};
+
+use serde::{Deserialize, Serialize};
+
+/// Who speaks a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRole {
+    /// Instructions. Providers with a separate system field (Responses `instructions`, Gemini
+    /// `systemInstruction`, Anthropic `system`) get every system message there, in order,
+    /// joined by a blank line; Chat Completions keeps them in place.
+    System,
+    /// The user.
+    User,
+    /// The model (an earlier answer, for multi-turn prompts).
+    Assistant,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who speaks.
+    pub role: MessageRole,
+    /// Plain text.
+    pub content: String,
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Message {
+        Message {
+            role: MessageRole::System,
+            content: content.into(),
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message {
+            role: MessageRole::User,
+            content: content.into(),
+        }
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Message {
+        Message {
+            role: MessageRole::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// One completion to ask for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionRequest {
+    /// The conversation, oldest first.
+    pub messages: Vec<Message>,
+    /// Upper bound on generated tokens (reasoning included where the provider counts it so).
+    /// `None`: the provider's default, except Anthropic, which requires one: 8192.
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature; `None` leaves the provider's default. (OpenAI reasoning models
+    /// reject any value other than 1.)
+    pub temperature: Option<f32>,
+}
+
+impl CompletionRequest {
+    /// A request with the providers' default limits.
+    pub fn new(messages: Vec<Message>) -> CompletionRequest {
+        CompletionRequest {
+            messages,
+            max_output_tokens: None,
+            temperature: None,
+        }
+    }
+}
+
+/// Tokens one or more calls used, in one convention for every provider (see the crate docs):
+/// `cached_input_tokens` is part of `input_tokens`, `reasoning_tokens` part of `output_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Usage {
+    /// Every prompt token, cached ones included.
+    pub input_tokens: u64,
+    /// Generated tokens, reasoning included.
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache (a part of `input_tokens`).
+    pub cached_input_tokens: u64,
+    /// Generated tokens spent on hidden reasoning (a part of `output_tokens`).
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// Input plus output.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+impl Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_add(other.cached_input_tokens),
+            reasoning_tokens: self.reasoning_tokens.saturating_add(other.reasoning_tokens),
+        }
+    }
+}
+
+impl AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
+}
+
+impl Sum for Usage {
+    fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
+        iter.fold(Usage::default(), Add::add)
+    }
+}
+
+/// One answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The answer's text, verbatim (code fences and prose included: extracting code is the
+    /// caller's job).
+    pub text: String,
+    /// Tokens this call used.
+    pub usage: Usage,
+    /// The model that answered, as the provider names it (the requested id when the reply does
+    /// not say).
+    pub model: String,
+    /// Why generation stopped, in the provider's own words (`stop`, `length`, `end_turn`,
+    /// `max_tokens`, `STOP`, `MAX_TOKENS`, ...), when it says.
+    pub finish_reason: Option<String>,
+    /// HTTP requests made for this answer (1 when no retry was needed).
+    pub http_attempts: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_adds_and_sums() {
+        let a = Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            cached_input_tokens: 2,
+            reasoning_tokens: 1,
+        };
+        let mut b = a + a;
+        assert_eq!(b.input_tokens, 20);
+        b += a;
+        assert_eq!(b.reasoning_tokens, 3);
+        let s: Usage = [a, a, a].into_iter().sum();
+        assert_eq!(s, b);
+        assert_eq!(s.total_tokens(), 45);
+    }
+
+    #[test]
+    fn usage_deserialises_with_missing_fields() {
+        let u: Usage = serde_json::from_str(r#"{"input_tokens": 3}"#).unwrap();
+        assert_eq!(u.input_tokens, 3);
+        assert_eq!(u.output_tokens, 0);
+    }
+}

@@ -1,0 +1,7 @@
+//! ksearch-llm against loopback servers that speak each provider's wire format.
+
+mod reliability;
+mod secrets;
+mod spec_prices;
+mod support;
+mod wire;

@@ -1,0 +1,229 @@
+//! Timeouts, connection failures, redirects, keys and base URLs.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use ksearch_llm::loopback::{Reply, ScriptedServer};
+use ksearch_llm::{
+    ClientConfig, CompletionRequest, Failure, LlmError, Message, ModelSpec, Provider, Usage,
+    client_with_env,
+};
+
+use crate::support::{config, make_client, request, spec};
+
+#[test]
+fn hang_with_no_retry_left_is_a_timeout_error() {
+    let provider = Provider::OpenAiChat;
+    let server = ScriptedServer::start(vec![Reply::hang(Duration::from_secs(10))]);
+    let config = ClientConfig {
+        max_retries: 0,
+        ..config(provider, &server)
+    };
+    let llm = make_client(provider, config);
+    let started = Instant::now();
+    let error = llm.complete(&request()).expect_err("timeout");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(950) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert!(error.is_timeout(), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("after 1 attempt;"), "{message}");
+    assert!(message.contains("timeout"), "{message}");
+}
+
+#[test]
+fn connection_refused_is_retried_then_reported() {
+    // A port nobody listens on.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let config = ClientConfig {
+        base_url: Some(format!("http://127.0.0.1:{port}")),
+        max_retries: 1,
+        ..ClientConfig {
+            api_key: Some("k".into()),
+            timeout: Duration::from_secs(1),
+            backoff_initial: Duration::from_millis(5),
+            backoff_max: Duration::from_millis(5),
+            ..ClientConfig::default()
+        }
+    };
+    let llm = make_client(Provider::Anthropic, config);
+    let error = llm.complete(&request()).expect_err("refused");
+    match &error {
+        LlmError::RetriesExhausted {
+            attempts: 2,
+            last: Failure::Connection { .. },
+            ..
+        } => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(error.to_string().contains("connection failed"), "{error}");
+}
+
+#[test]
+fn dropped_connection_is_retried() {
+    let provider = Provider::Gemini;
+    let server = ScriptedServer::start(vec![
+        Reply::Close,
+        Reply::success(provider, "ok", &Usage::default()),
+    ]);
+    let llm = make_client(provider, config(provider, &server));
+    let answer = llm.complete(&request()).expect("answer");
+    assert_eq!(answer.http_attempts, 2);
+}
+
+#[test]
+fn retry_after_as_http_date_is_honoured() {
+    let provider = Provider::Anthropic;
+    // A date in the past: retry at once (the backoff still applies).
+    let server = ScriptedServer::start(vec![
+        Reply::provider_error(provider, 529, "Overloaded")
+            .with_header("retry-after", "Thu, 01 Jan 2015 00:00:00 GMT"),
+        Reply::success(provider, "ok", &Usage::default()),
+    ]);
+    let llm = make_client(provider, config(provider, &server));
+    let started = Instant::now();
+    let answer = llm.complete(&request()).expect("answer");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(answer.http_attempts, 2);
+}
+
+#[test]
+fn redirects_are_not_followed() {
+    let provider = Provider::Anthropic;
+    let server = ScriptedServer::start(vec![
+        Reply::raw(307, "").with_header("location", "http://127.0.0.1:9/elsewhere"),
+        Reply::success(provider, "must not be reached", &Usage::default()),
+    ]);
+    let llm = make_client(provider, config(provider, &server));
+    let error = llm.complete(&request()).expect_err("redirect");
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(error.status(), Some(307));
+    assert!(error.to_string().contains("not followed"), "{error}");
+}
+
+#[test]
+fn html_error_page_is_quoted() {
+    let provider = Provider::OpenAiChat;
+    let server = ScriptedServer::start(vec![Reply::raw(
+        400,
+        "<html><body>400 Bad Request</body></html>",
+    )]);
+    let llm = make_client(provider, config(provider, &server));
+    let error = llm.complete(&request()).expect_err("400");
+    assert_eq!(server.request_count(), 1);
+    assert!(
+        error.to_string().contains("400 Bad Request</body>"),
+        "{error}"
+    );
+}
+
+#[test]
+fn gemini_bad_key_400_hints_at_the_variable() {
+    let provider = Provider::Gemini;
+    let server = ScriptedServer::start(vec![Reply::provider_error(
+        provider,
+        400,
+        "API key not valid. Please pass a valid API key.",
+    )]);
+    let llm = make_client(provider, config(provider, &server));
+    let error = llm.complete(&request()).expect_err("400");
+    assert_eq!(server.request_count(), 1);
+    assert!(error.to_string().contains("GEMINI_API_KEY"), "{error}");
+}
+
+#[test]
+fn local_openai_compatible_server_needs_no_key() {
+    for provider in [Provider::OpenAiChat, Provider::OpenAiResponses] {
+        let server =
+            ScriptedServer::start(vec![Reply::success(provider, "local", &Usage::default())]);
+        let config = ClientConfig {
+            api_key: None,
+            ..config(provider, &server)
+        };
+        let llm = client_with_env(&spec(provider), config, |_| None).expect("no key needed");
+        let answer = llm.complete(&request()).expect("answer");
+        assert_eq!(answer.text, "local");
+        assert_eq!(server.requests()[0].header("authorization"), None);
+    }
+}
+
+#[test]
+fn a_local_server_answer_without_usage_or_ids() {
+    // What llama.cpp / Ollama-style servers may send: no id, no usage, no finish reason.
+    let server = ScriptedServer::start(vec![Reply::ok(serde_json::json!({
+        "choices": [{"message": {"role": "assistant", "content": "hi"}}]
+    }))]);
+    let llm = make_client(Provider::OpenAiChat, config(Provider::OpenAiChat, &server));
+    let answer = llm.complete(&request()).expect("answer");
+    assert_eq!(answer.text, "hi");
+    assert_eq!(answer.usage, Usage::default());
+    assert_eq!(
+        answer.model, "gpt-5-mini",
+        "the requested model when the reply names none"
+    );
+    assert_eq!(answer.finish_reason, None);
+}
+
+#[test]
+fn openai_base_url_and_key_come_from_the_environment() {
+    let provider = Provider::OpenAiChat;
+    let server = ScriptedServer::start(vec![Reply::success(provider, "env", &Usage::default())]);
+    let base = format!("{}/v1", server.url());
+    let config = ClientConfig {
+        timeout: Duration::from_secs(2),
+        ..ClientConfig::default()
+    };
+    let llm = client_with_env(&spec(provider), config, |name| match name {
+        "OPENAI_BASE_URL" => Some(format!("{base}/")),
+        // As read from a file: a trailing newline.
+        "OPENAI_API_KEY" => Some("env-key\n".to_string()),
+        _ => None,
+    })
+    .expect("client");
+    let answer = llm
+        .complete(&CompletionRequest::new(vec![Message::user("x")]))
+        .expect("answer");
+    assert_eq!(answer.text, "env");
+    let req = &server.requests()[0];
+    assert_eq!(req.path, "/v1/chat/completions");
+    assert_eq!(req.header("authorization"), Some("Bearer env-key"));
+    // No limits in the request: the provider's defaults apply.
+    assert!(req.body.get("max_completion_tokens").is_none());
+    assert!(req.body.get("temperature").is_none());
+    assert!(req.body.get("reasoning_effort").is_none());
+}
+
+#[test]
+fn anthropic_max_tokens_defaults_to_8192() {
+    let provider = Provider::Anthropic;
+    let server = ScriptedServer::start(vec![Reply::success(provider, "x", &Usage::default())]);
+    let llm = make_client(provider, config(provider, &server));
+    llm.complete(&CompletionRequest::new(vec![Message::user("x")]))
+        .expect("answer");
+    let body = &server.requests()[0].body;
+    assert_eq!(body["max_tokens"], 8192);
+    assert!(body.get("system").is_none());
+}
+
+#[test]
+fn bad_base_urls_are_config_errors() {
+    for base in [
+        "not a url",
+        "ftp://example.com",
+        "https://user:pw@example.com",
+    ] {
+        let config = ClientConfig {
+            base_url: Some(base.to_string()),
+            api_key: Some("k".into()),
+            ..ClientConfig::default()
+        };
+        let spec: ModelSpec = "anthropic:claude-haiku-4-5".parse().expect("spec");
+        let error = client_with_env(&spec, config, |_| None).expect_err(base);
+        assert!(matches!(error, LlmError::Config { .. }), "{error:?}");
+    }
+}

@@ -1,0 +1,151 @@
+//! A distinctive key must never show in an error message or a `Debug` output, whatever fails,
+//! even when a server echoes it back.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use ksearch_llm::loopback::{Reply, ScriptedServer};
+use ksearch_llm::{ClientConfig, LlmError, Provider, Secret, Usage, client_with_env};
+
+use crate::support::{config, request, spec};
+
+const SECRET: &str = "sk-test-SECRET-123";
+
+fn assert_clean(what: &str, text: &str) {
+    assert!(!text.contains(SECRET), "{what} leaks the key: {text}");
+    assert!(
+        !text.contains("SECRET-123"),
+        "{what} leaks part of the key: {text}"
+    );
+}
+
+fn assert_error_clean(what: &str, error: &LlmError) {
+    assert_clean(what, &error.to_string());
+    assert_clean(what, &format!("{error:?}"));
+    assert_clean(what, &format!("{error:#?}"));
+}
+
+fn secret_config(provider: Provider, server: &ScriptedServer) -> ClientConfig {
+    ClientConfig {
+        api_key: Some(Secret::new(SECRET)),
+        max_retries: 1,
+        extra_headers: vec![("x-other-token".to_string(), SECRET.to_string())],
+        ..config(provider, server)
+    }
+}
+
+/// Every error path of one provider, against a server that echoes the key.
+fn every_error_path(provider: Provider) {
+    let echo = format!("Incorrect API key provided: {SECRET}. You can find your key at ...");
+    let server = ScriptedServer::start(vec![
+        // 401 echoing the key.
+        Reply::provider_error(provider, 401, &echo),
+        // 400 echoing it, in a non-JSON body.
+        Reply::raw(400, format!("<html>bad request for key {SECRET}</html>")),
+        // 500 twice (retries exhausted), echoing it.
+        Reply::provider_error(provider, 500, &echo),
+        Reply::provider_error(provider, 500, &echo),
+        // Malformed 200 containing it.
+        Reply::raw(200, format!("{{\"oops\": \"{SECRET}\"")),
+        // Wrong shape containing it.
+        Reply::ok(serde_json::json!({"key": SECRET})),
+        // A redirect to a URL with the key in it.
+        Reply::raw(302, "").with_header("location", &format!("http://example.com/?key={SECRET}")),
+        // Hangs past the timeout, twice.
+        Reply::hang(Duration::from_secs(5)),
+        Reply::hang(Duration::from_secs(5)),
+        // Finally a success, so the key was really sent.
+        Reply::success(provider, "fine", &Usage::default()),
+    ]);
+    let llm = client_with_env(&spec(provider), secret_config(provider, &server), |_| None)
+        .expect("client");
+    assert_clean("client Debug", &format!("{llm:?}"));
+    assert_clean(
+        "config Debug",
+        &format!("{:?}", secret_config(provider, &server)),
+    );
+
+    for step in [
+        "401",
+        "400",
+        "exhausted 500",
+        "malformed",
+        "shape",
+        "redirect",
+        "timeout",
+    ] {
+        let error = llm.complete(&request()).expect_err(step);
+        assert_error_clean(&format!("{provider} {step}"), &error);
+    }
+    let answer = llm.complete(&request()).expect("success");
+    assert_clean("completion Debug", &format!("{answer:?}"));
+    assert_eq!(server.remaining(), 0);
+
+    // The key did travel, in the provider's header, never in the URL or the body.
+    let requests = server.requests();
+    let sent = &requests[requests.len() - 1];
+    let header = match provider {
+        Provider::OpenAiChat | Provider::OpenAiResponses => "authorization",
+        Provider::Gemini => "x-goog-api-key",
+        Provider::Anthropic => "x-api-key",
+    };
+    assert!(
+        sent.header(header).is_some_and(|v| v.contains(SECRET)),
+        "{provider}"
+    );
+    for request in &requests {
+        assert_clean("URL", &request.path);
+        assert_clean("body", &request.body.to_string());
+    }
+}
+
+#[test]
+fn the_key_never_leaks() {
+    // The providers in parallel: each one waits out two timeouts.
+    std::thread::scope(|scope| {
+        for provider in Provider::ALL {
+            scope.spawn(move || every_error_path(provider));
+        }
+    });
+}
+
+#[test]
+fn the_key_never_leaks_from_connection_and_config_errors() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    for provider in Provider::ALL {
+        let config = ClientConfig {
+            base_url: Some(format!("http://127.0.0.1:{port}")),
+            api_key: Some(Secret::new(SECRET)),
+            timeout: Duration::from_secs(1),
+            max_retries: 0,
+            ..ClientConfig::default()
+        };
+        let llm = client_with_env(&spec(provider), config, |_| None).expect("client");
+        let error = llm.complete(&request()).expect_err("refused");
+        assert_error_clean("connection refused", &error);
+
+        // A key that cannot be a header value (an attempt at header injection).
+        let config = ClientConfig {
+            api_key: Some(Secret::new(format!("{SECRET}\r\nx-evil: 1"))),
+            ..ClientConfig::default()
+        };
+        let error = client_with_env(&spec(provider), config, |_| None).expect_err("bad key");
+        assert!(matches!(error, LlmError::Config { .. }), "{error:?}");
+        assert_error_clean("bad header", &error);
+
+        // A key in the environment, and a missing one.
+        let ok = client_with_env(&spec(provider), ClientConfig::default(), |name| {
+            (name == provider.key_variable()).then(|| SECRET.to_string())
+        })
+        .expect("env key");
+        assert_clean("env client Debug", &format!("{ok:?}"));
+        let error =
+            client_with_env(&spec(provider), ClientConfig::default(), |_| None).expect_err("none");
+        assert_error_clean("missing key", &error);
+    }
+    assert_eq!(format!("{}", Secret::new(SECRET)), "[redacted]");
+    assert_eq!(format!("{:?}", Secret::new(SECRET)), "[redacted]");
+}

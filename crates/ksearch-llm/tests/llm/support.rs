@@ -1,0 +1,205 @@
+//! Shared helpers: configs pointing at a loopback server, the conversation every wire test
+//! sends, and what each provider must receive.
+
+use std::time::Duration;
+
+use ksearch_llm::loopback::{RecordedRequest, ScriptedServer};
+use ksearch_llm::{
+    ClientConfig, CompletionRequest, LlmClient, Message, ModelSpec, Provider, Secret, Usage,
+    client_with_env,
+};
+use serde_json::{Value, json};
+
+pub(crate) const KEY: &str = "test-key-0123";
+pub(crate) const SYSTEM: &str = "You optimise C kernels.";
+pub(crate) const FIRST: &str = "Here is the kernel.";
+pub(crate) const EARLIER: &str = "Understood.";
+pub(crate) const USER: &str = "Unroll the inner loop by 4.";
+
+/// A model id per provider.
+pub(crate) fn spec(provider: Provider) -> ModelSpec {
+    let model = match provider {
+        Provider::OpenAiChat => "gpt-5-mini",
+        Provider::OpenAiResponses => "o4-mini",
+        Provider::Gemini => "gemini-2.5-flash",
+        Provider::Anthropic => "claude-haiku-4-5",
+    };
+    ModelSpec::new(provider, model)
+}
+
+/// The base URL of `server` for `provider` (OpenAI's includes the version).
+pub(crate) fn base_url(provider: Provider, server: &ScriptedServer) -> String {
+    match provider {
+        Provider::OpenAiChat | Provider::OpenAiResponses => format!("{}/v1", server.url()),
+        Provider::Gemini | Provider::Anthropic => server.url(),
+    }
+}
+
+/// Where `provider`'s request must arrive.
+pub(crate) fn expected_path(provider: Provider) -> String {
+    match provider {
+        Provider::OpenAiChat => "/v1/chat/completions".to_string(),
+        Provider::OpenAiResponses => "/v1/responses".to_string(),
+        Provider::Gemini => format!("/v1beta/models/{}:generateContent", spec(provider).model),
+        Provider::Anthropic => "/v1/messages".to_string(),
+    }
+}
+
+/// A fast config for tests: 1 s timeout, short backoff.
+pub(crate) fn config(provider: Provider, server: &ScriptedServer) -> ClientConfig {
+    ClientConfig {
+        base_url: Some(base_url(provider, server)),
+        api_key: Some(Secret::new(KEY)),
+        timeout: Duration::from_secs(1),
+        max_retries: 2,
+        backoff_initial: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(50),
+        reasoning_effort: Some("high".to_string()),
+        extra_headers: vec![("x-ksearch-test".to_string(), "yes".to_string())],
+    }
+}
+
+/// A client with no environment at all (nothing leaks in from the machine running the tests).
+pub(crate) fn make_client(provider: Provider, config: ClientConfig) -> Box<dyn LlmClient> {
+    client_with_env(&spec(provider), config, |_| None).expect("client builds")
+}
+
+/// The conversation every wire test sends: system, user, assistant, user.
+pub(crate) fn request() -> CompletionRequest {
+    CompletionRequest {
+        messages: vec![
+            Message::system(SYSTEM),
+            Message::user(FIRST),
+            Message::assistant(EARLIER),
+            Message::user(USER),
+        ],
+        max_output_tokens: Some(1000),
+        temperature: Some(0.2),
+    }
+}
+
+/// Usage with every field non-zero.
+pub(crate) fn usage() -> Usage {
+    Usage {
+        input_tokens: 1200,
+        output_tokens: 340,
+        cached_input_tokens: 1000,
+        reasoning_tokens: 120,
+    }
+}
+
+/// Checks method, path, auth and body shape of a request made from [`request`] with
+/// [`config`].
+pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
+    let model = spec(provider).model;
+    assert_eq!(req.method, "POST");
+    assert_eq!(req.path, expected_path(provider));
+    assert!(
+        !req.path.contains("key="),
+        "no key in the URL: {}",
+        req.path
+    );
+    assert_eq!(req.header("content-type"), Some("application/json"));
+    assert_eq!(req.header("x-ksearch-test"), Some("yes"));
+    let body = &req.body;
+    match provider {
+        Provider::OpenAiChat => {
+            assert_eq!(
+                req.header("authorization"),
+                Some(format!("Bearer {KEY}").as_str())
+            );
+            assert_eq!(body["model"], model);
+            assert_eq!(
+                body["messages"],
+                json!([
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": FIRST},
+                    {"role": "assistant", "content": EARLIER},
+                    {"role": "user", "content": USER},
+                ])
+            );
+            assert_eq!(body["max_completion_tokens"], 1000);
+            assert_eq!(body["temperature"], 0.2);
+            assert_eq!(body["reasoning_effort"], "high");
+            assert!(body.get("max_tokens").is_none());
+        }
+        Provider::OpenAiResponses => {
+            assert_eq!(
+                req.header("authorization"),
+                Some(format!("Bearer {KEY}").as_str())
+            );
+            assert_eq!(body["model"], model);
+            assert_eq!(body["instructions"], SYSTEM);
+            assert_eq!(
+                body["input"],
+                json!([
+                    {"type": "message", "role": "user", "content": FIRST},
+                    {"type": "message", "role": "assistant", "content": EARLIER},
+                    {"type": "message", "role": "user", "content": USER},
+                ])
+            );
+            assert_eq!(body["max_output_tokens"], 1000);
+            assert_eq!(body["temperature"], 0.2);
+            assert_eq!(body["reasoning"], json!({"effort": "high"}));
+            assert_eq!(body["store"], false);
+            assert!(body.get("messages").is_none());
+        }
+        Provider::Gemini => {
+            assert_eq!(req.header("x-goog-api-key"), Some(KEY));
+            assert_eq!(req.header("authorization"), None);
+            assert!(body.get("model").is_none(), "the model is in the path");
+            assert_eq!(
+                body["systemInstruction"],
+                json!({"parts": [{"text": SYSTEM}]})
+            );
+            assert_eq!(
+                body["contents"],
+                json!([
+                    {"role": "user", "parts": [{"text": FIRST}]},
+                    {"role": "model", "parts": [{"text": EARLIER}]},
+                    {"role": "user", "parts": [{"text": USER}]},
+                ])
+            );
+            assert_eq!(
+                body["generationConfig"],
+                json!({"maxOutputTokens": 1000, "temperature": 0.2})
+            );
+        }
+        Provider::Anthropic => {
+            assert_eq!(req.header("x-api-key"), Some(KEY));
+            assert_eq!(req.header("anthropic-version"), Some("2023-06-01"));
+            assert_eq!(req.header("authorization"), None);
+            assert_eq!(body["model"], model);
+            assert_eq!(body["system"], SYSTEM);
+            assert_eq!(
+                body["messages"],
+                json!([
+                    {"role": "user", "content": FIRST},
+                    {"role": "assistant", "content": EARLIER},
+                    {"role": "user", "content": USER},
+                ])
+            );
+            assert_eq!(body["max_tokens"], 1000);
+            assert_eq!(body["temperature"], 0.2);
+        }
+    }
+}
+
+/// The finish reason each canonical body reports.
+pub(crate) fn canonical_finish(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAiChat => "stop",
+        Provider::OpenAiResponses => "completed",
+        Provider::Gemini => "STOP",
+        Provider::Anthropic => "end_turn",
+    }
+}
+
+/// Sets `body[path...] = value`.
+pub(crate) fn set(body: &mut Value, path: &[&str], value: Value) {
+    let mut at = body;
+    for key in path {
+        at = &mut at[*key];
+    }
+    *at = value;
+}

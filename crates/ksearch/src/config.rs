@@ -1,0 +1,233 @@
+//! `ksearch.toml`: models, base URLs, budgets, timeouts and price overrides. Read from the
+//! project (`./ksearch.toml`) and the user's config (`$XDG_CONFIG_HOME/ksearch/config.toml`, else
+//! `~/.config/ksearch/config.toml`); the project's values win, command-line flags win over both.
+//! Unknown keys are errors with file, line and column.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ksearch_core::location::{FileError, parse_toml};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    #[serde(default)]
+    pub(crate) models: Models,
+    #[serde(default)]
+    pub(crate) budget: BudgetConfig,
+    /// Defaults for every provider.
+    #[serde(default)]
+    pub(crate) llm: ProviderConfig,
+    /// Per provider: `openai`, `openai-responses`, `gemini`, `anthropic`.
+    #[serde(default)]
+    pub(crate) providers: BTreeMap<String, ProviderConfig>,
+    /// Price overrides by model spec, USD per million tokens.
+    #[serde(default)]
+    pub(crate) prices: BTreeMap<String, PriceConfig>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Models {
+    /// Both roles, e.g. `openai:gpt-5` or `builtin`.
+    pub(crate) model: Option<String>,
+    pub(crate) reasoning: Option<String>,
+    pub(crate) codegen: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BudgetConfig {
+    pub(crate) iterations: Option<u64>,
+    /// e.g. `"2h"`.
+    pub(crate) time: Option<String>,
+    pub(crate) max_cost_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProviderConfig {
+    pub(crate) base_url: Option<String>,
+    /// Prefer the environment variable; a key here is read but never printed or stored.
+    pub(crate) api_key: Option<String>,
+    pub(crate) timeout_s: Option<f64>,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) reasoning_effort: Option<String>,
+    pub(crate) max_output_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PriceConfig {
+    pub(crate) input_per_mtok: f64,
+    pub(crate) output_per_mtok: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cached_input_per_mtok: Option<f64>,
+}
+
+fn or<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+    a.clone().or_else(|| b.clone())
+}
+
+impl ProviderConfig {
+    /// `self`'s values, falling back to `under`'s.
+    pub(crate) fn over(&self, under: &ProviderConfig) -> ProviderConfig {
+        ProviderConfig {
+            base_url: or(&self.base_url, &under.base_url),
+            api_key: or(&self.api_key, &under.api_key),
+            timeout_s: or(&self.timeout_s, &under.timeout_s),
+            max_retries: or(&self.max_retries, &under.max_retries),
+            reasoning_effort: or(&self.reasoning_effort, &under.reasoning_effort),
+            max_output_tokens: or(&self.max_output_tokens, &under.max_output_tokens),
+        }
+    }
+}
+
+impl Config {
+    /// `self`'s values, falling back to `under`'s, field by field.
+    pub(crate) fn over(self, under: Config) -> Config {
+        let mut providers = under.providers;
+        for (name, p) in self.providers {
+            let merged = match providers.get(&name) {
+                Some(u) => p.over(u),
+                None => p,
+            };
+            providers.insert(name, merged);
+        }
+        let mut prices = under.prices;
+        prices.extend(self.prices);
+        Config {
+            models: Models {
+                model: or(&self.models.model, &under.models.model),
+                reasoning: or(&self.models.reasoning, &under.models.reasoning),
+                codegen: or(&self.models.codegen, &under.models.codegen),
+            },
+            budget: BudgetConfig {
+                iterations: or(&self.budget.iterations, &under.budget.iterations),
+                time: or(&self.budget.time, &under.budget.time),
+                max_cost_usd: or(&self.budget.max_cost_usd, &under.budget.max_cost_usd),
+            },
+            llm: self.llm.over(&under.llm),
+            providers,
+            prices,
+        }
+    }
+
+    /// Settings for one provider: its own section over the `[llm]` defaults.
+    pub(crate) fn provider(&self, name: &str) -> ProviderConfig {
+        self.providers
+            .get(name)
+            .map_or_else(|| self.llm.clone(), |p| p.over(&self.llm))
+    }
+
+    pub(crate) fn parse(text: &str, file: &str) -> Result<Config, FileError> {
+        let c: Config = parse_toml(text, file)?;
+        for name in c.providers.keys() {
+            if !["openai", "openai-responses", "gemini", "anthropic"].contains(&name.as_str()) {
+                let path = ksearch_core::location::FieldPath::root()
+                    .key("providers")
+                    .key(name);
+                return Err(FileError {
+                    file: file.to_owned(),
+                    location: ksearch_core::location::locate(text, &path),
+                    field: path.to_string(),
+                    message: "unknown provider; expected one of openai, openai-responses, gemini, anthropic".into(),
+                });
+            }
+        }
+        Ok(c)
+    }
+}
+
+fn user_config_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("ksearch").join("config.toml"))
+}
+
+fn read(path: &Path) -> anyhow::Result<Option<Config>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(Config::parse(&text, &path.display().to_string())?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("failed to read {}: {e}", path.display())),
+    }
+}
+
+/// The project's config over the user's; empty when neither exists.
+pub(crate) fn load() -> anyhow::Result<Config> {
+    let user = match user_config_path() {
+        Some(p) => read(&p)?,
+        None => None,
+    };
+    let project = read(Path::new("ksearch.toml"))?;
+    Ok(match (project, user) {
+        (Some(p), Some(u)) => p.over(u),
+        (Some(c), None) | (None, Some(c)) => c,
+        (None, None) => Config::default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const USER: &str = r#"
+[models]
+model = "openai:gpt-5"
+
+[llm]
+timeout_s = 120
+max_retries = 3
+
+[providers.openai]
+base_url = "http://localhost:8000/v1"
+
+[budget]
+max_cost_usd = 5.0
+"#;
+
+    const PROJECT: &str = r#"
+[models]
+codegen = "openai:gpt-5-mini"
+
+[providers.openai]
+timeout_s = 60
+
+[prices."openai:local"]
+input_per_mtok = 0.0
+output_per_mtok = 0.0
+"#;
+
+    #[test]
+    fn project_values_win_field_by_field() {
+        let c = Config::parse(PROJECT, "ksearch.toml")
+            .unwrap()
+            .over(Config::parse(USER, "config.toml").unwrap());
+        assert_eq!(c.models.model.as_deref(), Some("openai:gpt-5"));
+        assert_eq!(c.models.codegen.as_deref(), Some("openai:gpt-5-mini"));
+        let p = c.provider("openai");
+        assert_eq!(p.base_url.as_deref(), Some("http://localhost:8000/v1"));
+        assert_eq!(p.timeout_s, Some(60.0));
+        assert_eq!(p.max_retries, Some(3), "inherited from [llm]");
+        assert_eq!(c.provider("gemini").timeout_s, Some(120.0));
+        assert_eq!(c.budget.max_cost_usd, Some(5.0));
+        assert!(c.prices.contains_key("openai:local"));
+    }
+
+    #[test]
+    fn unknown_keys_name_line_and_column() {
+        let text = "[models]\nmodle = \"x\"\n";
+        let e = Config::parse(text, "ksearch.toml").unwrap_err();
+        assert_eq!(
+            e.to_string().split(": field").next().unwrap(),
+            "ksearch.toml:2:1"
+        );
+        assert_eq!(e.field, "models.modle");
+        let e = Config::parse("[providers.openia]\ntimeout_s = 1\n", "ksearch.toml").unwrap_err();
+        assert!(e.message.contains("unknown provider"), "{e}");
+        assert_eq!(e.location.unwrap().line, 1);
+    }
+}

@@ -1,0 +1,275 @@
+//! An LLM-driven run end to end: `ksearch run` against a loopback server that speaks the OpenAI
+//! chat format and answers with real C kernels, then `--replay` with the server gone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ksearch_llm::loopback::{RecordedRequest, Reply, ScriptedServer};
+use ksearch_llm::{Provider, Usage};
+use serde_json::Value;
+
+use crate::support::{QUICK, ksearch, shape};
+
+#[path = "../common/softmax_kernels.rs"]
+mod kernels;
+
+const KEY: &str = "sk-e2e-SECRET-4242";
+
+/// Every answer reports this usage; the project's ksearch.toml prices the model.
+const USAGE: Usage = Usage {
+    input_tokens: 1000,
+    output_tokens: 500,
+    cached_input_tokens: 200,
+    reasoning_tokens: 100,
+};
+/// (800 × 1.0 + 200 × 0.5 + 500 × 2.0) / 1e6 dollars per call.
+const COST_PER_CALL: f64 = 0.0019;
+
+const CONFIG: &str = r#"
+[llm]
+max_retries = 1
+timeout_s = 30
+
+[prices."openai:e2e-model"]
+input_per_mtok = 1.0
+cached_input_per_mtok = 0.5
+output_per_mtok = 2.0
+"#;
+
+fn action(title: &str, score: f64, expected: f64) -> Value {
+    serde_json::json!({
+        "title": title, "description": format!("{title}, nothing else."), "difficulty": 2, "score": score,
+        "expected_speedup": expected, "rationale": "fewer operations per element", "rating": 6, "confidence": 0.5,
+        "impacts": {"memory_bandwidth": {"rating": 3, "risk": "low", "notes": ""},
+                    "register_pressure": {"rating": 2, "risk": "low", "notes": ""},
+                    "compute_fit": {"rating": 6, "risk": "medium", "notes": "fewer divisions"}}
+    })
+}
+
+fn fenced_json(v: &Value) -> String {
+    format!(
+        "Here is my analysis.\n\n```json\n{}\n```\n",
+        serde_json::to_string_pretty(v).unwrap()
+    )
+}
+
+fn fenced_c(code: &str) -> String {
+    format!("I changed only what the action asks.\n\n```c\n{code}```\n\nThis should be faster.")
+}
+
+/// The model: answers each kind of prompt with what a competent (if imperfect) model would.
+fn answer(req: &RecordedRequest, world_model_calls: &AtomicUsize) -> Reply {
+    let messages = req.body["messages"].as_array().cloned().unwrap_or_default();
+    let first_user = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    let last_user = req.last_user_text().unwrap_or_default();
+    let text = if first_user.contains("Build the initial world model") {
+        if world_model_calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            // A model that forgets the format: ksearch must re-ask with the exact problem.
+            "I think the main issue is the division in the last pass.".to_owned()
+        } else {
+            assert!(
+                last_user.contains("could not be used"),
+                "the re-ask states the error: {last_user}"
+            );
+            fenced_json(&serde_json::json!({
+                "classification": "row-wise reduction", "canonical_form": "y = exp(x - max x) / sum exp(x - max x)",
+                "data_layout": "rows contiguous", "bottlenecks": [
+                    {"regime": "small rows", "hypothesis": "loop overhead"},
+                    {"regime": "large rows", "hypothesis": "memory bandwidth"},
+                    {"regime": "all", "hypothesis": "exp throughput"}],
+                "knobs": ["reciprocal", "fusion"], "skeleton": "max; exp+sum; scale",
+                "kernel_families": ["three-pass", "online two-pass"],
+                "actions": [action("Multiply by the reciprocal", 0.6, 1.2), action("Fuse exp and sum", 0.9, 1.1), action("Unroll the max loop", 0.3, 1.05)]
+            }))
+        }
+    } else if first_user.contains("Reflect, then revise the tree") {
+        let node: u64 = first_user
+            .split("## Evidence from the cycle on node ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        fenced_json(&serde_json::json!({
+            "reflection": {"code_summary": "scalar softmax", "followed_action": true, "belief_changes": "division mattered little", "prediction_gap": "exp dominates"},
+            "edits": [{"op": "insert", "parent": node, "node": action(&format!("Vectorize after node {node}"), 0.5, 1.5)}]
+        }))
+    } else if first_user.contains("Decide what to do with this action") {
+        fenced_json(&serde_json::json!({"decision": "delete", "reason": "not worth it"}))
+    } else if first_user.contains("Fix the failure") {
+        assert!(
+            first_user.contains("error"),
+            "the debug prompt carries the compiler's message"
+        );
+        fenced_c(&kernels::good())
+    } else if first_user.contains("Improve on the best attempt") {
+        // No better idea: the same code again, which must not count as an improvement.
+        let best = first_user
+            .split("## The best attempt of this cycle so far")
+            .nth(1)
+            .unwrap();
+        let code = best.split("```\n").nth(1).unwrap();
+        fenced_c(code)
+    } else if first_user.contains("Implement ONLY this action") {
+        if first_user.contains("**Fuse exp and sum**") {
+            fenced_c(&kernels::broken())
+        } else {
+            fenced_c(&kernels::good())
+        }
+    } else {
+        "I do not understand.".to_owned()
+    };
+    Reply::success(Provider::OpenAiChat, &text, &USAGE)
+}
+
+fn run_json(dir: &std::path::Path, args: &[&str]) -> Value {
+    let out = ksearch(args)
+        .current_dir(dir)
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ksearch {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
+#[test]
+fn an_llm_run_grows_the_tree_costs_what_was_used_and_replays_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ksearch.toml"), CONFIG).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    let server = ScriptedServer::serve(move |req| answer(req, &c));
+    let base = format!("{}/v1", server.url());
+    let rd = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        "openai:e2e-model",
+        "--base-url",
+        &base,
+        "--iterations",
+        "8",
+        "--window",
+        "2",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(QUICK);
+    let j = run_json(dir.path(), &args);
+
+    // The tree grew and solutions attached.
+    assert_eq!(j["rounds"], 8, "{j}");
+    let tree = run_json(dir.path(), &["tree", rd.to_str().unwrap(), "--json"]);
+    let nodes = tree["nodes"].as_array().unwrap();
+    assert!(
+        nodes.iter().filter(|n| !n["solution"].is_null()).count() >= 3,
+        "root and at least two solved actions: {tree}"
+    );
+    assert!(
+        nodes.iter().any(|n| n["action"]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("Vectorize after node")),
+        "refine inserted its action"
+    );
+    assert!(
+        nodes.iter().any(|n| n["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x.as_str().unwrap().starts_with("reflection:"))),
+        "the reflection is kept"
+    );
+
+    // Every request was a well-formed chat completion with the key in the header.
+    let requests = server.requests();
+    for r in &requests {
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            ("POST", "/v1/chat/completions")
+        );
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert_eq!(r.body["model"], "e2e-model");
+        assert_eq!(r.body["messages"][0]["role"], "system");
+    }
+    // Failures fed back: the compile error of the broken kernel reached a debug prompt.
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.last_user_text().unwrap().contains("Fix the failure")
+                && r.last_user_text().unwrap().contains("error"))
+    );
+
+    // Cost totals are the scripted usage times the price table.
+    let n = requests.len() as f64;
+    assert!(
+        (j["cost_usd"].as_f64().unwrap() - n * COST_PER_CALL).abs() < 1e-9,
+        "{} calls, {j}",
+        requests.len()
+    );
+    assert_eq!(j["tokens"].as_u64().unwrap(), requests.len() as u64 * 1500);
+    assert_eq!(
+        j["llm"]["reasoning openai:e2e-model"]["reasoning_tokens"]
+            .as_u64()
+            .unwrap()
+            % 100,
+        0
+    );
+
+    // The key is nowhere in what the run wrote.
+    for entry in walk(&rd) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(
+            !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+            "the key leaked into {}",
+            entry.display()
+        );
+    }
+
+    // Replay with the server gone: same tree, no cost.
+    drop(server);
+    let rd2 = dir.path().join("replay");
+    let j2 = run_json(
+        dir.path(),
+        &[
+            "run",
+            "cpu/softmax",
+            "--replay",
+            rd.to_str().unwrap(),
+            "--run-dir",
+            rd2.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(j2["rounds"], j["rounds"]);
+    assert_eq!(j2["cost_usd"], 0.0);
+    let tree2 = run_json(dir.path(), &["tree", rd2.to_str().unwrap(), "--json"]);
+    assert_eq!(shape(&tree2), shape(&tree));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
