@@ -767,12 +767,8 @@ impl<'e> Engine<'e> {
             .into_iter()
             .chain(cycle_best)
             .reduce(f64::max);
-        self.observer.progress(&Progress::AttemptFinished {
-            round: attempt.round,
-            status,
-            speedup,
-            best_speedup,
-        });
+        let spent_usd = self.llm_calls.iter().filter_map(|c| c.cost_usd).sum();
+        self.observer.progress(&Progress::AttemptFinished { round: attempt.round, status, speedup, best_speedup, spent_usd });
         Ok(())
     }
 

@@ -24,6 +24,8 @@ pub enum Progress<'a> {
         status: Status,
         speedup: Option<f64>,
         best_speedup: Option<f64>,
+        /// Model spend of the run so far, US dollars.
+        spent_usd: f64,
     },
     CycleEnded {
         cycle: u64,

@@ -12,6 +12,7 @@ pub(crate) struct ProgressLine {
     round: u64,
     best: Option<f64>,
     action: String,
+    spent_usd: f64,
 }
 
 impl ProgressLine {
@@ -23,20 +24,18 @@ impl ProgressLine {
             round: 0,
             best: None,
             action: String::new(),
+            spent_usd: 0.0,
         }
     }
 
     fn draw(&self, status: &str) {
         let budget = self.budget.map_or_else(String::new, |b| format!("/{b}"));
         let best = self.best.map_or_else(|| "-".into(), |b| format!("{b:.2}×"));
-        let line = format!(
-            "round {}{budget} · best {best} · {} · {status}",
-            self.round, self.action
-        );
+        let cost = if self.spent_usd > 0.0 { format!(" · ${:.4}", self.spent_usd) } else { String::new() };
+        let line = format!("round {}{budget} · best {best}{cost} · {} · {status}", self.round, self.action);
         let mut err = std::io::stderr().lock();
         if self.tty {
-            let width = 120;
-            let shown: String = line.chars().take(width).collect();
+            let shown: String = line.chars().take(120).collect();
             let _ = write!(err, "\r\x1b[2K{shown}");
         } else {
             let _ = writeln!(err, "{line}");
@@ -60,13 +59,9 @@ impl Observer for ProgressLine {
                     self.draw(&format!("{kind:?} …").to_lowercase());
                 }
             }
-            Progress::AttemptFinished {
-                round,
-                status,
-                speedup,
-                best_speedup,
-            } => {
+            Progress::AttemptFinished { round, status, speedup, best_speedup, spent_usd } => {
                 self.round = *round;
+                self.spent_usd = *spent_usd;
                 if best_speedup.is_some() {
                     self.best = *best_speedup;
                 }
@@ -75,14 +70,11 @@ impl Observer for ProgressLine {
             }
             Progress::CycleEnded { .. } => {}
             Progress::Stopped { reason } => {
+                let mut err = std::io::stderr().lock();
                 if self.tty {
-                    let _ = writeln!(std::io::stderr());
+                    let _ = writeln!(err);
                 }
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "{}",
-                    format!("stopped: {reason:?}").to_lowercase()
-                );
+                let _ = writeln!(err, "{}", format!("stopped: {reason:?}").to_lowercase());
             }
         }
     }

@@ -38,6 +38,10 @@ pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
         summary.baseline,
         x(summary.best.speedup_vs_seed)
     );
+    if summary.tokens > 0 {
+        let calls: u64 = summary.llm.values().map(|t| t.calls).sum();
+        let _ = writeln!(o, "models: ${:.4} for {} tokens in {calls} calls", summary.cost_usd, summary.tokens);
+    }
     let _ = writeln!(
         o,
         "status: better/same/worse = solved, judged against the parent by the paired acceptance gate; ★ = best path\n"
@@ -216,6 +220,7 @@ mod tests {
             calibration: ksearch_core::calibration::calibration(&t),
             cost_usd: 0.0,
             tokens: 0,
+            llm: BTreeMap::new(),
         };
         insta::assert_snapshot!(render(&summary, &t));
     }

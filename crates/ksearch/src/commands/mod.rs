@@ -38,6 +38,12 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         if let Some(ksearch_engine::ProposeError::Unsupported { .. }) = cause.downcast_ref() {
             return exit_codes::INPUT;
         }
+        if let Some(ksearch_llm::LlmError::MissingKey { .. } | ksearch_llm::LlmError::InvalidSpec { .. } | ksearch_llm::LlmError::Config { .. }) = cause.downcast_ref() {
+            return exit_codes::INPUT;
+        }
+        if cause.is::<ksearch_core::location::FileError>() {
+            return exit_codes::INPUT;
+        }
         if let Some(EvalError::UnknownWorkload { .. } | EvalError::Options(_)) =
             cause.downcast_ref::<EvalError>()
         {
