@@ -67,6 +67,46 @@ pub fn c_contract(spec: &TaskSpec) -> String {
     s
 }
 
+/// The candidate contract of the task's backend, in words.
+pub fn contract_for(spec: &TaskSpec) -> String {
+    match spec.backend {
+        crate::task::BackendKind::C => c_contract(spec),
+        crate::task::BackendKind::Mlx => mlx_contract(spec),
+    }
+}
+
+/// The candidate contract of the `mlx` backend, in words: a Python module with `run`.
+pub fn mlx_contract(spec: &TaskSpec) -> String {
+    let mut s = String::new();
+    let inputs: Vec<&str> = spec.inputs.iter().map(|t| t.name.as_str()).collect();
+    let axes: Vec<&str> = spec.axes.iter().map(String::as_str).collect();
+    let outputs: Vec<&str> = spec.outputs.iter().map(|t| t.name.as_str()).collect();
+    let _ = writeln!(s, "Write a Python module that defines exactly this function:\n");
+    let _ = writeln!(s, "    import mlx.core as mx");
+    let _ = writeln!(s, "    def run({}, *, {}):", inputs.join(", "), axes.join(", "));
+    let ret = if outputs.len() == 1 { outputs[0].to_owned() } else { format!("({})", outputs.join(", ")) };
+    let _ = writeln!(s, "        ...\n        return {ret}\n");
+    let _ = writeln!(s, "Inputs are `mx.array`s, row-major and contiguous; axes are Python ints:");
+    for (kind, tensors) in [("input", &spec.inputs), ("output", &spec.outputs)] {
+        for t in tensors {
+            let _ = writeln!(s, "- {kind} `{}`: {}[{}]", t.name, t.dtype, t.shape.join("]["));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "Return {} as `mx.array`s of exactly these shapes and dtypes{}. Build kernels with \
+         `mx.fast.metal_kernel` when the global `KSEARCH_TARGET` is \"metal\" and with \
+         `mx.fast.cuda_kernel` when it is \"cuda\" (define each kernel once, at module level or \
+         cached, not on every call). In both, `grid` counts threads, not threadgroups. Plain MLX \
+         ops may glue kernels together. Do not call `mx.eval`, `mx.synchronize` or `.item()` in \
+         `run`: the harness evaluates batches of calls itself. Inputs must not be modified, and \
+         nothing may be kept between calls.",
+        if outputs.len() == 1 { "the output" } else { "the outputs, in this order," },
+        if outputs.len() == 1 { "" } else { " (a tuple)" }
+    );
+    s
+}
+
 /// The calling shim the worker compiles around a candidate. It includes the candidate in the
 /// same translation unit after the prototype, so a definition with the wrong signature is a
 /// compile error rather than a silent mismatch at run time.
@@ -113,6 +153,14 @@ mod tests {
             "void matmul(const float *restrict a, const float *restrict b, float *restrict c, \
              int64_t m, int64_t n, int64_t k)"
         );
+    }
+
+    #[test]
+    fn the_mlx_contract_names_inputs_axes_and_outputs() {
+        let c = mlx_contract(&matmul_spec());
+        assert!(c.contains("def run(a, b, *, m, n, k):"), "{c}");
+        assert!(c.contains("return c"), "{c}");
+        assert!(c.contains("KSEARCH_TARGET"), "{c}");
     }
 
     #[test]

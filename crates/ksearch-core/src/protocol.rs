@@ -115,6 +115,8 @@ pub enum Role {
     Parent,
     /// The best candidate of the current cycle, which an improvement must beat.
     Incumbent,
+    /// Another implementation the task asks to report against (e.g. a second baseline).
+    Comparison,
 }
 
 impl fmt::Display for Role {
@@ -124,6 +126,7 @@ impl fmt::Display for Role {
             Role::Baseline => "baseline",
             Role::Parent => "parent",
             Role::Incumbent => "incumbent",
+            Role::Comparison => "comparison",
         })
     }
 }
@@ -141,12 +144,16 @@ pub struct Contender {
     pub env: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckPlan {
     /// One fresh set of random inputs per seed and workload; at least three.
     pub seeds: Vec<u64>,
     /// Seed of the final check after timing, on inputs the candidate has never seen.
     pub recheck_seed: u64,
+    /// The tolerance of every output dtype, resolved (task override or default), so workers
+    /// in other languages need no copy of the defaults.
+    #[serde(default)]
+    pub tolerances: BTreeMap<crate::Dtype, crate::task::Tolerance>,
 }
 
 impl CheckPlan {
@@ -154,7 +161,15 @@ impl CheckPlan {
         Self {
             seeds: (0..count as u64).map(|i| base.wrapping_add(i)).collect(),
             recheck_seed: base.wrapping_add(0x5EED_0000),
+            tolerances: BTreeMap::new(),
         }
+    }
+
+    /// With the tolerance of every output dtype of `spec`.
+    #[must_use]
+    pub fn with_tolerances(mut self, spec: &TaskSpec) -> Self {
+        self.tolerances = spec.outputs.iter().map(|o| (o.dtype, spec.tolerance_for(o.dtype))).collect();
+        self
     }
 }
 

@@ -49,6 +49,39 @@ pub fn speedup_over(result: &EvaluateResult, role: Role) -> Option<Speedup> {
     Some(Speedup { geomean, workloads })
 }
 
+/// The candidate's speedup over each `Comparison` contender, by label.
+pub fn speedups_over_comparisons(result: &EvaluateResult) -> Vec<(String, Speedup)> {
+    let mut labels: Vec<&str> = Vec::new();
+    for w in &result.workloads {
+        for t in w.timings.iter().filter(|t| t.role == Role::Comparison) {
+            if !labels.contains(&t.label.as_str()) {
+                labels.push(&t.label);
+            }
+        }
+    }
+    labels
+        .into_iter()
+        .filter_map(|label| {
+            if result.status != Status::Passed {
+                return None;
+            }
+            let mut workloads = Vec::new();
+            for w in &result.workloads {
+                let cand = w.timing(Role::Candidate)?;
+                let other = &w.timings.iter().find(|t| t.role == Role::Comparison && t.label == label)?.stats;
+                workloads.push(WorkloadSpeedup {
+                    workload: w.name.clone(),
+                    candidate_ms: cand.median_ms,
+                    other_ms: other.median_ms,
+                    speedup: other.median_ms / cand.median_ms,
+                });
+            }
+            let g = geomean(&workloads.iter().map(|w| w.speedup).collect::<Vec<_>>());
+            Some((label.to_owned(), Speedup { geomean: g, workloads }))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,6 +199,10 @@ pub struct TaskSpec {
     pub seed: SourceRef,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineRef>,
+    /// More implementations timed alongside every candidate and reported, without changing
+    /// what the speedup is quoted against (e.g. a weak community baseline beside a strong one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<BaselineRef>,
 }
 
 impl TaskSpec {
@@ -367,10 +371,16 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
                 None => {
                     return Err((path.key("axes"), format!("axis `{axis}` has no value")));
                 }
-                Some(&v) if v <= 0 => {
+                // Axes that size a tensor must be positive; the others are parameters (a
+                // causal flag, say) and may be zero.
+                Some(&v) if v < 0 || (v == 0 && sizes_a_tensor(spec, axis)) => {
                     return Err((
                         path.key("axes").key(axis),
-                        format!("must be a positive integer, got {v}"),
+                        if v < 0 {
+                            format!("must be a positive integer, got {v}")
+                        } else {
+                            format!("must be a positive integer (it sizes a tensor), got {v}")
+                        },
                     ));
                 }
                 Some(_) => {}
@@ -419,6 +429,9 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     ] {
         check_relative_file(&root.key(field).key("file"), file)?;
     }
+    for (i, c) in spec.comparisons.iter().enumerate() {
+        check_relative_file(&root.key("comparisons").index(i).key("file"), &c.file)?;
+    }
     if let Some(b) = &spec.baseline {
         check_relative_file(&root.key("baseline").key("file"), &b.file)?;
         if b.name.trim().is_empty() {
@@ -441,6 +454,10 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
         }
     }
     Ok(())
+}
+
+fn sizes_a_tensor(spec: &TaskSpec, axis: &str) -> bool {
+    spec.inputs.iter().chain(&spec.outputs).any(|t| t.shape.iter().any(|a| a == axis))
 }
 
 fn validate_init(init: Init, dtype: Dtype) -> Result<(), String> {
@@ -508,6 +525,8 @@ pub struct Task {
     pub reference: Source,
     pub seed: Source,
     pub baseline: Option<Baseline>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<Baseline>,
 }
 
 impl Task {
@@ -724,6 +743,7 @@ pub mod tests_support {
                 file: "seed.c".into(),
             },
             baseline: None,
+            comparisons: Vec::new(),
         }
     }
 }

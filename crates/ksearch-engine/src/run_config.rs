@@ -23,6 +23,12 @@ pub struct EvalSettings {
     pub base_seed: u64,
     pub timing: Option<TimingPlan>,
     pub timeout_s: f64,
+    /// mlx backend: `metal` or `cuda` (the GPU MLX finds when unset).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// mlx backend: the Python interpreter (`python3` when unset).
+    #[serde(default)]
+    pub python: Option<String>,
 }
 
 impl Default for EvalSettings {
@@ -33,6 +39,8 @@ impl Default for EvalSettings {
             base_seed: 1,
             timing: Some(TimingPlan::default()),
             timeout_s: 300.0,
+            target: None,
+            python: None,
         }
     }
 }

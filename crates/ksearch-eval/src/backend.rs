@@ -1,9 +1,8 @@
 //! Evaluation backends behind one trait, chosen at run time from the task.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use ksearch_core::contract::c_contract;
 use ksearch_core::static_check::{Violation, check_candidate};
 use ksearch_core::task::{BackendKind, TaskSpec};
 
@@ -15,8 +14,6 @@ pub trait Backend: std::fmt::Debug {
     fn kind(&self) -> BackendKind;
     /// How to start a worker for this backend.
     fn worker_command(&self) -> WorkerCommand;
-    /// The candidate contract for a task, in words, for docs and prompts.
-    fn contract(&self, spec: &TaskSpec) -> String;
     /// Checks made before a candidate is sent to a worker.
     fn static_check(&self, spec: &TaskSpec, source: &str) -> Vec<Violation> {
         check_candidate(spec, source)
@@ -43,20 +40,23 @@ impl Backend for CBackend {
         }
     }
 
-    fn contract(&self, spec: &TaskSpec) -> String {
-        c_contract(spec)
-    }
 }
 
-/// The backend for a task. `ksearch_exe` is the binary that hosts built-in workers.
-pub fn backend_for(kind: BackendKind, ksearch_exe: &Path) -> Result<Box<dyn Backend>, EvalError> {
+/// What selecting a backend may need.
+#[derive(Debug, Clone, Default)]
+pub struct BackendOptions {
+    /// The binary that hosts built-in workers (`ksearch worker c`).
+    pub ksearch_exe: PathBuf,
+    /// The Python interpreter for the mlx harness; `python3` when unset.
+    pub python: Option<PathBuf>,
+    /// The mlx target: `metal` or `cuda`; the GPU MLX finds when unset.
+    pub target: Option<String>,
+}
+
+/// The backend for a task, chosen at run time.
+pub fn backend_for(kind: BackendKind, options: &BackendOptions) -> Result<Box<dyn Backend>, EvalError> {
     match kind {
-        BackendKind::C => Ok(Box::new(CBackend {
-            ksearch_exe: ksearch_exe.to_owned(),
-        })),
-        BackendKind::Mlx => Err(EvalError::BackendUnavailable {
-            backend: "mlx".into(),
-            reason: "this build of ksearch has no mlx worker yet".into(),
-        }),
+        BackendKind::C => Ok(Box::new(CBackend { ksearch_exe: options.ksearch_exe.clone() })),
+        BackendKind::Mlx => Ok(Box::new(crate::mlx_backend::MlxBackend::new(options.python.clone(), options.target.clone())?)),
     }
 }

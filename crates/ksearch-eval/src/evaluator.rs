@@ -136,6 +136,15 @@ pub fn build_request(
         },
     };
     let mut contenders = vec![baseline];
+    for c in &task.comparisons {
+        contenders.push(Contender {
+            role: Role::Comparison,
+            label: c.name.clone(),
+            source: c.source.clone(),
+            libs: c.libs.clone(),
+            env: c.env.clone(),
+        });
+    }
     for (role, source) in [
         (Role::Parent, compare.parent),
         (Role::Incumbent, compare.incumbent),
@@ -157,7 +166,7 @@ pub fn build_request(
         candidate: candidate.clone(),
         compare: contenders,
         workloads,
-        check: CheckPlan::from_base_seed(options.base_seed, options.seeds),
+        check: CheckPlan::from_base_seed(options.base_seed, options.seeds).with_tolerances(spec),
         timing: options.timing,
     })
 }

@@ -8,11 +8,13 @@ pub mod c_worker;
 mod env_scrub;
 mod error;
 mod evaluator;
+mod mlx_backend;
 mod output_capture;
 mod supervisor;
 mod worker_process;
 
-pub use backend::{Backend, CBackend, backend_for};
+pub use backend::{Backend, BackendOptions, CBackend, backend_for};
+pub use mlx_backend::MlxBackend;
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
 pub use evaluator::{Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, build_request};

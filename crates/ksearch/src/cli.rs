@@ -96,6 +96,12 @@ pub(crate) struct EvalFlags {
     /// Warm-up per contender and workload, in milliseconds.
     #[arg(long, default_value_t = 50.0)]
     pub(crate) warmup_ms: f64,
+    /// mlx tasks: the GPU target, `metal` or `cuda` [default: the GPU MLX finds].
+    #[arg(long)]
+    pub(crate) target: Option<String>,
+    /// mlx tasks: the Python interpreter that has MLX [default: python3].
+    #[arg(long)]
+    pub(crate) python: Option<String>,
 }
 
 #[derive(Debug, Args)]

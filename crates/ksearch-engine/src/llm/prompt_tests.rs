@@ -63,6 +63,7 @@ fn task() -> Task {
             text: include_str!("../../../../tasks/cpu/softmax/seed.c").into(),
         },
         baseline: None,
+        comparisons: Vec::new(),
     }
 }
 

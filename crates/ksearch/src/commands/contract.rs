@@ -4,10 +4,8 @@ use crate::exit_codes;
 
 pub(crate) fn run(task: &str) -> anyhow::Result<i32> {
     let task = ksearch_tasks::load_task(task)?;
-    let exe = std::env::current_exe()?;
-    let backend = ksearch_eval::backend_for(task.spec.backend, &exe)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "task {} ({} backend)\n", task.id, task.spec.backend)?;
-    write!(out, "{}", backend.contract(&task.spec))?;
+    write!(out, "{}", ksearch_core::contract::contract_for(&task.spec))?;
     Ok(exit_codes::OK)
 }

@@ -5,7 +5,7 @@ use std::io::Write;
 use ksearch_core::protocol::{Role, Status, TimingPlan};
 use ksearch_core::stats::TimingStats;
 use ksearch_engine::EvalSettings;
-use ksearch_eval::{Compare, Evaluation, Evaluator, LocalEvaluator, backend_for};
+use ksearch_eval::{BackendOptions, Compare, Evaluation, Evaluator, LocalEvaluator, backend_for};
 use serde::Serialize;
 
 use crate::cli::{EvalArgs, EvalFlags};
@@ -17,9 +17,10 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         Some(path) => ksearch_tasks::read_candidate(path)?,
         None => task.seed.clone(),
     };
-    let options = eval_settings(&args.eval)?.options();
+    let settings = eval_settings(&args.eval)?;
+    let options = settings.options();
     let exe = std::env::current_exe()?;
-    let mut evaluator = LocalEvaluator::new(backend_for(task.spec.backend, &exe)?);
+    let mut evaluator = LocalEvaluator::new(backend_for(task.spec.backend, &backend_options(exe, &settings))?);
     let against = args
         .against
         .as_deref()
@@ -48,6 +49,11 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     Ok(exit_codes::OK)
 }
 
+/// How to start the task's backend.
+pub(crate) fn backend_options(ksearch_exe: std::path::PathBuf, settings: &EvalSettings) -> BackendOptions {
+    BackendOptions { ksearch_exe, python: settings.python.as_ref().map(Into::into), target: settings.target.clone() }
+}
+
 /// Evaluation settings from the command line.
 pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
     if !(f.timeout.is_finite() && f.timeout > 0.0) {
@@ -65,6 +71,8 @@ pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
             ..TimingPlan::default()
         }),
         timeout_s: f.timeout,
+        target: f.target.clone(),
+        python: f.python.clone(),
     })
 }
 
@@ -81,10 +89,18 @@ struct EvalJson<'a> {
     /// With `--against FILE`: the file, and the candidate's speedup over it (paired timing).
     against: Option<&'a str>,
     speedup_vs_against: Option<f64>,
+    /// The task's other implementations, timed alongside: the candidate's speedup over each.
+    comparisons: Vec<ComparisonJson>,
     workloads: Vec<WorkloadJson<'a>>,
     time_s: TimeJson,
     compile: Option<CompileJson<'a>>,
     output: &'a ksearch_core::protocol::CapturedOutput,
+}
+
+#[derive(Serialize)]
+struct ComparisonJson {
+    label: String,
+    speedup: f64,
 }
 
 #[derive(Serialize)]
@@ -169,6 +185,10 @@ impl<'a> EvalJson<'a> {
             baseline: &e.baseline,
             against,
             speedup_vs_against: e.speedup_vs_parent.as_ref().map(|s| s.geomean),
+            comparisons: ksearch_core::score::speedups_over_comparisons(r)
+                .into_iter()
+                .map(|(label, s)| ComparisonJson { label, speedup: s.geomean })
+                .collect(),
             workloads,
             time_s: TimeJson {
                 compile: r.phases.compile_s,

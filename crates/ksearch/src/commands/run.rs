@@ -11,13 +11,13 @@ use ksearch_engine::builtin::BuiltinProposer;
 use ksearch_engine::builtin::machine::Machine;
 use ksearch_engine::llm::{LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
 use ksearch_engine::{
-    Budget, DEFAULT_WINDOW, Engine, LlmModels, Parts, Proposer, RUN_FORMAT, ReplayEvaluator,
+    Budget, DEFAULT_WINDOW, Engine, EvalSettings, LlmModels, Parts, Proposer, RUN_FORMAT, ReplayEvaluator,
     RunConfig, RunSummary, StopReason, open_run,
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
 use ksearch_llm::{ClientConfig, LlmClient, ModelSpec, PriceTable, Secret};
 
-use super::eval::eval_settings;
+use super::eval::{backend_options, eval_settings};
 use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
 use crate::config::{self, Config};
 use crate::exit_codes;
@@ -123,10 +123,7 @@ fn proposer_for(
         )?));
     };
     let offline = replay.is_some();
-    let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
-    let contract = backend_for(task.spec.backend, &exe)
-        .map(|b| b.contract(&task.spec))
-        .unwrap_or_default();
+    let contract = ksearch_core::contract::contract_for(&task.spec);
     let (languages, file) = match task.spec.backend {
         BackendKind::C => (vec!["c".into(), "cpp".into(), "c++".into()], "candidate.c"),
         BackendKind::Mlx => (vec!["python".into(), "py".into()], "candidate.py"),
@@ -150,9 +147,9 @@ fn proposer_for(
     Ok(Box::new(proposer))
 }
 
-fn evaluator_for(task: &Task) -> anyhow::Result<LocalEvaluator> {
+fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
     let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
-    Ok(LocalEvaluator::new(backend_for(task.spec.backend, &exe)?))
+    Ok(LocalEvaluator::new(backend_for(task.spec.backend, &backend_options(exe, settings))?))
 }
 
 /// One line about this machine's CPU.
@@ -278,7 +275,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             &mut replayed
         }
         None => {
-            local = evaluator_for(&task)?;
+            local = evaluator_for(&task, &config.eval)?;
             local.set_cancel(stop.clone());
             &mut local
         }
@@ -314,7 +311,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         }
     }
     let proposer = proposer_for(&run.task, models.as_ref(), &cfg, None)?;
-    let mut evaluator = evaluator_for(&run.task)?;
+    let mut evaluator = evaluator_for(&run.task, &run.config.eval)?;
     let stop = stop_flag();
     evaluator.set_cancel(stop.clone());
     let done = ksearch_engine::read_summary(&args.run_dir)

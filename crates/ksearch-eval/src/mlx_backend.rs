@@ -1,0 +1,122 @@
+//! The `mlx` backend: candidates are Python modules building kernels with `mx.fast.metal_kernel`
+//! (Apple GPUs) or `mx.fast.cuda_kernel` (NVIDIA GPUs, MLX's CUDA backend). The worker is the
+//! Python harness, embedded in the binary and unpacked to a cache directory on first use.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ksearch_core::task::BackendKind;
+
+use crate::backend::Backend;
+use crate::error::EvalError;
+use crate::worker_process::WorkerCommand;
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/harness_files.rs"));
+}
+
+/// MLX through the Python harness.
+#[derive(Debug, Clone)]
+pub struct MlxBackend {
+    pub python: PathBuf,
+    /// `metal`, `cuda`, or `None` for the GPU MLX finds.
+    pub target: Option<String>,
+    /// Where the harness package was unpacked (its parent goes on `PYTHONPATH`).
+    harness_root: PathBuf,
+}
+
+fn cache_root() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("ksearch")
+}
+
+/// Unpack the embedded harness under `root`, once per content version.
+fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
+    let mut h = DefaultHasher::new();
+    embedded::HARNESS_FILES.hash(&mut h);
+    let dir = root.join(format!("harness-{:016x}", h.finish()));
+    if dir.join("ksearch_harness").join("__main__.py").exists() {
+        return Ok(dir);
+    }
+    let io = |e: std::io::Error| EvalError::BackendUnavailable {
+        backend: "mlx".into(),
+        reason: format!("could not unpack the harness into {}: {e}", dir.display()),
+    };
+    let tmp = root.join(format!(".harness-{}-{:016x}", std::process::id(), h.finish()));
+    std::fs::create_dir_all(tmp.join("ksearch_harness")).map_err(io)?;
+    for (name, text) in embedded::HARNESS_FILES {
+        std::fs::write(tmp.join("ksearch_harness").join(name), text).map_err(io)?;
+    }
+    match std::fs::rename(&tmp, &dir) {
+        Ok(()) => Ok(dir),
+        // Another process unpacked the same version first.
+        Err(_) if dir.join("ksearch_harness").join("__main__.py").exists() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Ok(dir)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+impl MlxBackend {
+    pub fn new(python: Option<PathBuf>, target: Option<String>) -> Result<Self, EvalError> {
+        if let Some(t) = &target
+            && !["metal", "cuda", "numpy"].contains(&t.as_str())
+        {
+            return Err(EvalError::Options(format!("unknown mlx target `{t}` (expected metal or cuda)")));
+        }
+        Ok(Self {
+            python: python.unwrap_or_else(|| PathBuf::from("python3")),
+            target,
+            harness_root: unpack_harness(&cache_root())?,
+        })
+    }
+}
+
+impl Backend for MlxBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Mlx
+    }
+
+    fn worker_command(&self) -> WorkerCommand {
+        let mut args = vec!["-m".to_owned(), "ksearch_harness".to_owned()];
+        if let Some(t) = &self.target {
+            args.extend(["--target".to_owned(), t.clone()]);
+        }
+        let mut path = self.harness_root.display().to_string();
+        if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+            path.push(':');
+            path.push_str(&existing.to_string_lossy());
+        }
+        WorkerCommand {
+            program: self.python.clone(),
+            args,
+            env: vec![("PYTHONPATH".into(), path), ("PYTHONUNBUFFERED".into(), "1".into())],
+            // Importing MLX and initialising the GPU can take a while on a cold machine.
+            startup_timeout: Duration::from_secs(120),
+        }
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_harness_unpacks_once_and_completely() {
+        let root = tempfile::tempdir().unwrap();
+        let a = unpack_harness(root.path()).unwrap();
+        let b = unpack_harness(root.path()).unwrap();
+        assert_eq!(a, b);
+        for (name, text) in embedded::HARNESS_FILES {
+            assert_eq!(std::fs::read_to_string(a.join("ksearch_harness").join(name)).unwrap(), *text);
+        }
+        assert!(embedded::HARNESS_FILES.iter().any(|(n, _)| *n == "__main__.py"));
+    }
+}

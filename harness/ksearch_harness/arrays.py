@@ -1,0 +1,158 @@
+"""Array backends: MLX (the real one, on Metal or CUDA) and numpy (CPU; lets the harness's
+protocol, loading and checking be tested where no GPU exists).
+
+Inputs are drawn with numpy from a seed, then handed to the backend, so a seed means the same
+values on every target."""
+
+import zlib
+
+import numpy as np
+
+NP_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
+FLOATS = {"f16", "bf16", "f32", "f64"}
+
+
+def stream_seed(seed, *parts):
+    """A 64-bit seed per (seed, workload, tensor), so adding an input changes no other input."""
+    h = zlib.crc32("\x00".join(parts).encode())
+    return (seed * 0x9E3779B97F4A7C15 + h) % (1 << 64)
+
+
+def draw(spec, shape, seed, workload):
+    """Random values for one input as float64 (or int64), following its `init`."""
+    rng = np.random.Generator(np.random.PCG64(stream_seed(seed, workload, spec["name"])))
+    init = spec.get("init")
+    dtype = spec["dtype"]
+    if init is None:
+        init = {"uniform": [-1.0, 1.0]} if dtype in FLOATS else {"randint": [-100, 100]}
+    (kind, (a, b)), = init.items()
+    if kind == "uniform":
+        return rng.uniform(a, b, size=shape)
+    if kind == "normal":
+        return rng.normal(a, b, size=shape)
+    if kind == "randint":
+        return rng.integers(a, b, size=shape, endpoint=True)
+    raise ValueError(f"unknown init {kind}")
+
+
+class NumpyBackend:
+    """CPU arrays; candidates are plain numpy functions. For tests of the harness itself."""
+
+    name = "numpy"
+    target = "numpy"
+
+    def asarray(self, values, dtype):
+        if dtype == "bf16":
+            raise ValueError("the numpy target has no bf16")
+        return np.ascontiguousarray(values.astype(NP_DTYPES[dtype]))
+
+    def to_numpy(self, x):
+        return np.asarray(x)
+
+    def dtype_name(self, x):
+        for name, t in NP_DTYPES.items():
+            if np.asarray(x).dtype == t:
+                return name
+        return str(np.asarray(x).dtype)
+
+    def sync(self, arrays):
+        pass
+
+    def poison(self, shapes_dtypes):
+        pass
+
+    def is_array(self, x):
+        return isinstance(x, np.ndarray)
+
+    def describe(self):
+        return f"numpy {np.__version__}"
+
+
+class MlxBackend:
+    """MLX arrays on the default GPU device."""
+
+    name = "mlx"
+
+    def __init__(self, target):
+        import mlx.core as mx
+
+        self.mx = mx
+        self.target = target
+        self.dtypes = {"f16": mx.float16, "bf16": mx.bfloat16, "f32": mx.float32, "i32": mx.int32, "i64": mx.int64}
+
+    def asarray(self, values, dtype):
+        mx = self.mx
+        if dtype not in self.dtypes:
+            raise ValueError(f"MLX on the GPU has no {dtype}")
+        # bf16 goes through float32: numpy has no bf16.
+        src = values.astype(np.float32) if dtype in FLOATS else values.astype(np.int64)
+        a = mx.array(src).astype(self.dtypes[dtype])
+        mx.eval(a)
+        return a
+
+    def to_numpy(self, x):
+        mx = self.mx
+        if x.dtype == mx.bfloat16:
+            x = x.astype(mx.float32)
+        return np.array(x)
+
+    def dtype_name(self, x):
+        for name, t in self.dtypes.items():
+            if x.dtype == t:
+                return name
+        return str(x.dtype)
+
+    def sync(self, arrays):
+        self.mx.eval(arrays)
+
+    def poison(self, shapes_dtypes):
+        """Best effort: fill buffers of the outputs' sizes with NaN and free them, so the
+        allocator hands NaN-filled memory to the next kernel's outputs. An output element the
+        candidate never writes then reads as NaN instead of whatever the last call left."""
+        mx = self.mx
+        junk = []
+        for shape, dtype in shapes_dtypes:
+            if dtype in ("f16", "bf16", "f32"):
+                junk.append(mx.full(shape, float("nan"), dtype=self.dtypes[dtype]))
+            else:
+                junk.append(mx.full(shape, -1, dtype=self.dtypes[dtype]))
+        mx.eval(junk)
+        del junk
+
+    def is_array(self, x):
+        return isinstance(x, self.mx.array)
+
+    def describe(self):
+        return f"mlx {self.mx.__version__} on {self.mx.default_device()} ({self.target})"
+
+
+def install_hint():
+    import platform
+
+    if platform.system() == "Darwin" and platform.machine() == "arm64":
+        return "pip install mlx"
+    if platform.system() == "Linux":
+        return 'pip install "mlx[cuda13]"   (NVIDIA GPU, CUDA 13 driver; "mlx[cuda12]" for CUDA 12)'
+    return "MLX runs on Apple silicon macOS (pip install mlx) or Linux with an NVIDIA GPU (pip install \"mlx[cuda13]\")"
+
+
+def backend_for(target):
+    """The backend for `target` (metal, cuda, numpy), or for the GPU MLX sees when None."""
+    if target == "numpy":
+        return NumpyBackend()
+    try:
+        import mlx.core as mx
+    except ImportError as e:
+        raise SystemExit(f"the mlx backend needs MLX, which this Python cannot import ({e}). Install it with: {install_hint()}")
+    if target is None:
+        if mx.metal.is_available():
+            target = "metal"
+        elif hasattr(mx, "cuda") and mx.cuda.is_available():
+            target = "cuda"
+        else:
+            raise SystemExit("MLX found no GPU (neither Metal nor CUDA); custom kernels need one")
+    if target == "metal" and not mx.metal.is_available():
+        raise SystemExit("target metal: MLX's Metal backend is not available here (Metal needs Apple silicon)")
+    if target == "cuda" and not (hasattr(mx, "cuda") and mx.cuda.is_available()):
+        raise SystemExit(f"target cuda: MLX's CUDA backend is not available here. Install it with: {install_hint()}")
+    return MlxBackend(target)

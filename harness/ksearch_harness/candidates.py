@@ -1,0 +1,49 @@
+"""Loading candidate, reference and baseline modules from source text, inside this worker only."""
+
+import re
+import traceback
+
+
+class CompileError(Exception):
+    """The source does not compile (Python syntax, or the kernel's JIT compilation)."""
+
+
+class CandidateError(Exception):
+    """The source compiled but failed when run or loaded."""
+
+
+_counter = [0]
+
+# Messages MLX raises when a custom kernel's source fails to build (nvrtc on CUDA, the Metal
+# compiler on Apple GPUs).
+_BUILD_FAILURE = re.compile(r"nvrtc|compil|unable to build metal library|failed to build", re.IGNORECASE)
+
+
+def load(source, target):
+    """Execute a module from `{"file", "text"}` and return its `run`."""
+    _counter[0] += 1
+    filename = source["file"]
+    try:
+        code = compile(source["text"], filename, "exec")
+    except SyntaxError as e:
+        raise CompileError(f"{filename}:{e.lineno}:{e.offset or 0}: {e.msg}\n{(e.text or '').rstrip()}") from None
+    ns = {"__name__": f"ksearch_module_{_counter[0]}", "__file__": filename, "KSEARCH_TARGET": target}
+    try:
+        exec(code, ns)  # noqa: S102 - running candidate code is this process's purpose
+    except Exception:  # noqa: BLE001 - any failure of candidate code is an outcome
+        raise CandidateError(f"importing {filename} raised:\n{trimmed_traceback()}") from None
+    run = ns.get("run")
+    if not callable(run):
+        raise CandidateError(f"{filename} defines no `run` function (the contract: `def run(*inputs, **axes)`)")
+    return run
+
+
+def trimmed_traceback(limit=12):
+    lines = traceback.format_exc().rstrip().splitlines()
+    # Keep the frames of candidate code, not the harness's own.
+    kept = [l for l in lines if "ksearch_harness" not in l]
+    return "\n".join(kept[-limit * 2:])
+
+
+def is_build_failure(message):
+    return bool(_BUILD_FAILURE.search(message))

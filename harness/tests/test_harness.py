@@ -1,0 +1,169 @@
+"""Unit tests of the harness that need no GPU: protocol handling, candidate loading, the
+gauntlet's error paths, timing arithmetic. Run: python3 -m unittest discover -s harness/tests"""
+
+import json
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import numpy as np  # noqa: E402
+
+from ksearch_harness import candidates, gauntlet, protocol, stats, timing  # noqa: E402
+from ksearch_harness.arrays import NumpyBackend, draw  # noqa: E402
+
+TASK = {
+    "inputs": [{"name": "x", "shape": ["r", "c"], "dtype": "f32", "init": {"uniform": [-1.0, 1.0]}}],
+    "outputs": [{"name": "y", "shape": ["r", "c"], "dtype": "f32"}],
+}
+WORKLOAD = {"name": "w", "axes": {"r": 3, "c": 5}}
+TOL = {"f32": {"atol": 1e-6, "rtol": 1e-4, "norm_rtol": 1e-5}}
+REF = "import numpy as np\ndef run(x, *, r, c):\n    return (x * 2).astype(np.float32)\n"
+
+
+def module(text, file="candidate.py"):
+    return candidates.load({"file": file, "text": text}, "numpy")
+
+
+def check(candidate_text):
+    return gauntlet.check_seed(NumpyBackend(), TASK, TOL, WORKLOAD, 7, module(REF, "reference.py"), module(candidate_text))
+
+
+class Protocol(unittest.TestCase):
+    def channel(self, lines):
+        rin, win = os.pipe()
+        rout, wout = os.pipe()
+        os.write(win, "".join(l + "\n" for l in lines).encode())
+        os.close(win)
+        return protocol.Channel(rin, wout), rout
+
+    def replies(self, fd, ch):
+        ch._writer.close()
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+        return [json.loads(l) for l in data.decode().splitlines()]
+
+    def test_malformed_and_wrong_version_requests_get_errors_and_are_skipped(self):
+        ch, fd = self.channel(["{not json", json.dumps({"protocol": 9, "type": "evaluate"}), json.dumps({"protocol": 1, "type": "shutdown"})])
+        got = list(ch.requests())
+        self.assertEqual([m["type"] for m in got], ["shutdown"])
+        replies = self.replies(fd, ch)
+        self.assertEqual([r["type"] for r in replies], ["error", "error"])
+        self.assertIn("malformed request", replies[0]["message"])
+        self.assertIn("protocol version 9", replies[1]["message"])
+        self.assertTrue(all(r["protocol"] == 1 for r in replies))
+
+    def test_messages_are_single_json_lines_without_nan(self):
+        ch, fd = self.channel([])
+        ch.send({"type": "progress", "id": 1, "phase": "check"})
+        with self.assertRaises(ValueError):
+            ch.send({"type": "result", "x": float("nan")})
+        self.assertEqual(self.replies(fd, ch), [{"protocol": 1, "type": "progress", "id": 1, "phase": "check"}])
+
+
+class Loading(unittest.TestCase):
+    def test_a_syntax_error_names_file_and_line(self):
+        with self.assertRaises(candidates.CompileError) as e:
+            module("def run(x, *, r, c):\n    return = x\n")
+        self.assertTrue(str(e.exception).startswith("candidate.py:2:"), str(e.exception))
+
+    def test_import_failures_and_a_missing_run_are_candidate_errors(self):
+        with self.assertRaises(candidates.CandidateError) as e:
+            module("raise RuntimeError('boom')\n")
+        self.assertIn("boom", str(e.exception))
+        with self.assertRaises(candidates.CandidateError) as e:
+            module("def other():\n    pass\n")
+        self.assertIn("defines no `run`", str(e.exception))
+
+    def test_the_target_is_visible_to_the_module(self):
+        run = module("def run():\n    return KSEARCH_TARGET\n")
+        self.assertEqual(run(), "numpy")
+
+    def test_build_failures_are_recognised(self):
+        self.assertTrue(candidates.is_build_failure("[jit] nvrtc: error: identifier undefined"))
+        self.assertTrue(candidates.is_build_failure("Unable to build metal library from source"))
+        self.assertFalse(candidates.is_build_failure("ValueError: shapes do not match"))
+
+
+class Gauntlet(unittest.TestCase):
+    def test_a_correct_candidate_passes(self):
+        errors, failure = check(REF)
+        self.assertIsNone(failure)
+        self.assertEqual(errors["max_abs_err"], 0.0)
+
+    def test_a_run_that_raises_is_a_candidate_error(self):
+        with self.assertRaises(candidates.CandidateError) as e:
+            check("def run(x, *, r, c):\n    raise ValueError('bad shapes')\n")
+        self.assertIn("bad shapes", str(e.exception))
+
+    def test_wrong_shape_dtype_and_count_are_incorrect(self):
+        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    return (x * 2)[:2].astype(np.float32)\n")
+        self.assertIn("has shape (2, 5); the task declares (3, 5)", f)
+        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    return (x * 2).astype(np.float64)\n")
+        self.assertIn("dtype f64", f)
+        with self.assertRaises(candidates.CandidateError) as e:
+            check("def run(x, *, r, c):\n    return (x, x)\n")
+        self.assertIn("returned 2 output(s)", str(e.exception))
+
+    def test_nan_zeros_and_mutation_are_incorrect(self):
+        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    y = (x * 2).astype(np.float32)\n    y[2, 4] = np.nan\n    return y\n")
+        self.assertIn("y[2][4] = nan", f)
+        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    return np.zeros_like(x)\n")
+        self.assertIsNotNone(f)
+        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    y = (x * 2).astype(np.float32)\n    x[0, 1] = 5\n    return y\n")
+        self.assertIn("modified input `x` (first at x[0][1])", f)
+
+    def test_all_zero_output_fails_the_norm_check_even_under_atol(self):
+        spec = TASK["outputs"][0]
+        r = np.full((3, 5), 1e-7)
+        _, f = gauntlet.compare(spec, np.zeros((3, 5)), r, TOL["f32"])
+        self.assertIn("norm_rtol", f)
+
+    def test_a_non_finite_reference_is_a_task_fault(self):
+        with self.assertRaises(gauntlet.TaskFault):
+            gauntlet.compare(TASK["outputs"][0], np.zeros((1, 1)), np.array([[np.inf]]), TOL["f32"])
+
+    def test_inputs_are_seeded_and_never_zero(self):
+        a = draw(TASK["inputs"][0], (4, 4), 3, "w")
+        b = draw(TASK["inputs"][0], (4, 4), 3, "w")
+        c = draw(TASK["inputs"][0], (4, 4), 4, "w")
+        np.testing.assert_array_equal(a, b)
+        self.assertFalse(np.array_equal(a, c))
+        self.assertTrue(np.all(a != 0))
+
+
+class TimingArithmetic(unittest.TestCase):
+    def test_quantiles_match_the_rust_side(self):
+        s = [1.0, 2.0, 3.0, 4.0, 5.0]
+        self.assertEqual(stats.quantile(s, 0.5), 3.0)
+        self.assertAlmostEqual(stats.quantile(s, 0.1), 1.4)
+        self.assertEqual(stats.quantile([2.0, 4.0], 0.5), 3.0)
+        t = stats.timing_stats([3.0, 1.0, 2.0], 4)
+        self.assertEqual((t["median_ms"], t["runs"], t["calls_per_sample"], t["samples_ms"]), (2.0, 3, 4, [3.0, 1.0, 2.0]))
+
+    def test_batches_amortise_the_synchronisation(self):
+        self.assertEqual(stats.batch_size(0.5, 10.0), 20)
+        self.assertEqual(stats.batch_size(30.0, 10.0), 1)
+        self.assertEqual(stats.batch_size(0.001, 10.0), 64)
+
+    def test_rotation_is_bounded(self):
+        self.assertEqual(timing.rotation_sets(100 << 20, 512 << 20), 6)
+        self.assertEqual(timing.rotation_sets(1, 0), timing.MAX_SETS)
+        self.assertEqual(timing.rotation_sets(1 << 30, 0), 1)
+
+    def test_a_workload_is_timed_per_call_for_every_contender(self):
+        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        runs = [module(REF), module("import numpy as np\ndef run(x, *, r, c):\n    return (x + x).astype(np.float32)\n")]
+        out = timing.time_workload(NumpyBackend(), TASK, WORKLOAD, plan, 1, runs)
+        self.assertEqual(len(out), 2)
+        for s in out:
+            self.assertGreaterEqual(s["runs"], 3)
+            self.assertGreater(s["median_ms"], 0.0)
+            self.assertLessEqual(s["p10_ms"], s["median_ms"])
+            self.assertLessEqual(s["median_ms"], s["p90_ms"])
+
+
+if __name__ == "__main__":
+    unittest.main()
