@@ -41,6 +41,12 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a run's report: one self-contained HTML page.
+    Report(crate::commands::report::ReportArgs),
+    /// Show one node of a run: hypothesis, numbers, notes, attempts, source.
+    Show(crate::commands::show::ShowArgs),
+    /// Export a run's best kernel as something to drop into a project, with its provenance.
+    Export(crate::commands::export::ExportArgs),
     /// Run an evaluation worker (started by ksearch itself).
     #[command(hide = true)]
     Worker {

@@ -2,7 +2,10 @@
 
 mod contract;
 mod eval;
+pub(crate) mod export;
+pub(crate) mod report;
 mod run;
+pub(crate) mod show;
 mod tasks;
 mod tree;
 
@@ -20,6 +23,9 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Run(args) => run::run(&args),
         Command::Resume(args) => run::resume(&args),
         Command::Tree { run_dir, json } => tree::run(&run_dir, json),
+        Command::Report(args) => report::run(&args),
+        Command::Show(args) => show::run(&args),
+        Command::Export(args) => export::run(&args),
         Command::Worker { backend } => match backend.as_str() {
             "c" => Ok(ksearch_eval::c_worker::run()),
             other => {
@@ -42,6 +48,10 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
             return exit_codes::INPUT;
         }
         if cause.is::<ksearch_core::location::FileError>() {
+            return exit_codes::INPUT;
+        }
+        // A run directory that holds no (complete) run is the user's input.
+        if let Some(ksearch_engine::EngineError::Store(_) | ksearch_engine::EngineError::Incomplete { .. }) = cause.downcast_ref() {
             return exit_codes::INPUT;
         }
         if let Some(EvalError::UnknownWorkload { .. } | EvalError::Options(_)) =

@@ -1,0 +1,274 @@
+//! A run read back from its directory: everything the renderings need, loaded once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
+use ksearch_core::task::Task;
+use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
+use ksearch_engine::{EngineError, EngineState, RunConfig, RunSummary};
+use ksearch_store::StoreError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the run in {} is incomplete: {what}", dir.display())]
+    Incomplete { dir: PathBuf, what: String },
+    #[error("the run has no node {node} (nodes: {known})")]
+    NoSuchNode { node: NodeId, known: String },
+    #[error("`{name}` is not a node: give a node id, `best` or `seed`")]
+    BadNode { name: String },
+    #[error("node {node} is open: it has no solution yet")]
+    OpenNode { node: NodeId },
+    #[error("the source of round {round} ({hash}) is missing from the run's artifacts")]
+    MissingSource { round: u64, hash: String },
+    #[error("failed to {action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ReportError {
+    /// Whether the error is about what the user gave (a directory that holds no run or an
+    /// incomplete one, a node that does not exist or has no solution), rather than a failure
+    /// of ksearch itself.
+    pub fn is_input(&self) -> bool {
+        match self {
+            ReportError::Engine(EngineError::Store(_) | EngineError::Incomplete { .. })
+            | ReportError::Store(_)
+            | ReportError::Incomplete { .. }
+            | ReportError::NoSuchNode { .. }
+            | ReportError::BadNode { .. }
+            | ReportError::OpenNode { .. }
+            | ReportError::MissingSource { .. } => true,
+            ReportError::Engine(_) | ReportError::Io { .. } => false,
+        }
+    }
+}
+
+/// Everything recorded about a run, as read back.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    pub dir: PathBuf,
+    pub task: Task,
+    pub config: RunConfig,
+    pub state: EngineState,
+    pub summary: RunSummary,
+    pub tree: Tree,
+    /// Every attempt in round order, the seed (round 0) first.
+    pub attempts: Vec<AttemptRecord>,
+    pub cycles: Vec<CycleRecord>,
+    /// `(round, kind, data)` in the order written.
+    pub events: Vec<(u64, String, serde_json::Value)>,
+    pub llm_calls: Vec<LlmCallRecord>,
+    /// Candidate sources by content hash (every attempt's whose artifact is present).
+    pub sources: BTreeMap<String, String>,
+}
+
+/// Read a run directory (`run.sqlite` and `artifacts/`).
+pub fn load(dir: &Path) -> Result<RunData, ReportError> {
+    let run = ksearch_engine::open_run(dir)?;
+    let snap = run.store.snapshot()?;
+    let incomplete = |what: &str| ReportError::Incomplete {
+        dir: dir.to_owned(),
+        what: what.to_owned(),
+    };
+    let state: EngineState = run
+        .store
+        .state()?
+        .ok_or_else(|| incomplete("no engine state"))?;
+    if snap.nodes.is_empty() {
+        return Err(incomplete("the seed has not been measured yet"));
+    }
+    let tree = Tree::from_nodes(snap.nodes, state.next_node);
+    let summary = ksearch_engine::summarize(
+        dir,
+        &run.task,
+        &run.config,
+        &state,
+        &tree,
+        &snap.attempts,
+        &snap.cycles,
+        &snap.llm_calls,
+    );
+    let mut sources = BTreeMap::new();
+    let hashes = snap
+        .attempts
+        .iter()
+        .map(|a| (&a.source_hash, &a.source_file))
+        .chain(
+            tree.nodes()
+                .filter_map(|n| n.solution.as_ref())
+                .map(|s| (&s.source_hash, &s.source_file)),
+        );
+    for (hash, file) in hashes {
+        if sources.contains_key(hash) {
+            continue;
+        }
+        // A missing artifact only matters to the view that needs it; it says so there.
+        if let Ok(src) = run.store.read_artifact(hash, file) {
+            sources.insert(hash.clone(), src.text);
+        }
+    }
+    Ok(RunData {
+        dir: dir.to_owned(),
+        task: run.task,
+        config: run.config,
+        state,
+        summary,
+        tree,
+        attempts: snap.attempts,
+        cycles: snap.cycles,
+        events: snap.events,
+        llm_calls: snap.llm_calls,
+        sources,
+    })
+}
+
+impl RunData {
+    /// A node named on the command line: its id, `best` (the run's best) or `seed` / `root`.
+    pub fn resolve(&self, name: &str) -> Result<NodeId, ReportError> {
+        let id = match name.trim() {
+            "best" => self.summary.best.node,
+            "seed" | "root" => ROOT,
+            other => other.parse().map_err(|_| ReportError::BadNode {
+                name: other.to_owned(),
+            })?,
+        };
+        self.node(id).map(|n| n.id)
+    }
+
+    pub fn node(&self, id: NodeId) -> Result<&Node, ReportError> {
+        self.tree.get(id).ok_or_else(|| ReportError::NoSuchNode {
+            node: id,
+            known: describe_ids(self.tree.nodes().map(|n| n.id)),
+        })
+    }
+
+    pub fn attempts_of(&self, id: NodeId) -> impl Iterator<Item = &AttemptRecord> {
+        self.attempts.iter().filter(move |a| a.node == id)
+    }
+
+    pub fn attempt(&self, round: u64) -> Option<&AttemptRecord> {
+        self.attempts.iter().find(|a| a.round == round)
+    }
+
+    /// The attempt whose code is a node's solution.
+    pub fn solution_attempt(&self, id: NodeId) -> Option<&AttemptRecord> {
+        let round = self.tree.get(id)?.solution.as_ref()?.round;
+        self.attempt(round)
+    }
+
+    /// The source of a node's solution.
+    pub fn solution_source(&self, id: NodeId) -> Option<&str> {
+        let hash = &self.tree.get(id)?.solution.as_ref()?.source_hash;
+        self.sources.get(hash).map(String::as_str)
+    }
+
+    /// Ids of nodes that attempts were made on but that are no longer in the tree (removed or
+    /// split after a cycle failed).
+    pub fn removed_nodes(&self) -> Vec<NodeId> {
+        let mut ids: Vec<NodeId> = self
+            .attempts
+            .iter()
+            .map(|a| a.node)
+            .filter(|id| self.tree.get(*id).is_none())
+            .collect();
+        ids.dedup();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Whether the proposer judged the node too hard after a failed cycle (and kept it,
+    /// downgraded).
+    pub fn judged_too_hard(&self, id: NodeId) -> bool {
+        self.events.iter().any(|(_, kind, data)| {
+            kind == "too_hard"
+                && data.get("node").and_then(serde_json::Value::as_u64) == Some(id.into())
+        })
+    }
+
+    /// The best node's speedup over the baseline at each round: what a reader would have
+    /// seen as the run's best after that round (only solutions judged better than their
+    /// parent count, as in [`Tree::best`]).
+    pub fn best_so_far(&self) -> Vec<(u64, f64)> {
+        let mut solved: Vec<(u64, f64)> = self
+            .tree
+            .nodes()
+            .filter(|n| {
+                n.id == ROOT
+                    || n.solution
+                        .as_ref()
+                        .is_some_and(|s| matches!(s.gate, Gate::Better | Gate::Unmeasured))
+            })
+            .filter_map(|n| {
+                let s = n.solution.as_ref()?;
+                Some((s.round, s.speedup?))
+            })
+            .collect();
+        solved.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let last = self.attempts.iter().map(|a| a.round).max().unwrap_or(0);
+        let mut out = Vec::new();
+        let mut best: Option<f64> = None;
+        let mut it = solved.into_iter().peekable();
+        for round in 0..=last {
+            while let Some(&(r, s)) = it.peek() {
+                if r > round {
+                    break;
+                }
+                best = Some(best.map_or(s, |b: f64| b.max(s)));
+                it.next();
+            }
+            if let Some(b) = best {
+                out.push((round, b));
+            }
+        }
+        out
+    }
+}
+
+/// How a node stands, as one word: `seed`, `better`, `same`, `worse` (closed, judged against
+/// its parent by the acceptance gate), `closed` (no paired measurement), `failed` (open, with
+/// cycles that passed nothing) or `open`.
+pub fn node_status(n: &Node) -> &'static str {
+    match &n.solution {
+        Some(_) if n.id == ROOT => "seed",
+        Some(s) => match s.gate {
+            Gate::Better => "better",
+            Gate::Same => "same",
+            Gate::Worse => "worse",
+            Gate::Unmeasured => "closed",
+        },
+        None if n.failed_cycles > 0 => "failed",
+        None => "open",
+    }
+}
+
+/// A short stable id of a run: the first 16 hex digits of the SHA-256 of its configuration
+/// (as stored, JSON) followed by its creation time.
+pub fn run_id(config: &RunConfig) -> String {
+    let json = serde_json::to_string(config).unwrap_or_default();
+    let hash = ksearch_store::content_hash(&format!("{json}\n{}", config.created_unix));
+    hash[..16].to_owned()
+}
+
+pub(crate) fn describe_ids(ids: impl Iterator<Item = NodeId>) -> String {
+    let ids: Vec<String> = ids.map(|i| i.to_string()).collect();
+    if ids.len() > 12 {
+        format!(
+            "{}, …, {}",
+            ids[..6].join(", "),
+            ids[ids.len() - 3..].join(", ")
+        )
+    } else {
+        ids.join(", ")
+    }
+}

@@ -1,0 +1,635 @@
+//! The best kernel of a run as something a user can drop into a project (`ksearch export`):
+//!
+//! - backend `c`: `<name>.h` (the documented prototype) and `<name>.c` (the kernel);
+//! - backend `mlx`: a Python package `<name>/` whose `__init__.py` exposes the op as a function
+//!   with the reference's arguments, calling the candidate module's `run(*inputs)`;
+//!
+//! plus `provenance.json`: where the kernel comes from and what it measured.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use ksearch_core::contract::c_signature;
+use ksearch_core::protocol::{ErrorStats, Role, Status};
+use ksearch_core::task::{BackendKind, Task, TaskSpec};
+use ksearch_core::tree::{NodeId, ROOT};
+use serde::Serialize;
+
+use crate::data::{ReportError, RunData, run_id};
+
+/// One file of an export, with its path relative to the export directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExportFile {
+    pub path: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Export {
+    /// Every file to write, `provenance.json` last.
+    pub files: Vec<ExportFile>,
+    pub provenance: Provenance,
+}
+
+/// Where an exported kernel comes from, and what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Provenance {
+    pub exported_by: String,
+    pub run: RunInfo,
+    pub task: TaskInfo,
+    pub kernel: KernelInfo,
+    pub hardware: String,
+    pub toolchain: Toolchain,
+    pub libraries: Vec<Library>,
+    pub models: Models,
+    pub seeds: Seeds,
+    pub measurements: Vec<Measurement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunInfo {
+    /// First 16 hex digits of the SHA-256 of the run's configuration and creation time.
+    pub id: String,
+    pub dir: String,
+    pub created_unix: u64,
+    pub ksearch_version: String,
+    pub rounds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskInfo {
+    pub id: String,
+    pub name: String,
+    pub backend: String,
+    /// SHA-256 of the `task.toml` text, when that file could be found and still describes the
+    /// task the run recorded.
+    pub task_toml_sha256: Option<String>,
+    /// SHA-256 of the task as the run recorded it (JSON: spec and every source it names).
+    pub recorded_task_sha256: String,
+    pub baseline: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelInfo {
+    pub node: NodeId,
+    pub title: String,
+    /// Titles of the decisions from the seed down to this kernel.
+    pub path: Vec<String>,
+    pub round: u64,
+    pub file: String,
+    pub sha256: String,
+    /// Over the task's baseline (geometric mean over workloads).
+    pub speedup: Option<f64>,
+    pub speedup_vs_seed: Option<f64>,
+    /// Whether it is the run's best kernel (the export's default).
+    pub best: bool,
+    /// Whether it is the task's seed kernel (the best when nothing measured better).
+    pub seed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Toolchain {
+    /// As the evaluation's compile report gave it (`cc --version`, first line; for `mlx`, the
+    /// MLX version and device).
+    pub compiler: Option<String>,
+    pub compile_command: Option<String>,
+    /// `mlx`: the GPU target the run measured on (`metal`, `cuda`), when it was set.
+    pub target: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Library {
+    pub name: String,
+    pub used_by: String,
+    /// `None`: the run did not record it.
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Models {
+    pub proposer: String,
+    pub reasoning: Option<String>,
+    pub codegen: Option<String>,
+    pub base_url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Seeds {
+    /// Seed of the search's random choices.
+    pub search: u64,
+    /// First input seed of the correctness checks.
+    pub input: u64,
+    pub seed_kernel_file: String,
+    pub seed_kernel_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    pub workload: String,
+    pub axes: BTreeMap<String, i64>,
+    pub status: Status,
+    pub candidate: Option<Timing>,
+    pub parent: Option<Timing>,
+    pub baseline: Option<Timing>,
+    pub speedup: Option<f64>,
+    pub errors: Option<ErrorStats>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timing {
+    pub median_ms: f64,
+    pub p10_ms: f64,
+    pub p90_ms: f64,
+    pub runs: usize,
+    pub calls_per_sample: usize,
+}
+
+/// The `task.toml` text of the run's task, if it can still be found (built-in, or the
+/// directory the run was started with) and still parses to the spec the run recorded.
+pub fn find_task_toml(task: &Task) -> Option<String> {
+    let id = task.id.trim_end_matches('/');
+    let text = match ksearch_tasks::builtin_task_toml(id) {
+        Some(t) => t.to_owned(),
+        None => {
+            let p = Path::new(id);
+            let file = if p.is_dir() {
+                p.join("task.toml")
+            } else {
+                p.to_owned()
+            };
+            std::fs::read_to_string(file).ok()?
+        }
+    };
+    let spec = ksearch_core::parse_task(&text, "task.toml").ok()?;
+    (spec == task.spec).then_some(text)
+}
+
+/// Export the run's best kernel, looking for the task's `task.toml` to hash.
+pub fn export(data: &RunData) -> Result<Export, ReportError> {
+    export_with(
+        data,
+        data.summary.best.node,
+        find_task_toml(&data.task).as_deref(),
+    )
+}
+
+/// Export the solution of node `id`; `task_toml` is the task file's text when known.
+pub fn export_with(
+    data: &RunData,
+    id: NodeId,
+    task_toml: Option<&str>,
+) -> Result<Export, ReportError> {
+    let node = data.node(id)?;
+    let sol = node
+        .solution
+        .as_ref()
+        .ok_or(ReportError::OpenNode { node: id })?;
+    let source = data
+        .sources
+        .get(&sol.source_hash)
+        .ok_or_else(|| ReportError::MissingSource {
+            round: sol.round,
+            hash: sol.source_hash.clone(),
+        })?;
+    let provenance = provenance(data, id, task_toml);
+    let spec = &data.task.spec;
+    let mut files = match spec.backend {
+        BackendKind::C => vec![
+            ExportFile {
+                path: format!("{}.h", spec.name),
+                text: c_header(spec, &provenance),
+            },
+            ExportFile {
+                path: format!("{}.c", spec.name),
+                text: c_source(spec, &provenance, source),
+            },
+        ],
+        BackendKind::Mlx => vec![
+            ExportFile {
+                path: format!("{}/__init__.py", spec.name),
+                text: mlx_init(spec, &provenance),
+            },
+            ExportFile {
+                path: format!("{}/_candidate.py", spec.name),
+                text: source.clone(),
+            },
+        ],
+    };
+    let mut json = serde_json::to_string_pretty(&provenance).unwrap_or_default();
+    json.push('\n');
+    files.push(ExportFile {
+        path: "provenance.json".into(),
+        text: json,
+    });
+    Ok(Export { files, provenance })
+}
+
+/// Write an export under `dir` (created if needed); returns the paths written.
+pub fn write(export: &Export, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let mut written = Vec::new();
+    for f in &export.files {
+        let path = dir.join(&f.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| ReportError::Io {
+                action: "create",
+                path: parent.to_owned(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, &f.text).map_err(|source| ReportError::Io {
+            action: "write",
+            path: path.clone(),
+            source,
+        })?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn timing(t: Option<&ksearch_core::stats::TimingStats>) -> Option<Timing> {
+    t.map(|t| Timing {
+        median_ms: t.median_ms,
+        p10_ms: t.p10_ms,
+        p90_ms: t.p90_ms,
+        runs: t.runs,
+        calls_per_sample: t.calls_per_sample,
+    })
+}
+
+/// The provenance of node `id`'s solution.
+pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Provenance {
+    let node = data.tree.get(id).unwrap_or_else(|| data.tree.root());
+    let sol = node.solution.as_ref();
+    let speedup = sol.and_then(|s| s.speedup);
+    let seed_speedup = data.tree.root().solution.as_ref().and_then(|s| s.speedup);
+    let eval = data
+        .solution_attempt(node.id)
+        .and_then(|a| a.evaluation.as_ref());
+    let compile = eval.and_then(|e| e.result.compile.as_ref());
+    let measurements = eval
+        .map(|e| {
+            e.result
+                .workloads
+                .iter()
+                .map(|w| Measurement {
+                    workload: w.name.clone(),
+                    axes: data
+                        .task
+                        .spec
+                        .workload(&w.name)
+                        .map(|wl| wl.axes.clone())
+                        .unwrap_or_default(),
+                    status: w.status,
+                    candidate: timing(w.timing(Role::Candidate)),
+                    parent: timing(w.timing(Role::Parent)),
+                    baseline: timing(w.timing(Role::Baseline)),
+                    speedup: e
+                        .speedup
+                        .as_ref()
+                        .and_then(|s| s.workloads.iter().find(|s| s.workload == w.name))
+                        .map(|s| s.speedup),
+                    errors: w.errors,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // The kernel's own library, as the worker described it (`mlx 0.29.1 on gpu (cuda)`).
+    let kernel_lib = compile
+        .filter(|_| data.task.spec.backend == BackendKind::Mlx)
+        .and_then(|c| c.compiler.strip_prefix("mlx "))
+        .map(|rest| Library {
+            name: "mlx".into(),
+            used_by: "kernel".into(),
+            version: rest.split_whitespace().next().map(str::to_owned),
+        });
+    let libraries = kernel_lib
+        .into_iter()
+        .chain(data.task.baseline.iter().flat_map(|b| {
+            b.libs.iter().map(|l| Library {
+                name: l.clone(),
+                used_by: format!("baseline ({})", b.name),
+                version: None,
+            })
+        }))
+        .collect();
+    let task_json = serde_json::to_string(&data.task).unwrap_or_default();
+    let seed = data.attempt(0);
+    Provenance {
+        exported_by: format!("ksearch {}", env!("CARGO_PKG_VERSION")),
+        run: RunInfo {
+            id: run_id(&data.config),
+            dir: data.dir.display().to_string(),
+            created_unix: data.config.created_unix,
+            ksearch_version: data.config.ksearch_version.clone(),
+            rounds: data.summary.rounds,
+        },
+        task: TaskInfo {
+            id: data.task.id.clone(),
+            name: data.task.spec.name.clone(),
+            backend: data.task.spec.backend.name().into(),
+            task_toml_sha256: task_toml.map(ksearch_store::content_hash),
+            recorded_task_sha256: ksearch_store::content_hash(&task_json),
+            baseline: data.summary.baseline.clone(),
+        },
+        kernel: KernelInfo {
+            node: node.id,
+            title: node.action.title.clone(),
+            path: data
+                .tree
+                .path(node.id)
+                .iter()
+                .filter_map(|i| data.tree.get(*i))
+                .map(|n| n.action.title.clone())
+                .collect(),
+            round: sol.map_or(0, |s| s.round),
+            file: sol.map(|s| s.source_file.clone()).unwrap_or_default(),
+            sha256: sol.map(|s| s.source_hash.clone()).unwrap_or_default(),
+            speedup,
+            speedup_vs_seed: speedup.zip(seed_speedup).map(|(a, b)| a / b),
+            best: node.id == data.summary.best.node,
+            seed: node.id == ROOT,
+        },
+        hardware: data.config.hardware.clone(),
+        toolchain: Toolchain {
+            compiler: compile.map(|c| c.compiler.clone()),
+            compile_command: compile.map(|c| c.command.clone()),
+            target: data.config.eval.target.clone(),
+        },
+        libraries,
+        models: Models {
+            proposer: data.config.proposer.clone(),
+            reasoning: data.config.llm.as_ref().map(|l| l.reasoning.clone()),
+            codegen: data.config.llm.as_ref().map(|l| l.codegen.clone()),
+            base_url: data.config.llm.as_ref().and_then(|l| l.base_url.clone()),
+        },
+        seeds: Seeds {
+            search: data.config.seed,
+            input: data.config.eval.base_seed,
+            seed_kernel_file: data.task.seed.file.clone(),
+            seed_kernel_sha256: seed.map_or_else(
+                || ksearch_store::content_hash(&data.task.seed.text),
+                |a| a.source_hash.clone(),
+            ),
+        },
+        measurements,
+    }
+}
+
+/// Text safe inside a C block comment.
+fn c_comment(s: &str) -> String {
+    s.replace("*/", "* /")
+}
+
+fn summary_lines(p: &Provenance) -> Vec<String> {
+    let k = &p.kernel;
+    let mut lines = vec![format!(
+        "{} ({}): node {} \"{}\", round {} of run {} (ksearch {}).",
+        p.task.name, p.task.id, k.node, k.title, k.round, p.run.id, p.run.ksearch_version
+    )];
+    let speed = match (k.speedup, k.speedup_vs_seed) {
+        (Some(s), Some(v)) => format!(
+            "{s:.2}x over {}, {v:.2}x over the seed kernel",
+            p.task.baseline
+        ),
+        (Some(s), None) => format!("{s:.2}x over {}", p.task.baseline),
+        _ => "not timed".into(),
+    };
+    lines.push(format!("Measured: {speed}, on {}.", p.hardware));
+    match (k.seed, k.best) {
+        (true, true) => lines.push(
+            "No candidate was measured faster than the seed: this is the seed kernel.".into(),
+        ),
+        (true, false) => lines.push("This is the task's seed kernel.".into()),
+        (false, false) => lines.push("Not the run's best kernel: exported by request.".into()),
+        (false, true) => {}
+    }
+    lines.push("Details: provenance.json.".into());
+    lines
+}
+
+fn guard(name: &str) -> String {
+    let mut g: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    g.push_str("_H");
+    g
+}
+
+/// `<name>.h`: the prototype of the candidate contract, usable from C and C++.
+pub fn c_header(spec: &TaskSpec, p: &Provenance) -> String {
+    let g = guard(&spec.name);
+    let mut o = String::new();
+    let _ = writeln!(o, "/*");
+    for l in summary_lines(p) {
+        let _ = writeln!(o, " * {}", c_comment(&l));
+    }
+    let _ = writeln!(o, " *");
+    let _ = writeln!(o, " * {}", c_comment(&spec.description));
+    let _ = writeln!(
+        o,
+        " * Tensors are dense, row-major; inputs and outputs never alias."
+    );
+    for (kind, ts) in [("input", &spec.inputs), ("output", &spec.outputs)] {
+        for t in ts {
+            let _ = writeln!(
+                o,
+                " *   {kind} {}: {}[{}]",
+                t.name,
+                t.dtype,
+                t.shape.join("][")
+            );
+        }
+    }
+    let _ = writeln!(o, " */");
+    let _ = writeln!(o, "#ifndef {g}\n#define {g}\n");
+    let _ = writeln!(o, "#include <stdint.h>\n");
+    let _ = writeln!(o, "#ifdef __cplusplus");
+    let _ = writeln!(o, "#define {g}_RESTRICT_DEFINED");
+    let _ = writeln!(o, "#define restrict __restrict");
+    let _ = writeln!(o, "extern \"C\" {{");
+    let _ = writeln!(o, "#endif\n");
+    let _ = writeln!(o, "{};\n", c_signature(spec));
+    let _ = writeln!(o, "#ifdef __cplusplus");
+    let _ = writeln!(o, "}}");
+    let _ = writeln!(o, "#endif");
+    let _ = writeln!(o, "#ifdef {g}_RESTRICT_DEFINED");
+    let _ = writeln!(o, "#undef restrict");
+    let _ = writeln!(o, "#undef {g}_RESTRICT_DEFINED");
+    let _ = writeln!(o, "#endif\n");
+    let _ = writeln!(o, "#endif /* {g} */");
+    o
+}
+
+/// `<name>.c`: the kernel as measured, after a comment and the prototype (so a definition that
+/// drifts from the header is a compile error). It stays a valid candidate for `ksearch eval`.
+pub fn c_source(spec: &TaskSpec, p: &Provenance, source: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "/*");
+    for l in summary_lines(p) {
+        let _ = writeln!(o, " * {}", c_comment(&l));
+    }
+    let _ = writeln!(o, " *");
+    let _ = writeln!(
+        o,
+        " * Build it as it was measured: cc -O3 -march=native -c {}.c",
+        spec.name
+    );
+    if let Some(cc) = &p.toolchain.compiler {
+        let _ = writeln!(o, " * Measured with: {}", c_comment(cc));
+    }
+    let _ = writeln!(o, " */");
+    let _ = writeln!(o, "#include <stdint.h>");
+    let _ = writeln!(o, "{};", c_signature(spec));
+    let _ = writeln!(o, "/* ---- kernel: {} ---- */", c_comment(&p.kernel.file));
+    o.push_str(source);
+    if !source.ends_with('\n') {
+        o.push('\n');
+    }
+    o
+}
+
+/// Python string literal text (for a docstring).
+fn py_doc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"")
+}
+
+/// A Python identifier from a task or tensor name.
+fn py_ident(s: &str) -> String {
+    let mut id: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
+        id.insert(0, '_');
+    }
+    id
+}
+
+/// `<name>/__init__.py`: the op as a function with the reference's arguments (the inputs, then
+/// the axes as keywords; an axis that sizes an input defaults to that input's extent), calling
+/// the candidate's `run`. The candidate module is loaded as the harness loads it, with the
+/// global `KSEARCH_TARGET` set: the `KSEARCH_TARGET` environment variable, else the target the
+/// run measured on, else `cuda` when MLX has CUDA and `metal` otherwise. Importing without MLX
+/// fails with an ImportError that says so.
+pub fn mlx_init(spec: &TaskSpec, p: &Provenance) -> String {
+    let name = py_ident(&spec.name);
+    let inputs: Vec<String> = spec.inputs.iter().map(|t| py_ident(&t.name)).collect();
+    // For each axis, the first input it sizes, and where.
+    let sized_by = |axis: &str| {
+        spec.inputs.iter().find_map(|t| {
+            t.shape
+                .iter()
+                .position(|a| a == axis)
+                .map(|i| (py_ident(&t.name), i))
+        })
+    };
+    let mut params = inputs.clone();
+    if !spec.axes.is_empty() {
+        params.push("*".into());
+    }
+    for a in &spec.axes {
+        let a_id = py_ident(a);
+        params.push(if sized_by(a).is_some() {
+            format!("{a_id}=None")
+        } else {
+            a_id
+        });
+    }
+    let mut call = inputs.clone();
+    call.extend(spec.axes.iter().map(|a| format!("{0}={0}", py_ident(a))));
+    let target = match &p.toolchain.target {
+        Some(t) => serde_json::to_string(t).unwrap_or_else(|_| "None".into()),
+        None => "None".into(),
+    };
+
+    let mut o = String::new();
+    let _ = writeln!(o, "\"\"\"{}", py_doc(&spec.description));
+    let _ = writeln!(o);
+    for l in summary_lines(p) {
+        let _ = writeln!(o, "{}", py_doc(&l));
+    }
+    let _ = writeln!(o, "\"\"\"\n");
+    o.push_str(
+        "import importlib.util as _util
+import os as _os
+
+try:
+    import mlx.core as _mx
+except ModuleNotFoundError as _err:
+    raise ImportError(
+",
+    );
+    let _ = writeln!(
+        o,
+        "        \"{name} needs MLX: pip install mlx (Apple silicon) or \\\"mlx[cuda13]\\\" (Linux, NVIDIA)\""
+    );
+    o.push_str("    ) from _err\n\n");
+    let _ = writeln!(o, "__all__ = [\"{name}\"]\n");
+    let _ = writeln!(
+        o,
+        "# The target the kernel was measured on (None: the GPU MLX found)."
+    );
+    let _ = writeln!(o, "MEASURED_TARGET = {target}\n");
+    o.push_str(
+        "
+def _target():
+    env = _os.environ.get(\"KSEARCH_TARGET\")
+    if env:
+        return env
+    if MEASURED_TARGET:
+        return MEASURED_TARGET
+    cuda = getattr(_mx, \"cuda\", None)
+    return \"cuda\" if cuda is not None and cuda.is_available() else \"metal\"
+
+
+def _load_candidate():
+    path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), \"_candidate.py\")
+    spec = _util.spec_from_file_location(__name__ + \"._candidate\", path)
+    module = _util.module_from_spec(spec)
+    module.KSEARCH_TARGET = _target()
+    spec.loader.exec_module(module)
+    return module
+
+
+_candidate = _load_candidate()
+
+",
+    );
+    let _ = writeln!(o, "\ndef {name}({}):", params.join(", "));
+    let _ = writeln!(o, "    \"\"\"{}.", py_doc(&spec.name));
+    let _ = writeln!(o);
+    let _ = writeln!(o, "    Inputs (mx.array, row-major):");
+    for t in &spec.inputs {
+        let _ = writeln!(o, "        {}: {}[{}]", t.name, t.dtype, t.shape.join(", "));
+    }
+    let _ = writeln!(o, "    Returns:");
+    for t in &spec.outputs {
+        let _ = writeln!(o, "        {}: {}[{}]", t.name, t.dtype, t.shape.join(", "));
+    }
+    let _ = writeln!(o, "    \"\"\"");
+    for a in &spec.axes {
+        if let Some((input, i)) = sized_by(a) {
+            let a_id = py_ident(a);
+            let _ = writeln!(
+                o,
+                "    if {a_id} is None:\n        {a_id} = {input}.shape[{i}]"
+            );
+        }
+    }
+    let _ = writeln!(o, "    return _candidate.run({})", call.join(", "));
+    o
+}

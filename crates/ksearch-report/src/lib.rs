@@ -1,0 +1,16 @@
+//! Reports of a ksearch run: the self-contained HTML report (`ksearch report`), one node in the
+//! terminal (`ksearch show`) and the best kernel exported for use (`ksearch export`).
+//!
+//! Everything but [`load`] and [`export::write`] is a pure function of a loaded [`RunData`], so
+//! the renderings can be tested on hand-built runs.
+
+mod data;
+pub mod diff;
+pub mod export;
+mod format;
+pub mod html;
+#[doc(hidden)]
+pub mod sample;
+pub mod show;
+
+pub use data::{ReportError, RunData, load, node_status, run_id};

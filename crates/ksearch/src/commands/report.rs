@@ -1,0 +1,93 @@
+//! `ksearch report RUN_DIR [-o FILE]`: the run as one self-contained HTML page.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use ksearch_report::ReportError;
+use serde::Serialize;
+
+use crate::exit_codes;
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// The run directory.
+    pub(crate) run_dir: PathBuf,
+    /// Where to write the page (`-` for standard output) [default: RUN_DIR/report.html].
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    /// Print one JSON object describing the page written.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Print nothing (errors still go to standard error).
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    path: &'a str,
+    bytes: usize,
+    task: &'a str,
+    rounds: u64,
+    attempts: usize,
+    nodes: usize,
+    best: &'a ksearch_engine::Best,
+}
+
+/// A report error for the user: their input's fault gets exit code 3 and a one-line message,
+/// anything else goes up as an internal failure.
+pub(crate) fn fail(err: ReportError) -> anyhow::Result<i32> {
+    if err.is_input() {
+        let _ = writeln!(std::io::stderr().lock(), "error: {err}");
+        Ok(exit_codes::INPUT)
+    } else {
+        Err(err.into())
+    }
+}
+
+pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
+    let data = match ksearch_report::load(&args.run_dir) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let html = ksearch_report::html::render(&data);
+    let to_stdout = args.output.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.run_dir.join("report.html"));
+    let mut out = std::io::stdout().lock();
+    if to_stdout {
+        out.write_all(html.as_bytes())?;
+        return Ok(exit_codes::OK);
+    }
+    std::fs::write(&path, &html)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    let shown = path.display().to_string();
+    if args.json {
+        serde_json::to_writer(
+            &mut out,
+            &ReportJson {
+                path: &shown,
+                bytes: html.len(),
+                task: &data.task.id,
+                rounds: data.summary.rounds,
+                attempts: data.attempts.len(),
+                nodes: data.tree.len(),
+                best: &data.summary.best,
+            },
+        )?;
+        writeln!(out)?;
+    } else if !args.quiet {
+        writeln!(
+            out,
+            "wrote {shown} ({} KiB): {} · {} rounds · {} nodes; open it in a browser (it loads nothing from the network)",
+            html.len().div_ceil(1024),
+            data.task.id,
+            data.summary.rounds,
+            data.tree.len()
+        )?;
+    }
+    Ok(exit_codes::OK)
+}
