@@ -81,15 +81,36 @@ pub fn mlx_contract(spec: &TaskSpec) -> String {
     let inputs: Vec<&str> = spec.inputs.iter().map(|t| t.name.as_str()).collect();
     let axes: Vec<&str> = spec.axes.iter().map(String::as_str).collect();
     let outputs: Vec<&str> = spec.outputs.iter().map(|t| t.name.as_str()).collect();
-    let _ = writeln!(s, "Write a Python module that defines exactly this function:\n");
+    let _ = writeln!(
+        s,
+        "Write a Python module that defines exactly this function:\n"
+    );
     let _ = writeln!(s, "    import mlx.core as mx");
-    let _ = writeln!(s, "    def run({}, *, {}):", inputs.join(", "), axes.join(", "));
-    let ret = if outputs.len() == 1 { outputs[0].to_owned() } else { format!("({})", outputs.join(", ")) };
+    let _ = writeln!(
+        s,
+        "    def run({}, *, {}):",
+        inputs.join(", "),
+        axes.join(", ")
+    );
+    let ret = if outputs.len() == 1 {
+        outputs[0].to_owned()
+    } else {
+        format!("({})", outputs.join(", "))
+    };
     let _ = writeln!(s, "        ...\n        return {ret}\n");
-    let _ = writeln!(s, "Inputs are `mx.array`s, row-major and contiguous; axes are Python ints:");
+    let _ = writeln!(
+        s,
+        "Inputs are `mx.array`s, row-major and contiguous; axes are Python ints:"
+    );
     for (kind, tensors) in [("input", &spec.inputs), ("output", &spec.outputs)] {
         for t in tensors {
-            let _ = writeln!(s, "- {kind} `{}`: {}[{}]", t.name, t.dtype, t.shape.join("]["));
+            let _ = writeln!(
+                s,
+                "- {kind} `{}`: {}[{}]",
+                t.name,
+                t.dtype,
+                t.shape.join("][")
+            );
         }
     }
     let _ = writeln!(
@@ -101,7 +122,11 @@ pub fn mlx_contract(spec: &TaskSpec) -> String {
          ops may glue kernels together. Do not call `mx.eval`, `mx.synchronize` or `.item()` in \
          `run`: the harness evaluates batches of calls itself. Inputs must not be modified, and \
          nothing may be kept between calls.",
-        if outputs.len() == 1 { "the output" } else { "the outputs, in this order," },
+        if outputs.len() == 1 {
+            "the output"
+        } else {
+            "the outputs, in this order,"
+        },
         if outputs.len() == 1 { "" } else { " (a tuple)" }
     );
     s

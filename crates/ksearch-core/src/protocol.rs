@@ -168,7 +168,11 @@ impl CheckPlan {
     /// With the tolerance of every output dtype of `spec`.
     #[must_use]
     pub fn with_tolerances(mut self, spec: &TaskSpec) -> Self {
-        self.tolerances = spec.outputs.iter().map(|o| (o.dtype, spec.tolerance_for(o.dtype))).collect();
+        self.tolerances = spec
+            .outputs
+            .iter()
+            .map(|o| (o.dtype, spec.tolerance_for(o.dtype)))
+            .collect();
         self
     }
 }

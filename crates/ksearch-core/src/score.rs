@@ -68,7 +68,11 @@ pub fn speedups_over_comparisons(result: &EvaluateResult) -> Vec<(String, Speedu
             let mut workloads = Vec::new();
             for w in &result.workloads {
                 let cand = w.timing(Role::Candidate)?;
-                let other = &w.timings.iter().find(|t| t.role == Role::Comparison && t.label == label)?.stats;
+                let other = &w
+                    .timings
+                    .iter()
+                    .find(|t| t.role == Role::Comparison && t.label == label)?
+                    .stats;
                 workloads.push(WorkloadSpeedup {
                     workload: w.name.clone(),
                     candidate_ms: cand.median_ms,
@@ -77,7 +81,13 @@ pub fn speedups_over_comparisons(result: &EvaluateResult) -> Vec<(String, Speedu
                 });
             }
             let g = geomean(&workloads.iter().map(|w| w.speedup).collect::<Vec<_>>());
-            Some((label.to_owned(), Speedup { geomean: g, workloads }))
+            Some((
+                label.to_owned(),
+                Speedup {
+                    geomean: g,
+                    workloads,
+                },
+            ))
         })
         .collect()
 }

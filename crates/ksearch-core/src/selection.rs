@@ -99,7 +99,7 @@ mod tests {
         }
     }
 
-    fn tree_with(nodes: Vec<(NodeId, NewNode)>) -> Tree {
+    fn tree_with(nodes: &[(NodeId, NewNode)]) -> Tree {
         let mut t = Tree::new(vec![], sol(1.0));
         for chunk in nodes.chunks(3) {
             let ops = chunk
@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn higher_score_wins_other_things_equal() {
-        let t = tree_with(vec![
+        let t = tree_with(&[
             (ROOT, node("low", 2, 0.3, 0.5)),
             (ROOT, node("high", 2, 0.8, 0.5)),
         ]);
@@ -126,13 +126,13 @@ mod tests {
     #[test]
     fn confidence_and_difficulty_weigh_in() {
         // Same score: the confident, easy action beats the unsure, hard one.
-        let t = tree_with(vec![
+        let t = tree_with(&[
             (ROOT, node("unsure hard", 4, 0.6, 0.1)),
             (ROOT, node("sure easy", 1, 0.6, 0.9)),
         ]);
         assert_eq!(select(&t), Some(2));
         // A much higher score still beats a small confidence advantage.
-        let t = tree_with(vec![
+        let t = tree_with(&[
             (ROOT, node("great but unsure", 2, 0.9, 0.3)),
             (ROOT, node("meh but sure", 2, 0.4, 0.9)),
         ]);
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn ties_go_to_the_lower_id_and_only_executable_nodes_count() {
-        let mut t = tree_with(vec![
+        let mut t = tree_with(&[
             (ROOT, node("a", 2, 0.5, 0.5)),
             (ROOT, node("b", 2, 0.5, 0.5)),
         ]);
@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn children_of_a_weak_parent_lose_to_children_of_the_best() {
-        let mut t = tree_with(vec![
+        let mut t = tree_with(&[
             (ROOT, node("weak", 2, 0.5, 0.5)),
             (ROOT, node("strong", 2, 0.5, 0.5)),
         ]);
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn failed_cycles_halve_the_value() {
-        let mut t = tree_with(vec![
+        let mut t = tree_with(&[
             (ROOT, node("failed once", 2, 0.8, 0.5)),
             (ROOT, node("fresh", 2, 0.5, 0.5)),
         ]);

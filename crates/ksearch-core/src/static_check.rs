@@ -49,7 +49,9 @@ pub fn check_candidate(spec: &TaskSpec, source: &str) -> Vec<Violation> {
     match spec.backend {
         BackendKind::C => check_c(spec, source, &mut out),
         BackendKind::Mlx => {
-            let defines_run = source.lines().any(|l| l.trim_start().starts_with("def run(") && !l.starts_with(char::is_whitespace));
+            let defines_run = source.lines().any(|l| {
+                l.trim_start().starts_with("def run(") && !l.starts_with(char::is_whitespace)
+            });
             if !defines_run {
                 out.push(Violation {
                     rule: "entry-point".into(),

@@ -457,7 +457,10 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
 }
 
 fn sizes_a_tensor(spec: &TaskSpec, axis: &str) -> bool {
-    spec.inputs.iter().chain(&spec.outputs).any(|t| t.shape.iter().any(|a| a == axis))
+    spec.inputs
+        .iter()
+        .chain(&spec.outputs)
+        .any(|t| t.shape.iter().any(|a| a == axis))
 }
 
 fn validate_init(init: Init, dtype: Dtype) -> Result<(), String> {

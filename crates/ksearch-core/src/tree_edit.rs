@@ -171,34 +171,34 @@ pub fn apply(tree: &mut Tree, script: &EditScript, round: u64) -> Result<Vec<Nod
                 let mut updated = n.clone();
                 let a = &mut updated.action;
                 if let Some(v) = &changes.title {
-                    a.title.clone_from(v)
+                    a.title.clone_from(v);
                 }
                 if let Some(v) = &changes.description {
-                    a.description.clone_from(v)
+                    a.description.clone_from(v);
                 }
                 if let Some(v) = changes.difficulty {
-                    a.difficulty = v
+                    a.difficulty = v;
                 }
                 if let Some(v) = changes.score {
-                    a.score = v
+                    a.score = v;
                 }
                 if let Some(v) = changes.expected_speedup {
-                    a.expected_speedup = v
+                    a.expected_speedup = v;
                 }
                 if let Some(v) = &changes.rationale {
-                    a.rationale.clone_from(v)
+                    a.rationale.clone_from(v);
                 }
                 if let Some(v) = changes.rating {
-                    updated.rating = v
+                    updated.rating = v;
                 }
                 if let Some(v) = changes.confidence {
-                    updated.confidence = v
+                    updated.confidence = v;
                 }
                 if let Some(v) = &changes.impacts {
-                    updated.impacts = v.clone()
+                    updated.impacts = v.clone();
                 }
                 if let Some(v) = &changes.note {
-                    updated.notes.push(v.clone())
+                    updated.notes.push(v.clone());
                 }
                 check_numbers(&updated.action, updated.rating, updated.confidence).map_err(err)?;
                 check_impacts(&updated.impacts).map_err(err)?;

@@ -620,7 +620,7 @@ impl<'e> Engine<'e> {
         self.state.current_cycle = Some(cycle.id);
         self.event("cycle_started", &serde_json::json!({ "cycle": cycle.id, "node": node, "ranking": selection::ranked(&self.tree) }));
         self.cycles.push(cycle.clone());
-        self.commit(&[], &[cycle.clone()])?;
+        self.commit(&[], std::slice::from_ref(&cycle))?;
         let title = self
             .tree
             .get(node)
@@ -693,7 +693,7 @@ impl<'e> Engine<'e> {
         };
         self.state.next_round += 1;
         self.attempts.push(attempt.clone());
-        self.commit(&[attempt.clone()], &[])?;
+        self.commit(std::slice::from_ref(&attempt), &[])?;
         Ok(Some(attempt))
     }
 
@@ -756,7 +756,7 @@ impl<'e> Engine<'e> {
             c.stagnation += 1;
         }
         let c = c.clone();
-        self.commit(&[attempt.clone()], &[c])?;
+        self.commit(std::slice::from_ref(&attempt), &[c])?;
         let cycle_best = c_best_speedup(&self.attempts, self.cycle(cycle.id));
         let best_speedup = self
             .tree
@@ -768,7 +768,13 @@ impl<'e> Engine<'e> {
             .chain(cycle_best)
             .reduce(f64::max);
         let spent_usd = self.llm_calls.iter().filter_map(|c| c.cost_usd).sum();
-        self.observer.progress(&Progress::AttemptFinished { round: attempt.round, status, speedup, best_speedup, spent_usd });
+        self.observer.progress(&Progress::AttemptFinished {
+            round: attempt.round,
+            status,
+            speedup,
+            best_speedup,
+            spent_usd,
+        });
         Ok(())
     }
 

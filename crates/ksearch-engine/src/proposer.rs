@@ -110,6 +110,7 @@ pub struct CycleEvidence<'a> {
 
 /// What to do with a node on which nothing passed.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per failed cycle: size does not matter
 pub enum TooHard {
     /// Keep it, with revised (lower) estimates.
     Downgrade(NodeUpdate),

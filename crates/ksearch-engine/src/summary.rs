@@ -65,6 +65,7 @@ pub struct LlmTotals {
     pub replayed_calls: u64,
 }
 
+#[allow(clippy::too_many_arguments)] // the parts of a stored run, read separately
 pub fn summarize(
     dir: &Path,
     task: &Task,

@@ -39,7 +39,6 @@ impl Backend for CBackend {
             startup_timeout: Duration::from_secs(30),
         }
     }
-
 }
 
 /// What selecting a backend may need.
@@ -54,9 +53,17 @@ pub struct BackendOptions {
 }
 
 /// The backend for a task, chosen at run time.
-pub fn backend_for(kind: BackendKind, options: &BackendOptions) -> Result<Box<dyn Backend>, EvalError> {
+pub fn backend_for(
+    kind: BackendKind,
+    options: &BackendOptions,
+) -> Result<Box<dyn Backend>, EvalError> {
     match kind {
-        BackendKind::C => Ok(Box::new(CBackend { ksearch_exe: options.ksearch_exe.clone() })),
-        BackendKind::Mlx => Ok(Box::new(crate::mlx_backend::MlxBackend::new(options.python.clone(), options.target.clone())?)),
+        BackendKind::C => Ok(Box::new(CBackend {
+            ksearch_exe: options.ksearch_exe.clone(),
+        })),
+        BackendKind::Mlx => Ok(Box::new(crate::mlx_backend::MlxBackend::new(
+            options.python.clone(),
+            options.target.clone(),
+        )?)),
     }
 }

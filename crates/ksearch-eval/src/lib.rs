@@ -14,9 +14,9 @@ mod supervisor;
 mod worker_process;
 
 pub use backend::{Backend, BackendOptions, CBackend, backend_for};
-pub use mlx_backend::MlxBackend;
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
 pub use evaluator::{Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, build_request};
+pub use mlx_backend::MlxBackend;
 pub use supervisor::Supervisor;
 pub use worker_process::{WorkerCommand, signal_name};

@@ -47,7 +47,11 @@ fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
         backend: "mlx".into(),
         reason: format!("could not unpack the harness into {}: {e}", dir.display()),
     };
-    let tmp = root.join(format!(".harness-{}-{:016x}", std::process::id(), h.finish()));
+    let tmp = root.join(format!(
+        ".harness-{}-{:016x}",
+        std::process::id(),
+        h.finish()
+    ));
     std::fs::create_dir_all(tmp.join("ksearch_harness")).map_err(io)?;
     for (name, text) in embedded::HARNESS_FILES {
         std::fs::write(tmp.join("ksearch_harness").join(name), text).map_err(io)?;
@@ -68,7 +72,9 @@ impl MlxBackend {
         if let Some(t) = &target
             && !["metal", "cuda", "numpy"].contains(&t.as_str())
         {
-            return Err(EvalError::Options(format!("unknown mlx target `{t}` (expected metal or cuda)")));
+            return Err(EvalError::Options(format!(
+                "unknown mlx target `{t}` (expected metal or cuda)"
+            )));
         }
         Ok(Self {
             python: python.unwrap_or_else(|| PathBuf::from("python3")),
@@ -96,12 +102,14 @@ impl Backend for MlxBackend {
         WorkerCommand {
             program: self.python.clone(),
             args,
-            env: vec![("PYTHONPATH".into(), path), ("PYTHONUNBUFFERED".into(), "1".into())],
+            env: vec![
+                ("PYTHONPATH".into(), path),
+                ("PYTHONUNBUFFERED".into(), "1".into()),
+            ],
             // Importing MLX and initialising the GPU can take a while on a cold machine.
             startup_timeout: Duration::from_secs(120),
         }
     }
-
 }
 
 #[cfg(test)]
@@ -115,8 +123,15 @@ mod tests {
         let b = unpack_harness(root.path()).unwrap();
         assert_eq!(a, b);
         for (name, text) in embedded::HARNESS_FILES {
-            assert_eq!(std::fs::read_to_string(a.join("ksearch_harness").join(name)).unwrap(), *text);
+            assert_eq!(
+                std::fs::read_to_string(a.join("ksearch_harness").join(name)).unwrap(),
+                *text
+            );
         }
-        assert!(embedded::HARNESS_FILES.iter().any(|(n, _)| *n == "__main__.py"));
+        assert!(
+            embedded::HARNESS_FILES
+                .iter()
+                .any(|(n, _)| *n == "__main__.py")
+        );
     }
 }

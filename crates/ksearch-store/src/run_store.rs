@@ -294,7 +294,7 @@ impl Tx<'_> {
     pub fn put_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
         self.run(
             "INSERT OR REPLACE INTO attempts (round, node, cycle, status, speedup, source_hash, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![a.round as i64, a.node, a.cycle as i64, a.status().map(|s| s.as_str()), a.speedup(), a.source_hash, json(a)],
+            params![a.round as i64, a.node, a.cycle as i64, a.status().map(ksearch_core::protocol::Status::as_str), a.speedup(), a.source_hash, json(a)],
         )
     }
 

@@ -97,24 +97,51 @@ fn resolve(
     let spec = parse_task(text, file)?;
     // A file that cannot be read is reported at the field that names it.
     let load = |path: FieldPath, rel: &str| -> Result<Source, LoadError> {
-        read(rel).map(|text| Source { file: rel.to_owned(), text }).map_err(|message| {
-            LoadError::Task(TaskError { file: file.to_owned(), location: locate(text, &path), field: path.to_string(), message })
-        })
+        read(rel)
+            .map(|text| Source {
+                file: rel.to_owned(),
+                text,
+            })
+            .map_err(|message| {
+                LoadError::Task(TaskError {
+                    file: file.to_owned(),
+                    location: locate(text, &path),
+                    field: path.to_string(),
+                    message,
+                })
+            })
     };
     let root = FieldPath::root();
     let reference = load(root.key("reference").key("file"), &spec.reference.file)?;
     let seed = load(root.key("seed").key("file"), &spec.seed.file)?;
-    let baseline_of = |path: FieldPath, b: &ksearch_core::task::BaselineRef| -> Result<Baseline, LoadError> {
-        Ok(Baseline { name: b.name.clone(), source: load(path, &b.file)?, libs: b.libs.clone(), env: b.env.clone() })
-    };
-    let baseline = spec.baseline.as_ref().map(|b| baseline_of(root.key("baseline").key("file"), b)).transpose()?;
+    let baseline_of =
+        |path: FieldPath, b: &ksearch_core::task::BaselineRef| -> Result<Baseline, LoadError> {
+            Ok(Baseline {
+                name: b.name.clone(),
+                source: load(path, &b.file)?,
+                libs: b.libs.clone(),
+                env: b.env.clone(),
+            })
+        };
+    let baseline = spec
+        .baseline
+        .as_ref()
+        .map(|b| baseline_of(root.key("baseline").key("file"), b))
+        .transpose()?;
     let comparisons = spec
         .comparisons
         .iter()
         .enumerate()
         .map(|(i, c)| baseline_of(root.key("comparisons").index(i).key("file"), c))
         .collect::<Result<_, _>>()?;
-    Ok(Task { id: id.to_owned(), spec, reference, seed, baseline, comparisons })
+    Ok(Task {
+        id: id.to_owned(),
+        spec,
+        reference,
+        seed,
+        baseline,
+        comparisons,
+    })
 }
 
 /// A candidate source file, named by its file name.

@@ -31,8 +31,15 @@ impl ProgressLine {
     fn draw(&self, status: &str) {
         let budget = self.budget.map_or_else(String::new, |b| format!("/{b}"));
         let best = self.best.map_or_else(|| "-".into(), |b| format!("{b:.2}×"));
-        let cost = if self.spent_usd > 0.0 { format!(" · ${:.4}", self.spent_usd) } else { String::new() };
-        let line = format!("round {}{budget} · best {best}{cost} · {} · {status}", self.round, self.action);
+        let cost = if self.spent_usd > 0.0 {
+            format!(" · ${:.4}", self.spent_usd)
+        } else {
+            String::new()
+        };
+        let line = format!(
+            "round {}{budget} · best {best}{cost} · {} · {status}",
+            self.round, self.action
+        );
         let mut err = std::io::stderr().lock();
         if self.tty {
             let shown: String = line.chars().take(120).collect();
@@ -59,7 +66,13 @@ impl Observer for ProgressLine {
                     self.draw(&format!("{kind:?} …").to_lowercase());
                 }
             }
-            Progress::AttemptFinished { round, status, speedup, best_speedup, spent_usd } => {
+            Progress::AttemptFinished {
+                round,
+                status,
+                speedup,
+                best_speedup,
+                spent_usd,
+            } => {
                 self.round = *round;
                 self.spent_usd = *spent_usd;
                 if best_speedup.is_some() {

@@ -40,7 +40,11 @@ pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
     );
     if summary.tokens > 0 {
         let calls: u64 = summary.llm.values().map(|t| t.calls).sum();
-        let _ = writeln!(o, "models: ${:.4} for {} tokens in {calls} calls", summary.cost_usd, summary.tokens);
+        let _ = writeln!(
+            o,
+            "models: ${:.4} for {} tokens in {calls} calls",
+            summary.cost_usd, summary.tokens
+        );
     }
     let _ = writeln!(
         o,
@@ -53,15 +57,7 @@ pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
     );
     let best_path: BTreeSet<NodeId> = tree.path(summary.best.node).into_iter().collect();
     let mut lines = Vec::new();
-    walk(
-        tree,
-        ROOT,
-        String::new(),
-        true,
-        true,
-        &best_path,
-        &mut lines,
-    );
+    walk(tree, ROOT, "", true, true, &best_path, &mut lines);
     for line in lines {
         let _ = writeln!(o, "{line}");
     }
@@ -71,7 +67,7 @@ pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
 fn walk(
     tree: &Tree,
     id: NodeId,
-    prefix: String,
+    prefix: &str,
     last: bool,
     is_root: bool,
     best: &BTreeSet<NodeId>,
@@ -115,7 +111,7 @@ fn walk(
         walk(
             tree,
             *c,
-            child_prefix.clone(),
+            &child_prefix,
             i + 1 == children.len(),
             false,
             best,

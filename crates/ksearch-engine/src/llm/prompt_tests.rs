@@ -210,7 +210,7 @@ fn tree() -> Tree {
 
 const CODE: &str = "#include <stdint.h>\nvoid softmax(const float *restrict x, float *restrict y, int64_t rows, int64_t cols) { /* … */ }\n";
 
-fn json_block(v: serde_json::Value) -> String {
+fn json_block(v: &serde_json::Value) -> String {
     format!("```json\n{v}\n```")
 }
 
@@ -279,7 +279,7 @@ fn world_model_prompt_and_its_repair() {
     let task = task();
     let tree = tree();
     let good = json_block(
-        serde_json::json!({"classification": "c", "canonical_form": "f", "data_layout": "l",
+        &serde_json::json!({"classification": "c", "canonical_form": "f", "data_layout": "l",
         "bottlenecks": [{"regime": "a", "hypothesis": "h"}, {"regime": "b", "hypothesis": "h"}, {"regime": "c", "hypothesis": "h"}],
         "knobs": ["k"], "skeleton": "s", "kernel_families": ["x", "y"], "actions": [action_json(), action_json(), action_json()]}),
     );
@@ -395,14 +395,14 @@ fn refine_too_hard_and_propose_prompts() {
         verdict: Gate::Better,
     };
     let refine = json_block(
-        serde_json::json!({"reflection": {"code_summary": "c", "followed_action": true, "belief_changes": "b", "prediction_gap": "g"},
+        &serde_json::json!({"reflection": {"code_summary": "c", "followed_action": true, "belief_changes": "b", "prediction_gap": "g"},
         "edits": [{"op": "insert", "parent": 1, "node": action_json()}]}),
     );
     let too_hard = json_block(
-        serde_json::json!({"decision": "downgrade", "changes": {"score": 0.2}, "reason": "the fusion breaks vectorization"}),
+        &serde_json::json!({"decision": "downgrade", "changes": {"score": 0.2}, "reason": "the fusion breaks vectorization"}),
     );
     let propose = json_block(
-        serde_json::json!({"edits": [{"op": "insert", "parent": 1, "node": action_json()}]}),
+        &serde_json::json!({"edits": [{"op": "insert", "parent": 1, "node": action_json()}]}),
     );
     let text = prompts(vec![refine, too_hard, propose], |p| {
         let c = ctx(&task, &tree, &attempts, Some(CODE));

@@ -183,6 +183,7 @@ impl LlmProposer {
         self.s.prices.cost_usd(spec, &usage).unwrap_or(0.0)
     }
 
+    #[allow(clippy::too_many_arguments)] // every argument is a different part of one call
     /// Ask, and keep asking with the exact error (up to `repairs` times) until `accept` takes
     /// the answer. `Ok(None)` when it never does.
     fn ask<T>(

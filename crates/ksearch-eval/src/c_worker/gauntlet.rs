@@ -97,7 +97,10 @@ pub(crate) fn check_seed(
     }
     let mut failure = None;
     for ((t, out), exp) in spec.outputs.iter().zip(&got).zip(&expected) {
-        let tol = tolerances.get(&t.dtype).copied().unwrap_or_else(|| spec.tolerance_for(t.dtype));
+        let tol = tolerances
+            .get(&t.dtype)
+            .copied()
+            .unwrap_or_else(|| spec.tolerance_for(t.dtype));
         let c = compare(t, &workload.axes, out, exp, tol)?;
         errors.max_abs_err = errors.max_abs_err.max(c.max_abs);
         errors.max_rel_err = errors.max_rel_err.max(c.max_rel);

@@ -309,7 +309,14 @@ impl CWorker {
             out.progress(req.id, Phase::Check, Some(&w.name));
             let mut worst: Option<ErrorStats> = None;
             for &seed in &req.check.seeds {
-                let check = check_seed(&req.task, &req.check.tolerances, w, seed, &reference, &candidate)?;
+                let check = check_seed(
+                    &req.task,
+                    &req.check.tolerances,
+                    w,
+                    seed,
+                    &reference,
+                    &candidate,
+                )?;
                 worst = Some(merge(worst, check.errors));
                 if let Some(f) = check.failure {
                     result.phases.check_s = t.elapsed().as_secs_f64();
@@ -354,7 +361,14 @@ impl CWorker {
         let t = Instant::now();
         for (w, report) in req.workloads.iter().zip(&mut result.workloads) {
             out.progress(req.id, Phase::Recheck, Some(&w.name));
-            let check = check_seed(&req.task, &req.check.tolerances, w, req.check.recheck_seed, &reference, &candidate)?;
+            let check = check_seed(
+                &req.task,
+                &req.check.tolerances,
+                w,
+                req.check.recheck_seed,
+                &reference,
+                &candidate,
+            )?;
             let merged = merge(report.errors, check.errors);
             report.errors = Some(merged);
             if let Some(f) = check.failure {

@@ -20,7 +20,10 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     let settings = eval_settings(&args.eval)?;
     let options = settings.options();
     let exe = std::env::current_exe()?;
-    let mut evaluator = LocalEvaluator::new(backend_for(task.spec.backend, &backend_options(exe, &settings))?);
+    let mut evaluator = LocalEvaluator::new(backend_for(
+        task.spec.backend,
+        &backend_options(exe, &settings),
+    )?);
     let against = args
         .against
         .as_deref()
@@ -50,8 +53,15 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
 }
 
 /// How to start the task's backend.
-pub(crate) fn backend_options(ksearch_exe: std::path::PathBuf, settings: &EvalSettings) -> BackendOptions {
-    BackendOptions { ksearch_exe, python: settings.python.as_ref().map(Into::into), target: settings.target.clone() }
+pub(crate) fn backend_options(
+    ksearch_exe: std::path::PathBuf,
+    settings: &EvalSettings,
+) -> BackendOptions {
+    BackendOptions {
+        ksearch_exe,
+        python: settings.python.as_ref().map(Into::into),
+        target: settings.target.clone(),
+    }
 }
 
 /// Evaluation settings from the command line.
@@ -187,7 +197,10 @@ impl<'a> EvalJson<'a> {
             speedup_vs_against: e.speedup_vs_parent.as_ref().map(|s| s.geomean),
             comparisons: ksearch_core::score::speedups_over_comparisons(r)
                 .into_iter()
-                .map(|(label, s)| ComparisonJson { label, speedup: s.geomean })
+                .map(|(label, s)| ComparisonJson {
+                    label,
+                    speedup: s.geomean,
+                })
                 .collect(),
             workloads,
             time_s: TimeJson {

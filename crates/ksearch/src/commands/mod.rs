@@ -44,14 +44,22 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         if let Some(ksearch_engine::ProposeError::Unsupported { .. }) = cause.downcast_ref() {
             return exit_codes::INPUT;
         }
-        if let Some(ksearch_llm::LlmError::MissingKey { .. } | ksearch_llm::LlmError::InvalidSpec { .. } | ksearch_llm::LlmError::Config { .. }) = cause.downcast_ref() {
+        if let Some(
+            ksearch_llm::LlmError::MissingKey { .. }
+            | ksearch_llm::LlmError::InvalidSpec { .. }
+            | ksearch_llm::LlmError::Config { .. },
+        ) = cause.downcast_ref()
+        {
             return exit_codes::INPUT;
         }
         if cause.is::<ksearch_core::location::FileError>() {
             return exit_codes::INPUT;
         }
         // A run directory that holds no (complete) run is the user's input.
-        if let Some(ksearch_engine::EngineError::Store(_) | ksearch_engine::EngineError::Incomplete { .. }) = cause.downcast_ref() {
+        if let Some(
+            ksearch_engine::EngineError::Store(_) | ksearch_engine::EngineError::Incomplete { .. },
+        ) = cause.downcast_ref()
+        {
             return exit_codes::INPUT;
         }
         if let Some(EvalError::UnknownWorkload { .. } | EvalError::Options(_)) =

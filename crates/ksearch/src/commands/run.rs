@@ -11,8 +11,8 @@ use ksearch_engine::builtin::BuiltinProposer;
 use ksearch_engine::builtin::machine::Machine;
 use ksearch_engine::llm::{LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
 use ksearch_engine::{
-    Budget, DEFAULT_WINDOW, Engine, EvalSettings, LlmModels, Parts, Proposer, RUN_FORMAT, ReplayEvaluator,
-    RunConfig, RunSummary, StopReason, open_run,
+    Budget, DEFAULT_WINDOW, Engine, EvalSettings, LlmModels, Parts, Proposer, RUN_FORMAT,
+    ReplayEvaluator, RunConfig, RunSummary, StopReason, open_run,
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
 use ksearch_llm::{ClientConfig, LlmClient, ModelSpec, PriceTable, Secret};
@@ -149,7 +149,10 @@ fn proposer_for(
 
 fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
     let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
-    Ok(LocalEvaluator::new(backend_for(task.spec.backend, &backend_options(exe, settings))?))
+    Ok(LocalEvaluator::new(backend_for(
+        task.spec.backend,
+        &backend_options(exe, settings),
+    )?))
 }
 
 /// One line about this machine's CPU.

@@ -66,7 +66,11 @@ fn tasks_lists_the_builtin_cpu_tasks() {
     }
     let (_, json, _) = run(&mut ksearch(&["tasks", "--json"]));
     let rows: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(rows.as_array().unwrap().len(), 6, "three cpu and three mlx tasks");
+    assert_eq!(
+        rows.as_array().unwrap().len(),
+        6,
+        "three cpu and three mlx tasks"
+    );
 }
 
 #[test]
@@ -251,10 +255,23 @@ fn against_times_a_second_kernel_side_by_side() {
 fn the_builtin_proposer_declines_tasks_it_has_no_templates_for() {
     let dir = tempfile::tempdir().unwrap();
     let rd = dir.path().join("run");
-    let (code, _, stderr) = run(&mut ksearch(&["run", "mlx/attention", "--model", "builtin", "--run-dir", rd.to_str().unwrap()]));
+    let (code, _, stderr) = run(&mut ksearch(&[
+        "run",
+        "mlx/attention",
+        "--model",
+        "builtin",
+        "--run-dir",
+        rd.to_str().unwrap(),
+    ]));
     assert_eq!(code, 3, "{stderr}");
-    assert!(stderr.contains("the builtin proposer cannot work on task `mlx/attention`"), "{stderr}");
-    assert!(stderr.contains("softmax, matmul, linear_recurrence"), "{stderr}");
+    assert!(
+        stderr.contains("the builtin proposer cannot work on task `mlx/attention`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("softmax, matmul, linear_recurrence"),
+        "{stderr}"
+    );
     assert!(!rd.exists());
 }
 
@@ -262,6 +279,9 @@ fn the_builtin_proposer_declines_tasks_it_has_no_templates_for() {
 fn mlx_tasks_load_and_state_their_contract() {
     let (code, stdout, _) = run(&mut ksearch(&["contract", "mlx/selective_scan"]));
     assert_eq!(code, 0);
-    assert!(stdout.contains("def run(u, delta, A, B, C, Dskip, z, *, batch, seqlen, dinner, dstate):"), "{stdout}");
+    assert!(
+        stdout.contains("def run(u, delta, A, B, C, Dskip, z, *, batch, seqlen, dinner, dstate):"),
+        "{stdout}"
+    );
     assert!(stdout.contains("return (y, state)"), "{stdout}");
 }

@@ -6,17 +6,30 @@ use std::process::Command;
 
 #[test]
 fn the_python_harness_unit_tests_pass() {
-    let has_numpy = Command::new("python3").args(["-c", "import numpy"]).output().is_ok_and(|o| o.status.success());
+    let has_numpy = Command::new("python3")
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !has_numpy {
         #[allow(clippy::print_stderr)]
         {
-            eprintln!("skipped: the harness unit tests need python3 with numpy (`.ci/run` installs it)");
+            eprintln!(
+                "skipped: the harness unit tests need python3 with numpy (`.ci/run` installs it)"
+            );
         }
         return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("python3").args(["-m", "unittest", "discover", "-s", "harness/tests"]).current_dir(&root).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("python3")
+        .args(["-m", "unittest", "discover", "-s", "harness/tests"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{text}");
     assert!(text.contains("OK"), "{text}");
 }

@@ -22,16 +22,23 @@ fn candidate(body: &str) -> String {
 
 impl NumpyFixture {
     pub(crate) fn new() -> Option<Self> {
-        let ok = std::process::Command::new("python3").args(["-c", "import numpy"]).output().is_ok_and(|o| o.status.success());
+        let ok = std::process::Command::new("python3")
+            .args(["-c", "import numpy"])
+            .output()
+            .is_ok_and(|o| o.status.success());
         if !ok {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("skipped: the mlx harness tests need python3 with numpy (`.ci/run` installs it)");
+                eprintln!(
+                    "skipped: the mlx harness tests need python3 with numpy (`.ci/run` installs it)"
+                );
             }
             return None;
         }
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/numpy_softmax");
-        Some(Self { task: ksearch_tasks::load_task(dir.to_str().unwrap()).expect("fixture task") })
+        Some(Self {
+            task: ksearch_tasks::load_task(dir.to_str().unwrap()).expect("fixture task"),
+        })
     }
 }
 
@@ -41,7 +48,9 @@ impl Fixture for NumpyFixture {
     }
 
     fn evaluator(&self) -> LocalEvaluator {
-        LocalEvaluator::new(Box::new(MlxBackend::new(None, Some("numpy".into())).expect("the harness unpacks")))
+        LocalEvaluator::new(Box::new(
+            MlxBackend::new(None, Some("numpy".into())).expect("the harness unpacks"),
+        ))
     }
 
     fn source(&self, b: &Behaviour) -> Source {
@@ -70,13 +79,30 @@ impl Fixture for NumpyFixture {
             ),
             Behaviour::Exits => "import os\n\ndef run(x, *, rows, cols):\n    os._exit(3)\n".to_owned(),
         };
-        Source { file: "candidate.py".into(), text }
+        Source {
+            file: "candidate.py".into(),
+            text,
+        }
     }
 
     fn assert_compile_message(&self, e: &Evaluation) {
         let c = e.result.compile.as_ref().expect("compile report");
-        let line = self.source(&Behaviour::SyntaxError).text.lines().position(|l| l.contains("return = y")).unwrap() + 1;
-        assert!(c.log.contains(&format!("candidate.py:{line}:")), "log points at line {line}: {}", c.log);
-        assert!(e.result.message.contains("invalid syntax"), "{}", e.result.message);
+        let line = self
+            .source(&Behaviour::SyntaxError)
+            .text
+            .lines()
+            .position(|l| l.contains("return = y"))
+            .unwrap()
+            + 1;
+        assert!(
+            c.log.contains(&format!("candidate.py:{line}:")),
+            "log points at line {line}: {}",
+            c.log
+        );
+        assert!(
+            e.result.message.contains("invalid syntax"),
+            "{}",
+            e.result.message
+        );
     }
 }

@@ -10,8 +10,7 @@ use serde_json::Value;
 
 use crate::support::{QUICK, ksearch, shape};
 
-#[path = "../common/softmax_kernels.rs"]
-mod kernels;
+use crate::kernels;
 
 const KEY: &str = "sk-e2e-SECRET-4242";
 
@@ -74,7 +73,10 @@ fn answer(req: &RecordedRequest, world_model_calls: &AtomicUsize) -> Reply {
             "I think the main issue is the division in the last pass.".to_owned()
         } else {
             if n == 1 {
-                assert!(last_user.contains("could not be used"), "the re-ask states the error: {last_user}");
+                assert!(
+                    last_user.contains("could not be used"),
+                    "the re-ask states the error: {last_user}"
+                );
             }
             fenced_json(&serde_json::json!({
                 "classification": "row-wise reduction", "canonical_form": "y = exp(x - max x) / sum exp(x - max x)",
@@ -278,13 +280,32 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 fn the_cost_cap_stops_the_run_cleanly_before_it_is_exceeded() {
     let dir = tempfile::tempdir().unwrap();
     // Small answers keep the worst-case estimate per call near the real cost.
-    std::fs::write(dir.path().join("ksearch.toml"), format!("{CONFIG}\n[budget]\nmax_cost_usd = 0.012\n").replace("[llm]\n", "[llm]\nmax_output_tokens = 600\n")).unwrap();
+    std::fs::write(
+        dir.path().join("ksearch.toml"),
+        format!("{CONFIG}\n[budget]\nmax_cost_usd = 0.012\n")
+            .replace("[llm]\n", "[llm]\nmax_output_tokens = 600\n"),
+    )
+    .unwrap();
     let calls = Arc::new(AtomicUsize::new(2)); // a well-behaved model from the start
     let c = Arc::clone(&calls);
     let server = ScriptedServer::serve(move |req| answer(req, &c));
     let base = format!("{}/v1", server.url());
     let rd = dir.path().join("run");
-    let mut args = vec!["run", "cpu/softmax", "--model", "openai:e2e-model", "--base-url", &base, "--iterations", "50", "--window", "2", "--run-dir", rd.to_str().unwrap(), "--json"];
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        "openai:e2e-model",
+        "--base-url",
+        &base,
+        "--iterations",
+        "50",
+        "--window",
+        "2",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--json",
+    ];
     args.extend_from_slice(QUICK);
     let j = run_json(dir.path(), &args);
     assert_eq!(j["stop_reason"], "cost", "{j}");
@@ -292,20 +313,45 @@ fn the_cost_cap_stops_the_run_cleanly_before_it_is_exceeded() {
     assert!(spent <= 0.012 && spent > 0.0, "spent {spent}");
     assert!((spent - server.request_count() as f64 * COST_PER_CALL).abs() < 1e-9);
     // Resuming with a higher cap continues the same run.
-    let j2 = run_json(dir.path(), &["resume", rd.to_str().unwrap(), "--max-cost", "0.02", "--iterations", "1", "--json"]);
-    assert!(j2["cost_usd"].as_f64().unwrap() > spent && j2["rounds"].as_u64().unwrap() > j["rounds"].as_u64().unwrap(), "{j2}");
+    let j2 = run_json(
+        dir.path(),
+        &[
+            "resume",
+            rd.to_str().unwrap(),
+            "--max-cost",
+            "0.02",
+            "--iterations",
+            "1",
+            "--json",
+        ],
+    );
+    assert!(
+        j2["cost_usd"].as_f64().unwrap() > spent
+            && j2["rounds"].as_u64().unwrap() > j["rounds"].as_u64().unwrap(),
+        "{j2}"
+    );
 }
 
 #[test]
 fn a_missing_key_names_the_variable_to_set() {
     let dir = tempfile::tempdir().unwrap();
-    let out = ksearch(&["run", "cpu/softmax", "--model", "anthropic:claude-sonnet-4-5", "--run-dir", dir.path().join("r").to_str().unwrap()])
-        .env_remove("ANTHROPIC_API_KEY")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let out = ksearch(&[
+        "run",
+        "cpu/softmax",
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "--run-dir",
+        dir.path().join("r").to_str().unwrap(),
+    ])
+    .env_remove("ANTHROPIC_API_KEY")
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
-    assert!(!dir.path().join("r").exists(), "no run is created without a usable model");
+    assert!(
+        !dir.path().join("r").exists(),
+        "no run is created without a usable model"
+    );
 }

@@ -1,6 +1,9 @@
 //! The search engine: full runs through the CLI (budgets, resume after SIGKILL and Ctrl-C,
 //! determinism), and engine transitions driven by a scripted proposer.
 
+#[path = "../common/softmax_kernels.rs"]
+mod kernels;
+
 mod cli_runs;
 mod llm_run;
 mod scripted;

@@ -16,8 +16,7 @@ use ksearch_engine::{
 };
 use ksearch_eval::{CBackend, LocalEvaluator};
 
-#[path = "../common/softmax_kernels.rs"]
-mod kernels;
+use crate::kernels;
 
 fn action(title: &str) -> NewNode {
     NewNode {

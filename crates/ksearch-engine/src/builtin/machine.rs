@@ -1,0 +1,235 @@
+//! What the builtin proposer's cost models know about the CPU they run on.
+//!
+//! The model works in cycles of one core. Vector width and cache sizes are read from the
+//! machine; the bandwidths are modelling assumptions, not measurements:
+//!
+//! - DRAM: about 8 bytes per cycle for one core (roughly 25 GB/s at 3 GHz, what a single core
+//!   of a current server streams on its own).
+//! - Last-level cache: about 32 bytes per cycle for one core.
+//! - L2 is taken as twice the LLC bandwidth and L1 as two vector loads per cycle
+//!   ([`Machine::l2_bytes_per_cycle`], [`Machine::l1_bytes_per_cycle`]).
+//!
+//! The numbers only need to rank candidates sensibly; measurements correct them.
+
+use std::fs;
+
+/// The parameters of one CPU core the cost models use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Machine {
+    /// Width of the widest usable SIMD register, in bytes (64 for AVX-512, 32 for AVX2, 16 for
+    /// NEON or SSE).
+    pub vector_bytes: u32,
+    /// Full-width vector FMAs the core can start per cycle.
+    pub fma_units: u32,
+    pub l1_bytes: usize,
+    pub l2_bytes: usize,
+    pub llc_bytes: usize,
+    /// Sustained DRAM bandwidth of one core (assumption, see the module docs).
+    pub dram_bytes_per_cycle: f64,
+    /// Sustained last-level-cache bandwidth of one core (assumption, see the module docs).
+    pub llc_bytes_per_cycle: f64,
+}
+
+/// Modelling assumption: bytes per cycle one core streams from DRAM.
+const DRAM_BYTES_PER_CYCLE: f64 = 8.0;
+/// Modelling assumption: bytes per cycle one core streams from the last-level cache.
+const LLC_BYTES_PER_CYCLE: f64 = 32.0;
+
+impl Machine {
+    /// Fixed parameters (an AVX2 core with 32 KiB L1, 1 MiB L2 and 32 MiB LLC), for tests and
+    /// anywhere results must not depend on the host.
+    pub fn generic() -> Machine {
+        Machine {
+            vector_bytes: 32,
+            fma_units: 2,
+            l1_bytes: 32 * 1024,
+            l2_bytes: 1024 * 1024,
+            llc_bytes: 32 * 1024 * 1024,
+            dram_bytes_per_cycle: DRAM_BYTES_PER_CYCLE,
+            llc_bytes_per_cycle: LLC_BYTES_PER_CYCLE,
+        }
+    }
+
+    /// The host's parameters: the vector width from `/proc/cpuinfo`, the caches from
+    /// `/sys/devices/system/cpu/cpu0/cache`; anything unreadable keeps its [`Machine::generic`]
+    /// value.
+    pub fn detect() -> Machine {
+        let mut m = Machine::generic();
+        if let Ok(cpuinfo) = fs::read_to_string("/proc/cpuinfo") {
+            let (vector_bytes, fma_units) = vector_from_cpuinfo(&cpuinfo);
+            m.vector_bytes = vector_bytes;
+            m.fma_units = fma_units;
+        }
+        let caches = read_caches("/sys/devices/system/cpu/cpu0/cache");
+        if let Some(l1) = caches.l1 {
+            m.l1_bytes = l1;
+        }
+        if let Some(l2) = caches.l2 {
+            m.l2_bytes = l2;
+        }
+        match (caches.l3, caches.l2) {
+            (Some(l3), _) => m.llc_bytes = l3,
+            (None, Some(l2)) => m.llc_bytes = l2,
+            (None, None) => {}
+        }
+        m
+    }
+
+    /// f32 lanes in one vector register.
+    pub fn f32_lanes(&self) -> u32 {
+        (self.vector_bytes / 4).max(1)
+    }
+
+    /// Vector FMAs (or other FP operations) of `lanes` f32 lanes the core completes per cycle:
+    /// narrower vectors than the hardware's issue up to two a cycle (the FMA pipes split, as on
+    /// Zen 4), wider ones take several instructions.
+    pub fn vector_ops_per_cycle(&self, lanes: u32) -> f64 {
+        let hw = self.f32_lanes();
+        let units = f64::from(self.fma_units.max(1));
+        if lanes > hw {
+            units / f64::from(lanes.div_ceil(hw))
+        } else {
+            (units * f64::from(hw / lanes.max(1))).min(2.0_f64.max(units))
+        }
+    }
+
+    /// Assumed L2 bandwidth: twice the LLC's.
+    pub fn l2_bytes_per_cycle(&self) -> f64 {
+        2.0 * self.llc_bytes_per_cycle
+    }
+
+    /// Assumed L1 bandwidth: two vector loads per cycle.
+    pub fn l1_bytes_per_cycle(&self) -> f64 {
+        2.0 * f64::from(self.vector_bytes)
+    }
+
+    /// Bandwidth of the level a working set of `bytes` lives in, when it is re-read.
+    pub fn bytes_per_cycle_for(&self, working_set: f64) -> f64 {
+        if working_set <= self.l1_bytes as f64 {
+            self.l1_bytes_per_cycle()
+        } else if working_set <= self.l2_bytes as f64 {
+            self.l2_bytes_per_cycle()
+        } else if working_set <= self.llc_bytes as f64 {
+            self.llc_bytes_per_cycle
+        } else {
+            self.dram_bytes_per_cycle
+        }
+    }
+}
+
+/// Vector width and FMA pipes from the `flags` (x86) or `Features` (ARM) line.
+fn vector_from_cpuinfo(cpuinfo: &str) -> (u32, u32) {
+    let flags: Vec<&str> = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags") || l.starts_with("Features"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.split_whitespace().collect())
+        .unwrap_or_default();
+    let has = |f: &str| flags.contains(&f);
+    let amd = cpuinfo.contains("AuthenticAMD");
+    if has("avx512f") {
+        // AMD Zen 4 runs 512-bit operations on its two 256-bit pipes: one full-width FMA a cycle.
+        (64, if amd { 1 } else { 2 })
+    } else if has("avx2") || has("avx") {
+        (32, 2)
+    } else {
+        // NEON/ASIMD, SSE, or unknown.
+        (16, 2)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Caches {
+    l1: Option<usize>,
+    l2: Option<usize>,
+    l3: Option<usize>,
+}
+
+fn read_caches(dir: &str) -> Caches {
+    let mut caches = Caches::default();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return caches;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_index = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("index"));
+        if !is_index {
+            continue;
+        }
+        let read = |f: &str| fs::read_to_string(path.join(f)).map(|s| s.trim().to_owned());
+        let (Ok(level), Ok(size)) = (read("level"), read("size")) else {
+            continue;
+        };
+        let kind = read("type").unwrap_or_default();
+        let Some(bytes) = parse_size(&size) else {
+            continue;
+        };
+        match level.as_str() {
+            "1" if kind != "Instruction" => caches.l1 = Some(bytes),
+            "2" => caches.l2 = Some(bytes),
+            "3" => caches.l3 = Some(bytes),
+            _ => {}
+        }
+    }
+    caches
+}
+
+/// "32K", "1024K", "32M", "1G" or a plain byte count.
+fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (digits, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1024),
+        'M' | 'm' => (&s[..s.len() - 1], 1024 * 1024),
+        'G' | 'g' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
+        _ => (s, 1),
+    };
+    digits.trim().parse::<usize>().ok().map(|v| v * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("32K"), Some(32 * 1024));
+        assert_eq!(parse_size("1024K"), Some(1024 * 1024));
+        assert_eq!(parse_size("32M"), Some(32 * 1024 * 1024));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("x"), None);
+    }
+
+    #[test]
+    fn vector_width_from_flags() {
+        let avx512 = "vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse avx avx2 fma avx512f\n";
+        assert_eq!(vector_from_cpuinfo(avx512), (64, 1));
+        let avx2 = "vendor_id\t: GenuineIntel\nflags\t\t: fpu sse avx avx2 fma\n";
+        assert_eq!(vector_from_cpuinfo(avx2), (32, 2));
+        let arm = "Features\t: fp asimd evtstrm aes\n";
+        assert_eq!(vector_from_cpuinfo(arm), (16, 2));
+    }
+
+    #[test]
+    fn vector_rates() {
+        let mut m = Machine::generic();
+        m.vector_bytes = 64;
+        m.fma_units = 1;
+        assert_eq!(m.vector_ops_per_cycle(16), 1.0);
+        assert_eq!(m.vector_ops_per_cycle(8), 2.0);
+        assert_eq!(m.vector_ops_per_cycle(1), 2.0);
+        let g = Machine::generic();
+        assert_eq!(g.vector_ops_per_cycle(8), 2.0);
+        assert_eq!(g.vector_ops_per_cycle(16), 1.0);
+    }
+
+    #[test]
+    fn detect_is_sane() {
+        let m = Machine::detect();
+        assert!(m.vector_bytes >= 16);
+        assert!(m.l1_bytes > 0 && m.l2_bytes >= m.l1_bytes && m.llc_bytes >= m.l2_bytes);
+        assert!(m.dram_bytes_per_cycle > 0.0 && m.llc_bytes_per_cycle > 0.0);
+    }
+}
