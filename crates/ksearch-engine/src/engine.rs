@@ -472,8 +472,9 @@ impl<'e> Engine<'e> {
             }
         };
         // A budget ends the session, not the search: attach what the current cycle has found
-        // so the result counts. An interrupted cycle stays open and resumes where it was.
-        if reason != StopReason::Interrupted
+        // so the result counts. An interrupted cycle stays open and resumes where it was; so
+        // does one stopped by the cost cap, since closing it would need a model call.
+        if matches!(reason, StopReason::Iterations | StopReason::Time)
             && let Some(c) = self.state.current_cycle
             && self.cycle(c).best_round.is_some()
             && !self
@@ -778,7 +779,20 @@ impl<'e> Engine<'e> {
         Ok(())
     }
 
+    /// End a cycle: attach and refine, or too-hard handling. If a proposer call fails (the cost
+    /// cap, a provider error), the tree and pending events are left as they were, so the cycle
+    /// can be ended again later.
     fn end_cycle(&mut self, cycle_id: u64) -> Result<(), EngineError> {
+        let (tree, events) = (self.tree.clone(), self.events.len());
+        let result = self.end_cycle_inner(cycle_id);
+        if result.is_err() {
+            self.tree = tree;
+            self.events.truncate(events);
+        }
+        result
+    }
+
+    fn end_cycle_inner(&mut self, cycle_id: u64) -> Result<(), EngineError> {
         let mut cycle = self.cycle(cycle_id).clone();
         let node = cycle.node;
         let round = self.state.next_round.saturating_sub(1);

@@ -108,6 +108,18 @@ pub struct CycleEvidence<'a> {
     pub solution_code: Option<&'a str>,
 }
 
+impl TooHard {
+    /// Keep the node with its score and confidence halved, and a note saying why.
+    pub fn halved(node: &ksearch_core::tree::Node, note: &str) -> TooHard {
+        TooHard::Downgrade(NodeUpdate {
+            score: Some((node.action.score * 0.5).max(0.01)),
+            confidence: Some((node.confidence * 0.5).max(0.05)),
+            note: Some(note.to_owned()),
+            ..NodeUpdate::default()
+        })
+    }
+}
+
 /// What to do with a node on which nothing passed.
 #[derive(Debug, Clone)]
 #[allow(clippy::large_enum_variant)] // one per failed cycle: size does not matter

@@ -29,6 +29,10 @@ pub struct EvalSettings {
     /// mlx backend: the Python interpreter (`python3` when unset).
     #[serde(default)]
     pub python: Option<String>,
+    /// The device whose limits the knowledge rules check and prompts describe (a name from
+    /// `ksearch knowledge hardware`); the local GPU when unset.
+    #[serde(default)]
+    pub hardware: Option<String>,
 }
 
 impl Default for EvalSettings {
@@ -41,6 +45,7 @@ impl Default for EvalSettings {
             timeout_s: 300.0,
             target: None,
             python: None,
+            hardware: None,
         }
     }
 }
@@ -69,6 +74,13 @@ pub struct LlmModels {
     pub max_cost_usd: Option<f64>,
     pub reasoning_effort: Option<String>,
     pub max_output_tokens: u32,
+    /// How much of the knowledge layer goes into prompts: `none`, `hardware` or `full`.
+    #[serde(default = "default_knowledge")]
+    pub knowledge: String,
+}
+
+fn default_knowledge() -> String {
+    "full".into()
 }
 
 /// Fixed for the life of a run.

@@ -27,6 +27,17 @@ pub struct CBackend {
 }
 
 impl Backend for CBackend {
+    fn static_check(&self, spec: &TaskSpec, source: &str) -> Vec<Violation> {
+        let mut v = check_candidate(spec, source);
+        v.extend(crate::knowledge_checks::check(
+            source,
+            ksearch_knowledge::Backend::C,
+            ksearch_knowledge::Target::Cpu,
+            None,
+        ));
+        v
+    }
+
     fn kind(&self) -> BackendKind {
         BackendKind::C
     }
@@ -50,6 +61,9 @@ pub struct BackendOptions {
     pub python: Option<PathBuf>,
     /// The mlx target: `metal` or `cuda`; the GPU MLX finds when unset.
     pub target: Option<String>,
+    /// The device whose limits the knowledge rules check against (a name from
+    /// `ksearch knowledge hardware`); the local GPU when unset.
+    pub hardware: Option<String>,
 }
 
 /// The backend for a task, chosen at run time.
@@ -64,6 +78,7 @@ pub fn backend_for(
         BackendKind::Mlx => Ok(Box::new(crate::mlx_backend::MlxBackend::new(
             options.python.clone(),
             options.target.clone(),
+            crate::knowledge_checks::hardware(options.hardware.as_deref())?,
         )?)),
     }
 }

@@ -6,7 +6,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ksearch_core::task::BackendKind;
+use ksearch_core::static_check::{Violation, check_candidate};
+use ksearch_core::task::{BackendKind, TaskSpec};
 
 use crate::backend::Backend;
 use crate::error::EvalError;
@@ -24,6 +25,8 @@ pub struct MlxBackend {
     pub target: Option<String>,
     /// Where the harness package was unpacked (its parent goes on `PYTHONPATH`).
     harness_root: PathBuf,
+    /// The device whose limits the knowledge rules use.
+    hardware: Option<ksearch_knowledge::Hardware>,
 }
 
 fn cache_root() -> PathBuf {
@@ -68,7 +71,11 @@ fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
 }
 
 impl MlxBackend {
-    pub fn new(python: Option<PathBuf>, target: Option<String>) -> Result<Self, EvalError> {
+    pub fn new(
+        python: Option<PathBuf>,
+        target: Option<String>,
+        hardware: Option<ksearch_knowledge::Hardware>,
+    ) -> Result<Self, EvalError> {
         if let Some(t) = &target
             && !["metal", "cuda", "numpy"].contains(&t.as_str())
         {
@@ -80,11 +87,32 @@ impl MlxBackend {
             python: python.unwrap_or_else(|| PathBuf::from("python3")),
             target,
             harness_root: unpack_harness(&cache_root())?,
+            hardware,
         })
     }
 }
 
 impl Backend for MlxBackend {
+    /// The knowledge rules of the target; with no target given, the GPU is only known once the
+    /// worker runs, so only the target-independent checks apply.
+    fn static_check(&self, spec: &TaskSpec, source: &str) -> Vec<Violation> {
+        let mut v = check_candidate(spec, source);
+        let target = match self.target.as_deref() {
+            Some("metal") => Some(ksearch_knowledge::Target::Metal),
+            Some("cuda") => Some(ksearch_knowledge::Target::Cuda),
+            _ => None,
+        };
+        if let Some(t) = target {
+            v.extend(crate::knowledge_checks::check(
+                source,
+                ksearch_knowledge::Backend::Mlx,
+                t,
+                self.hardware.as_ref(),
+            ));
+        }
+        v
+    }
+
     fn kind(&self) -> BackendKind {
         BackendKind::Mlx
     }

@@ -103,28 +103,38 @@ impl RunStore {
             .map_err(self.sql_err())
     }
 
+    /// Bring the schema up to date. Each step re-reads the version under a write lock, so two
+    /// processes opening the same new store (a run starting, `ksearch tree` polling it) never
+    /// apply a migration twice.
     fn migrate(&mut self) -> Result<(), StoreError> {
-        let found = self.schema_version()?;
-        if found > SCHEMA_VERSION {
-            return Err(E::TooNew {
-                path: self.db.clone(),
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            let db = self.db.clone();
-            let err = |source| E::Sqlite {
-                path: db.clone(),
-                source,
+        let db = self.db.clone();
+        let err = |source| E::Sqlite {
+            path: db.clone(),
+            source,
+        };
+        loop {
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(err)?;
+            let found: u32 = tx
+                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .map_err(err)?;
+            if found > SCHEMA_VERSION {
+                return Err(E::TooNew {
+                    path: self.db.clone(),
+                    found,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            let Some(sql) = MIGRATIONS.get(found as usize) else {
+                return Ok(());
             };
-            let tx = self.conn.transaction().map_err(err)?;
             tx.execute_batch(sql).map_err(err)?;
-            tx.pragma_update(None, "user_version", version as u32 + 1)
+            tx.pragma_update(None, "user_version", found + 1)
                 .map_err(err)?;
             tx.commit().map_err(err)?;
         }
-        Ok(())
     }
 
     pub fn dir(&self) -> &Path {

@@ -47,6 +47,9 @@ pub(crate) enum Command {
     Show(crate::commands::show::ShowArgs),
     /// Export a run's best kernel as something to drop into a project, with its provenance.
     Export(crate::commands::export::ExportArgs),
+    /// The knowledge layer: hardware specs, CUDA→Metal/MLX translations, tactics, and the
+    /// rules checked on every candidate.
+    Knowledge(crate::commands::knowledge::KnowledgeArgs),
     /// Run an evaluation worker (started by ksearch itself).
     #[command(hide = true)]
     Worker {
@@ -108,6 +111,10 @@ pub(crate) struct EvalFlags {
     /// mlx tasks: the Python interpreter that has MLX [default: python3].
     #[arg(long)]
     pub(crate) python: Option<String>,
+    /// The device whose limits the knowledge rules check (see `ksearch knowledge hardware`)
+    /// [default: the local GPU, when one is found].
+    #[arg(long)]
+    pub(crate) hardware: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +172,10 @@ pub(crate) struct ModelFlags {
     /// Reasoning effort for models that take one (`low`, `medium`, `high`).
     #[arg(long)]
     pub(crate) reasoning_effort: Option<String>,
+    /// How much of the knowledge layer goes into prompts: `none` (the task alone), `hardware`
+    /// (the device's numbers and pitfalls) or `full` (also translations, tactics and rules).
+    #[arg(long, default_value = "full", value_parser = ["none", "hardware", "full"])]
+    pub(crate) knowledge: String,
 }
 
 #[derive(Debug, Args)]

@@ -1,15 +1,10 @@
 //! What the builtin proposer's cost models know about the CPU they run on.
 //!
 //! The model works in cycles of one core. Vector width and cache sizes are read from the
-//! machine; the bandwidths are modelling assumptions, not measurements:
-//!
-//! - DRAM: about 8 bytes per cycle for one core (roughly 25 GB/s at 3 GHz, what a single core
-//!   of a current server streams on its own).
-//! - Last-level cache: about 32 bytes per cycle for one core.
-//! - L2 is taken as twice the LLC bandwidth and L1 as two vector loads per cycle
-//!   ([`Machine::l2_bytes_per_cycle`], [`Machine::l1_bytes_per_cycle`]).
-//!
-//! The numbers only need to rank candidates sensibly; measurements correct them.
+//! machine; the bandwidths are modelling assumptions, kept with their reasons in the knowledge
+//! layer's CPU host model (`knowledge/hardware/generic-x86-64.toml`), which also supplies every
+//! value detection cannot read. The numbers only need to rank candidates sensibly;
+//! measurements correct them.
 
 use std::fs;
 
@@ -28,25 +23,33 @@ pub struct Machine {
     pub dram_bytes_per_cycle: f64,
     /// Sustained last-level-cache bandwidth of one core (assumption, see the module docs).
     pub llc_bytes_per_cycle: f64,
+    /// L2 bandwidth over the LLC's (assumption).
+    pub l2_over_llc_bandwidth: f64,
+    /// Vector loads per cycle from L1 (assumption).
+    pub l1_vector_loads_per_cycle: f64,
 }
 
-/// Modelling assumption: bytes per cycle one core streams from DRAM.
-const DRAM_BYTES_PER_CYCLE: f64 = 8.0;
-/// Modelling assumption: bytes per cycle one core streams from the last-level cache.
-const LLC_BYTES_PER_CYCLE: f64 = 32.0;
-
 impl Machine {
-    /// Fixed parameters (an AVX2 core with 32 KiB L1, 1 MiB L2 and 32 MiB LLC), for tests and
+    /// The CPU host model of the knowledge layer (`knowledge/hardware/generic-x86-64.toml`): an
+    /// AVX2 core with its caches and the bandwidths the cost models assume. For tests and
     /// anywhere results must not depend on the host.
     pub fn generic() -> Machine {
+        let k = ksearch_knowledge::Knowledge::builtin()
+            .unwrap_or_else(|e| panic!("the built-in knowledge base is broken: {e}"));
+        let m = k
+            .hardware(ksearch_knowledge::CPU_HOST_ID)
+            .and_then(ksearch_knowledge::Hardware::cpu_model)
+            .expect("the knowledge base describes the CPU host model");
         Machine {
-            vector_bytes: 32,
-            fma_units: 2,
-            l1_bytes: 32 * 1024,
-            l2_bytes: 1024 * 1024,
-            llc_bytes: 32 * 1024 * 1024,
-            dram_bytes_per_cycle: DRAM_BYTES_PER_CYCLE,
-            llc_bytes_per_cycle: LLC_BYTES_PER_CYCLE,
+            vector_bytes: m.vector_bytes,
+            fma_units: m.fma_units,
+            l1_bytes: m.l1_bytes,
+            l2_bytes: m.l2_bytes,
+            llc_bytes: m.llc_bytes,
+            dram_bytes_per_cycle: m.dram_bytes_per_cycle,
+            llc_bytes_per_cycle: m.llc_bytes_per_cycle,
+            l2_over_llc_bandwidth: m.l2_over_llc_bandwidth,
+            l1_vector_loads_per_cycle: m.l1_vector_loads_per_cycle,
         }
     }
 
@@ -93,14 +96,14 @@ impl Machine {
         }
     }
 
-    /// Assumed L2 bandwidth: twice the LLC's.
+    /// Assumed L2 bandwidth: a multiple of the LLC's.
     pub fn l2_bytes_per_cycle(&self) -> f64 {
-        2.0 * self.llc_bytes_per_cycle
+        self.l2_over_llc_bandwidth * self.llc_bytes_per_cycle
     }
 
-    /// Assumed L1 bandwidth: two vector loads per cycle.
+    /// Assumed L1 bandwidth: a number of vector loads per cycle.
     pub fn l1_bytes_per_cycle(&self) -> f64 {
-        2.0 * f64::from(self.vector_bytes)
+        self.l1_vector_loads_per_cycle * f64::from(self.vector_bytes)
     }
 
     /// Bandwidth of the level a working set of `bytes` lives in, when it is re-read.

@@ -582,12 +582,7 @@ impl Proposer for BuiltinProposer {
         if ctx.tree.children(node.id).next().is_none() {
             return Ok(TooHard::Delete);
         }
-        Ok(TooHard::Downgrade(NodeUpdate {
-            score: Some((node.action.score * 0.5).max(0.01)),
-            confidence: Some((node.confidence * 0.5).max(0.05)),
-            note: Some("nothing passed: downgraded".into()),
-            ..NodeUpdate::default()
-        }))
+        Ok(TooHard::halved(node, "nothing passed: downgraded"))
     }
 }
 

@@ -570,14 +570,10 @@ impl Proposer for LlmProposer {
             },
         )?;
         Ok(got.unwrap_or_else(|| {
-            TooHard::Downgrade(NodeUpdate {
-                score: Some((node.action.score * 0.5).max(0.01)),
-                confidence: Some((node.confidence * 0.5).max(0.05)),
-                note: Some(
-                    "downgraded by the engine: the model's decision could not be used".into(),
-                ),
-                ..NodeUpdate::default()
-            })
+            TooHard::halved(
+                node,
+                "downgraded by the engine: the model's decision could not be used",
+            )
         }))
     }
 

@@ -61,6 +61,7 @@ pub(crate) fn backend_options(
         ksearch_exe,
         python: settings.python.as_ref().map(Into::into),
         target: settings.target.clone(),
+        hardware: settings.hardware.clone(),
     }
 }
 
@@ -83,6 +84,7 @@ pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
         timeout_s: f.timeout,
         target: f.target.clone(),
         python: f.python.clone(),
+        hardware: f.hardware.clone(),
     })
 }
 

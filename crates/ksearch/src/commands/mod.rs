@@ -3,6 +3,7 @@
 mod contract;
 mod eval;
 pub(crate) mod export;
+pub(crate) mod knowledge;
 pub(crate) mod report;
 mod run;
 pub(crate) mod show;
@@ -26,6 +27,7 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Report(args) => report::run(&args),
         Command::Show(args) => show::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Knowledge(args) => knowledge::run(&args),
         Command::Worker { backend } => match backend.as_str() {
             "c" => Ok(ksearch_eval::c_worker::run()),
             other => {

@@ -6,15 +6,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use ksearch_core::record::LlmCallRecord;
-use ksearch_core::task::{BackendKind, Task};
+use ksearch_core::task::{BackendKind, Task, TaskSpec};
 use ksearch_engine::builtin::BuiltinProposer;
 use ksearch_engine::builtin::machine::Machine;
-use ksearch_engine::llm::{LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
+use ksearch_engine::llm::{KnowledgeSource, LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
 use ksearch_engine::{
     Budget, DEFAULT_WINDOW, Engine, EvalSettings, LlmModels, Parts, Proposer, RUN_FORMAT,
     ReplayEvaluator, RunConfig, RunSummary, StopReason, open_run,
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
+use ksearch_knowledge::{ContextRequest, Level, Target};
 use ksearch_llm::{ClientConfig, LlmClient, ModelSpec, PriceTable, Secret};
 
 use super::eval::{backend_options, eval_settings};
@@ -70,6 +71,7 @@ fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmM
             .llm
             .max_output_tokens
             .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+        knowledge: flags.knowledge.clone(),
     }))
 }
 
@@ -109,11 +111,66 @@ fn prices(cfg: &Config) -> anyhow::Result<PriceTable> {
     Ok(builtin.merged(&PriceTable::from_toml(&text, "ksearch.toml [prices]")?))
 }
 
+/// Hardware and translation context for prompts, from the knowledge layer.
+#[derive(Debug)]
+struct KnowledgeContext {
+    target: Target,
+    hardware: Option<String>,
+    level: Level,
+}
+
+impl KnowledgeSource for KnowledgeContext {
+    fn context(&self, spec: &TaskSpec) -> String {
+        let Ok(request) = ContextRequest::for_task(spec, self.target) else {
+            return String::new();
+        };
+        let request = request.with_level(self.level);
+        let request = match &self.hardware {
+            Some(h) => request.with_hardware(h.clone()),
+            None => request,
+        };
+        ksearch_eval::knowledge().render_context(&request)
+    }
+}
+
+/// The knowledge the prompts of a run carry (`--knowledge`).
+fn knowledge_source(
+    task: &Task,
+    models: &LlmModels,
+    eval: &EvalSettings,
+) -> anyhow::Result<Box<dyn KnowledgeSource>> {
+    let level = match models.knowledge.as_str() {
+        "none" => return Ok(Box::new(NoKnowledge)),
+        "hardware" => Level::Hardware,
+        _ => Level::Full,
+    };
+    let k = ksearch_eval::knowledge();
+    let hardware = k
+        .select_hardware(eval.hardware.as_deref())?
+        .map(|h| h.id.clone());
+    let target = match (task.spec.backend, eval.target.as_deref()) {
+        (BackendKind::C, _) => Target::Cpu,
+        (BackendKind::Mlx, Some("metal")) => Target::Metal,
+        (BackendKind::Mlx, Some("cuda")) => Target::Cuda,
+        // No target given: the detected device's vendor decides, else CUDA.
+        (BackendKind::Mlx, _) => match hardware.as_deref().and_then(|h| k.hardware(h)) {
+            Some(h) if h.vendor == ksearch_knowledge::Vendor::Apple => Target::Metal,
+            _ => Target::Cuda,
+        },
+    };
+    Ok(Box::new(KnowledgeContext {
+        target,
+        hardware,
+        level,
+    }))
+}
+
 /// The proposer of a run. `replay`: answer every model call from these recorded calls.
 fn proposer_for(
     task: &Task,
     models: Option<&LlmModels>,
     cfg: &Config,
+    eval: &EvalSettings,
     replay: Option<&[LlmCallRecord]>,
 ) -> anyhow::Result<Box<dyn Proposer>> {
     let Some(m) = models else {
@@ -133,7 +190,7 @@ fn proposer_for(
         codegen: client_for(&m.codegen, m, cfg, offline)?,
         prices: prices(cfg)?,
         max_cost_usd: m.max_cost_usd,
-        knowledge: Box::new(NoKnowledge),
+        knowledge: knowledge_source(task, m, eval)?,
         contract,
         code_languages: languages,
         candidate_file: file.into(),
@@ -263,6 +320,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         &task,
         config.llm.as_ref(),
         &cfg,
+        &config.eval,
         replay.as_ref().map(|(_, _, s)| s.llm_calls.as_slice()),
     )?;
     config.proposer = proposer.name();
@@ -313,7 +371,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
             m.base_url.clone_from(&args.base_url);
         }
     }
-    let proposer = proposer_for(&run.task, models.as_ref(), &cfg, None)?;
+    let proposer = proposer_for(&run.task, models.as_ref(), &cfg, &run.config.eval, None)?;
     let mut evaluator = evaluator_for(&run.task, &run.config.eval)?;
     let stop = stop_flag();
     evaluator.set_cancel(stop.clone());

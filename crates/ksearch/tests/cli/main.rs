@@ -285,3 +285,71 @@ fn mlx_tasks_load_and_state_their_contract() {
     );
     assert!(stdout.contains("return (y, state)"), "{stdout}");
 }
+
+#[test]
+fn every_mlx_seed_passes_the_knowledge_rules_of_both_targets() {
+    // The Metal paths cannot run here (no Apple GPU); the rules are what checks them.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx");
+    for task in ["attention", "selective_scan", "selective_state_update"] {
+        let seed = root.join(task).join("seed.py");
+        for target in ["metal", "cuda"] {
+            let (code, stdout, stderr) = run(&mut ksearch(&[
+                "knowledge",
+                "check",
+                seed.to_str().unwrap(),
+                "--backend",
+                "mlx",
+                "--target",
+                target,
+            ]));
+            assert_eq!(code, 0, "{task} on {target}: {stdout}{stderr}");
+            assert!(stdout.contains("clean"), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn knowledge_rules_reject_a_candidate_before_it_runs() {
+    // CUDA's barrier in a Metal kernel: found by the rules, reported as `rejected`, never compiled.
+    let dir = tempfile::tempdir().unwrap();
+    let seed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx/attention/seed.py"),
+    )
+    .unwrap();
+    let bad = seed.replace(
+        "const float scale = metal::rsqrt(float(D));",
+        "const float scale = metal::rsqrt(float(D));\n    __syncthreads();",
+    );
+    assert_ne!(bad, seed);
+    let path = dir.path().join("bad.py");
+    std::fs::write(&path, &bad).unwrap();
+    let (code, stdout, _) = run(&mut ksearch(&[
+        "knowledge",
+        "check",
+        path.to_str().unwrap(),
+        "--backend",
+        "mlx",
+        "--target",
+        "metal",
+    ]));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("__syncthreads"), "{stdout}");
+    // Through `eval`, the same candidate is rejected before any worker starts (no MLX needed).
+    let (code, stdout, stderr) = run(&mut ksearch(&[
+        "eval",
+        "mlx/attention",
+        path.to_str().unwrap(),
+        "--target",
+        "metal",
+        "--json",
+        "--hardware",
+        "m3-max",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let j: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["status"], "rejected", "{j}");
+    assert!(
+        j["message"].as_str().unwrap().contains("__syncthreads"),
+        "{j}"
+    );
+}

@@ -49,7 +49,7 @@ impl Fixture for NumpyFixture {
 
     fn evaluator(&self) -> LocalEvaluator {
         LocalEvaluator::new(Box::new(
-            MlxBackend::new(None, Some("numpy".into())).expect("the harness unpacks"),
+            MlxBackend::new(None, Some("numpy".into()), None).expect("the harness unpacks"),
         ))
     }
 

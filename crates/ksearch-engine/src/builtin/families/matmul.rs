@@ -700,7 +700,9 @@ fn impacts(from: P, knob: &str, v: i64) -> Impacts {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{compile_all, sample, within_two};
+    use super::super::test_support::{
+        assert_renders_and_costs, compile_all, model_total, sample, within_two,
+    };
     use super::super::{Family, neighbours};
     use super::*;
 
@@ -734,26 +736,13 @@ mod tests {
 
     #[test]
     fn seed_and_neighbours_render_and_cost() {
-        let f = Matmul::new();
-        let s = spec();
-        let seed = f.seed();
-        assert!(f.valid(&seed));
-        let m = Machine::generic();
-        let mut all = vec![seed.clone()];
-        all.extend(neighbours(&f, &seed).into_iter().map(|(_, _, c)| c));
-        all.extend(best_path());
-        for c in &all {
-            assert!(f.valid(c), "{c:?}");
-            let src = f.render(c);
-            assert!(src.contains("void matmul(const float *restrict a"));
-            assert!(!src.contains("ksearch_"));
-            for w in &s.workloads {
-                let cost = f.cost(c, w, &m);
-                assert!(cost.cycles.is_finite() && cost.cycles > 0.0, "{c:?}");
-                assert!(cost.bytes > 0.0 && cost.flops > 0.0);
-            }
-        }
-        assert!(neighbours(&f, &seed).len() >= 8);
+        assert_renders_and_costs(
+            &Matmul::new(),
+            &spec(),
+            best_path(),
+            "void matmul(const float *restrict a",
+            8,
+        );
     }
 
     #[test]
@@ -767,14 +756,8 @@ mod tests {
     #[test]
     fn cost_ranks_the_path() {
         let f = Matmul::new();
-        let m = Machine::generic();
         let s = spec();
-        let total = |c: &Config| -> f64 {
-            s.workloads
-                .iter()
-                .map(|w| f.cost(c, w, &m).cycles.ln())
-                .sum()
-        };
+        let total = |c: &Config| model_total(&f, &s, c);
         let path = best_path();
         for pair in path.windows(2).take(3) {
             assert!(total(&pair[1]) < total(&pair[0]), "{:?}", pair[1]);

@@ -275,6 +275,53 @@ pub(crate) mod test_support {
         dir
     }
 
+    /// The seed, its neighbours and `path` are valid, render the contract's function without
+    /// reserved names, and cost something finite on every workload; the seed has at least
+    /// `min_neighbours` neighbours.
+    pub(crate) fn assert_renders_and_costs(
+        family: &dyn Family,
+        spec: &ksearch_core::task::TaskSpec,
+        path: Vec<Config>,
+        signature: &str,
+        min_neighbours: usize,
+    ) {
+        let seed = family.seed();
+        assert!(family.valid(&seed));
+        let m = crate::builtin::machine::Machine::generic();
+        let mut all = vec![seed.clone()];
+        all.extend(
+            super::neighbours(family, &seed)
+                .into_iter()
+                .map(|(_, _, c)| c),
+        );
+        all.extend(path);
+        for c in &all {
+            assert!(family.valid(c), "{c:?}");
+            let src = family.render(c);
+            assert!(src.contains(signature), "{c:?}");
+            assert!(!src.contains("ksearch_"));
+            for w in &spec.workloads {
+                let cost = family.cost(c, w, &m);
+                assert!(cost.cycles.is_finite() && cost.cycles > 0.0, "{c:?}");
+                assert!(cost.bytes > 0.0 && cost.flops > 0.0);
+            }
+        }
+        assert!(super::neighbours(family, &seed).len() >= min_neighbours);
+    }
+
+    /// The cost model's total (log cycles over the workloads) of a config.
+    pub(crate) fn model_total(
+        family: &dyn Family,
+        spec: &ksearch_core::task::TaskSpec,
+        c: &Config,
+    ) -> f64 {
+        let m = crate::builtin::machine::Machine::generic();
+        spec.workloads
+            .iter()
+            .map(|w| family.cost(c, w, &m).cycles.ln())
+            .sum()
+    }
+
     /// Compiles each config's rendering as the worker does (plus `-c` and implicit-declaration
     /// errors), two at a time; returns the failures with the compiler's output.
     pub(crate) fn compile_all(family: &dyn Family, configs: &[Config]) -> Vec<String> {

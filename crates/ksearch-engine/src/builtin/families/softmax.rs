@@ -633,7 +633,9 @@ fn impacts(from: P, knob: &str, v: i64) -> Impacts {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{compile_all, within_two};
+    use super::super::test_support::{
+        assert_renders_and_costs, compile_all, model_total, within_two,
+    };
     use super::super::{Family, neighbours};
     use super::*;
 
@@ -667,26 +669,13 @@ mod tests {
 
     #[test]
     fn seed_and_neighbours_render_and_cost() {
-        let f = Softmax::new();
-        let s = spec();
-        let seed = f.seed();
-        assert!(f.valid(&seed));
-        let m = Machine::generic();
-        let mut all = vec![seed.clone()];
-        all.extend(neighbours(&f, &seed).into_iter().map(|(_, _, c)| c));
-        all.extend(best_path());
-        for c in &all {
-            assert!(f.valid(c), "{c:?}");
-            let src = f.render(c);
-            assert!(src.contains("void softmax(const float *restrict x"));
-            assert!(!src.contains("ksearch_"));
-            for w in &s.workloads {
-                let cost = f.cost(c, w, &m);
-                assert!(cost.cycles.is_finite() && cost.cycles > 0.0, "{c:?}");
-                assert!(cost.bytes > 0.0 && cost.flops > 0.0);
-            }
-        }
-        assert!(neighbours(&f, &seed).len() >= 3);
+        assert_renders_and_costs(
+            &Softmax::new(),
+            &spec(),
+            best_path(),
+            "void softmax(const float *restrict x",
+            3,
+        );
     }
 
     #[test]
@@ -700,14 +689,8 @@ mod tests {
     #[test]
     fn cost_ranks_the_path() {
         let f = Softmax::new();
-        let m = Machine::generic();
         let s = spec();
-        let total = |c: &Config| -> f64 {
-            s.workloads
-                .iter()
-                .map(|w| f.cost(c, w, &m).cycles.ln())
-                .sum()
-        };
+        let total = |c: &Config| model_total(&f, &s, c);
         let path = best_path();
         let first = total(&path[0]);
         let last = total(path.last().expect("path"));

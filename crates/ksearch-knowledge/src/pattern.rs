@@ -1,0 +1,110 @@
+//! Optimization tactics (`knowledge/patterns/*.toml`, one per file).
+
+use ksearch_core::task::KernelClass;
+use ksearch_core::tree::{Impact, Impacts, Risk};
+use serde::{Deserialize, Serialize};
+
+use crate::platform::{Backend, Platform, Target};
+
+/// One tactic, with the kernel classes it fits and its expected effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pattern {
+    pub id: String,
+    pub title: String,
+    /// Kernel classes it fits, best fit first.
+    pub classes: Vec<KernelClass>,
+    /// 1 (niche) – 3 (usually the first thing to try); decides what prompts keep.
+    pub importance: u8,
+    /// What to do, in two or three sentences.
+    pub summary: String,
+    pub preconditions: Vec<String>,
+    pub impact: PatternImpacts,
+    pub sketch: Sketch,
+    /// Translation entries the tactic relies on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub translations: Vec<String>,
+    pub source: String,
+}
+
+/// The expected effect on the tree's three axes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatternImpacts {
+    pub memory_bandwidth: PatternImpact,
+    pub register_pressure: PatternImpact,
+    pub compute_fit: PatternImpact,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatternImpact {
+    /// 0–10: how much it helps on this axis.
+    pub rating: f64,
+    pub risk: Risk,
+    pub notes: String,
+}
+
+impl PatternImpacts {
+    /// The same numbers as the tree's type, for proposers that seed actions from patterns.
+    pub fn to_core(&self) -> Impacts {
+        let one = |i: &PatternImpact| Impact {
+            rating: i.rating,
+            risk: i.risk,
+            notes: i.notes.clone(),
+        };
+        Impacts {
+            memory_bandwidth: one(&self.memory_bandwidth),
+            register_pressure: one(&self.register_pressure),
+            compute_fit: one(&self.compute_fit),
+        }
+    }
+}
+
+/// How the tactic looks per backend; at least one is given.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sketch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlx: Option<String>,
+}
+
+impl Sketch {
+    /// The sketch to show for a platform: an MLX kernel body is Metal or CUDA code, so MLX
+    /// falls back to the sketch of its target's language.
+    pub fn for_platform(&self, platform: Platform) -> Option<&str> {
+        match (platform.backend, platform.target) {
+            (Backend::C, _) => self.c.as_deref(),
+            (Backend::Cuda, _) => self.cuda.as_deref(),
+            (Backend::Metal, _) => self.metal.as_deref(),
+            (Backend::Mlx, Target::Cuda) => self.cuda.as_deref(),
+            (Backend::Mlx, _) => self.mlx.as_deref().or(self.metal.as_deref()),
+        }
+    }
+
+    /// The sketch written for exactly this backend.
+    pub fn for_backend(&self, backend: Backend) -> Option<&str> {
+        match backend {
+            Backend::C => self.c.as_deref(),
+            Backend::Cuda => self.cuda.as_deref(),
+            Backend::Metal => self.metal.as_deref(),
+            Backend::Mlx => self.mlx.as_deref(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.c.is_none() && self.cuda.is_none() && self.metal.is_none() && self.mlx.is_none()
+    }
+}
+
+impl Pattern {
+    pub fn fits(&self, class: KernelClass) -> bool {
+        self.classes.contains(&class)
+    }
+}
