@@ -288,8 +288,10 @@ impl BuiltinProposer {
             action: Action {
                 title: format!("{}: {new}", knob.tactic),
                 description: format!(
-                    "{} Changes `{}` from {old} to {new}.",
-                    knob.description, knob.name
+                    "{} Changes `{}` from {old} to {new}.{}",
+                    knob.description,
+                    knob.name,
+                    pattern_note(knob.pattern)
                 ),
                 difficulty: knob.difficulty.clamp(1, 5),
                 score,
@@ -339,6 +341,15 @@ impl BuiltinProposer {
         }
         out
     }
+}
+
+/// The knowledge layer's pattern behind a tactic, quoted in the action's description.
+fn pattern_note(pattern: Option<&str>) -> String {
+    pattern
+        .and_then(|id| ksearch_eval::knowledge().pattern(id))
+        .map_or_else(String::new, |p| {
+            format!(" Pattern `{}` ({}): {}", p.id, p.title, p.summary)
+        })
 }
 
 fn plan_of(payload: &serde_json::Value) -> Option<NodePlan> {

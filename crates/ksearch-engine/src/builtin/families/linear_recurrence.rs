@@ -31,6 +31,7 @@ impl LinearRecurrence {
         let knobs = vec![
             Knob {
                 name: "rows",
+                pattern: Some("multiple-accumulators"),
                 tactic: "interleave rows",
                 description: "Advances this many rows in lock-step, so as many independent recurrence chains are in flight and the FMA latency of one row overlaps the others.",
                 difficulty: 2,
@@ -44,6 +45,7 @@ impl LinearRecurrence {
             },
             Knob {
                 name: "block",
+                pattern: Some("chunked-scan"),
                 tactic: "blocked in-register scan",
                 description: "Loads this many time steps as one GCC vector, composes their affine maps with a log-step prefix scan in registers, and applies the carried state with one vector FMA, leaving a single scalar FMA per block on the sequential chain.",
                 difficulty: 4,
@@ -57,6 +59,7 @@ impl LinearRecurrence {
             },
             Knob {
                 name: "nt_store",
+                pattern: None,
                 tactic: "non-temporal stores",
                 description: "Peels each row to vector alignment and writes h with streaming stores, so output lines are not read for ownership nor left to evict the inputs.",
                 difficulty: 2,

@@ -40,6 +40,7 @@ impl Matmul {
         let knobs = vec![
             Knob {
                 name: "loop_order",
+                pattern: None,
                 tactic: "loop interchange",
                 description: "Chooses the outer loop over tiles: rows of tiles outermost keeps the A rows of a tile in L1 while it sweeps B; columns outermost keeps a B panel in cache while it sweeps every row of A.",
                 difficulty: 1,
@@ -51,6 +52,7 @@ impl Matmul {
             },
             Knob {
                 name: "vec",
+                pattern: Some("vectorized-access"),
                 tactic: "explicit vectorization",
                 description: "Tile columns are handled as GCC vectors of this many floats: one vector load of B and one broadcast of A feed a vector FMA.",
                 difficulty: 2,
@@ -64,6 +66,7 @@ impl Matmul {
             },
             Knob {
                 name: "nr",
+                pattern: Some("register-blocking"),
                 tactic: "register blocking (columns)",
                 description: "Vectors per tile row: each loaded A element is reused across this many vectors of B, and the tile has this many independent accumulator chains per row.",
                 difficulty: 2,
@@ -77,6 +80,7 @@ impl Matmul {
             },
             Knob {
                 name: "mr",
+                pattern: Some("register-blocking"),
                 tactic: "register blocking (rows)",
                 description: "Rows of C per tile: each loaded vector of B is reused across this many rows of A, multiplying the accumulators held in registers.",
                 difficulty: 2,
@@ -92,6 +96,7 @@ impl Matmul {
             },
             Knob {
                 name: "kc",
+                pattern: Some("cache-blocking"),
                 tactic: "cache blocking (K)",
                 description: "Splits the k loop into blocks of this depth so the slice of B a tile sweeps stays in cache while C tiles are revisited once per block.",
                 difficulty: 2,
@@ -106,6 +111,7 @@ impl Matmul {
             },
             Knob {
                 name: "nc",
+                pattern: Some("cache-blocking"),
                 tactic: "cache blocking (N)",
                 description: "Splits the columns into blocks of this width so the K×N block of B reused by every row of A fits in L2.",
                 difficulty: 2,
@@ -120,6 +126,7 @@ impl Matmul {
             },
             Knob {
                 name: "pack_b",
+                pattern: None,
                 tactic: "packing B panels",
                 description: "Copies each K×N block of B into contiguous, zero-padded panels as wide as a tile, so the micro-kernel reads B sequentially without cache-set conflicts or TLB misses from the row stride.",
                 difficulty: 3,
@@ -128,6 +135,7 @@ impl Matmul {
             },
             Knob {
                 name: "unroll",
+                pattern: None,
                 tactic: "loop unrolling",
                 description: "Unrolls the k loop of the micro-kernel by this factor to cut loop overhead and let loads run ahead.",
                 difficulty: 1,

@@ -34,6 +34,9 @@ pub struct Knob {
     pub name: &'static str,
     /// Tactic name, e.g. "loop interchange".
     pub tactic: &'static str,
+    /// The knowledge layer's pattern this tactic instantiates (`knowledge/patterns/<id>.toml`),
+    /// if there is one.
+    pub pattern: Option<&'static str>,
     /// One or two sentences: what changes in the code and why it can help.
     pub description: &'static str,
     /// 1..=5
@@ -252,6 +255,26 @@ pub(crate) fn c_stream_helpers(lanes: i64) -> String {
          static inline void vstream_fence(void) {{\n\
          #if defined(__SSE__)\n    _mm_sfence();\n#endif\n}}\n"
     )
+}
+
+#[cfg(test)]
+mod pattern_tests {
+    #[test]
+    fn every_pattern_a_knob_names_is_in_the_knowledge_base() {
+        let k = ksearch_knowledge::Knowledge::builtin().unwrap();
+        for family in super::all() {
+            for knob in family.knobs() {
+                if let Some(id) = knob.pattern {
+                    assert!(
+                        k.pattern(id).is_some(),
+                        "{}.{} names unknown pattern {id}",
+                        family.name(),
+                        knob.name
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ impl Softmax {
         let knobs = vec![
             Knob {
                 name: "vec",
+                pattern: Some("vectorized-access"),
                 tactic: "explicit vectorization",
                 description: "Processes each pass in vectors of this many floats (GCC vector extensions), so the max, the sum and the scaling run one instruction per vector instead of per element.",
                 difficulty: 2,
@@ -47,6 +48,7 @@ impl Softmax {
             },
             Knob {
                 name: "acc",
+                pattern: Some("multiple-accumulators"),
                 tactic: "multiple accumulators",
                 description: "Splits the max and sum reductions over several independent accumulators (unrolling the loop), which hides the add latency chain and makes the float sum more accurate.",
                 difficulty: 1,
@@ -59,6 +61,7 @@ impl Softmax {
             },
             Knob {
                 name: "exp",
+                pattern: None,
                 tactic: "vectorized polynomial exp",
                 description: "Replaces the libm expf call per element with an inline range reduction and degree-6 polynomial that works on whole vectors, removing the dominant scalar call.",
                 difficulty: 3,
@@ -67,6 +70,7 @@ impl Softmax {
             },
             Knob {
                 name: "recip",
+                pattern: None,
                 tactic: "reciprocal instead of division",
                 description: "Computes 1/sum once per row and multiplies each element by it instead of dividing each element by the sum.",
                 difficulty: 1,
@@ -75,6 +79,7 @@ impl Softmax {
             },
             Knob {
                 name: "online",
+                pattern: Some("online-softmax"),
                 tactic: "online (one-pass) softmax",
                 description: "Computes the running max and the rescaled running sum in a single pass over x, then writes exp(x - max) / sum in a second pass: the output is written once instead of stored, re-read and rewritten.",
                 difficulty: 3,
@@ -83,6 +88,7 @@ impl Softmax {
             },
             Knob {
                 name: "nt_store",
+                pattern: None,
                 tactic: "non-temporal stores",
                 description: "Writes the final output with streaming (non-temporal) stores after peeling to vector alignment, so output lines are not read for ownership nor pollute the cache.",
                 difficulty: 2,
