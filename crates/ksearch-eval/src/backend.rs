@@ -11,7 +11,6 @@ use crate::worker_process::WorkerCommand;
 
 /// What the orchestrator needs to know about a backend; the work itself happens in its worker.
 pub trait Backend: std::fmt::Debug {
-    fn kind(&self) -> BackendKind;
     /// How to start a worker for this backend.
     fn worker_command(&self) -> WorkerCommand;
     /// Checks made before a candidate is sent to a worker.
@@ -36,10 +35,6 @@ impl Backend for CBackend {
             None,
         ));
         v
-    }
-
-    fn kind(&self) -> BackendKind {
-        BackendKind::C
     }
 
     fn worker_command(&self) -> WorkerCommand {

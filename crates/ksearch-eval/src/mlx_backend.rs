@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ksearch_core::static_check::{Violation, check_candidate};
-use ksearch_core::task::{BackendKind, TaskSpec};
+use ksearch_core::task::TaskSpec;
 
 use crate::backend::Backend;
 use crate::error::EvalError;
@@ -111,10 +111,6 @@ impl Backend for MlxBackend {
             ));
         }
         v
-    }
-
-    fn kind(&self) -> BackendKind {
-        BackendKind::Mlx
     }
 
     fn worker_command(&self) -> WorkerCommand {

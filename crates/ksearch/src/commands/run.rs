@@ -379,10 +379,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         .map(|(s, _, _)| s.rounds)
         .unwrap_or(0);
     let budget_rounds = args.iterations.map(|n| done + n);
-    let mut observer = ProgressLine::new(
-        args.output.quiet || args.output.json,
-        budget_rounds.or(None),
-    );
+    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, budget_rounds);
     let started = Instant::now();
     let until = time_budget(args.time, &cfg)?.map(|t| started + t);
     let parts = Parts {
