@@ -35,7 +35,9 @@ impl Fixture for CFixture {
     fn source(&self, b: &Behaviour) -> Source {
         let text = match b {
             Behaviour::Good => candidate(ALL_ROWS),
-            Behaviour::TwiceAsSlow => candidate(&format!("{ALL_ROWS}\n{ALL_ROWS}")),
+            Behaviour::FourTimesSlower => {
+                candidate(&format!("{ALL_ROWS}\n{ALL_ROWS}\n{ALL_ROWS}\n{ALL_ROWS}"))
+            }
             Behaviour::Wrong => candidate(&format!("{ALL_ROWS}\ny[rows * cols / 2] += 0.01f;")),
             Behaviour::Zeros => candidate("memset(y, 0, sizeof(float) * rows * cols);"),
             Behaviour::Nan => candidate(&format!("{ALL_ROWS}\ny[cols + 1] = NAN;")),

@@ -119,9 +119,9 @@ macro_rules! conformance_suite {
                 );
             }
             #[test]
-            fn a_twice_as_slow_variant_measures_slower() {
+            fn a_four_times_slower_variant_measures_slower() {
                 let Some(f) = fixture() else { return };
-                twice_as_slow_impl(&f);
+                four_times_slower_impl(&f);
             }
         }
     };
@@ -222,7 +222,7 @@ fn segfault_then_pass_impl<F: Fixture>(f: &F) {
     );
 }
 
-fn twice_as_slow_impl<F: Fixture>(f: &F) {
+fn four_times_slower_impl<F: Fixture>(f: &F) {
     let mut opts = quick_options();
     if let Some(t) = opts.timing.as_mut() {
         t.min_runs = 15;
@@ -230,7 +230,7 @@ fn twice_as_slow_impl<F: Fixture>(f: &F) {
     }
     let good = f.source(&Behaviour::Good);
     let mut ev = f.evaluator();
-    let slow = f.evaluate_with(&mut ev, &Behaviour::TwiceAsSlow, Some(&good), &opts);
+    let slow = f.evaluate_with(&mut ev, &Behaviour::FourTimesSlower, Some(&good), &opts);
     assert_eq!(
         slow.result.status,
         Status::Passed,
@@ -241,9 +241,10 @@ fn twice_as_slow_impl<F: Fixture>(f: &F) {
         .speedup_vs_parent
         .expect("timed against the parent")
         .geomean;
-    // Ideal is 0.5; allow noise on a shared 2-core machine, but it must be clearly slower.
+    // Ideal is 0.25; the numpy harness's per-call overhead on the small workload brings it to
+    // about 0.46 (measured on the 2-core CI machine), so 0.6 leaves room for load noise.
     assert!(
-        vs_parent < 0.75,
-        "the 2× slower variant measured {vs_parent:.2}× of the good one"
+        vs_parent < 0.6,
+        "the 4× slower variant measured {vs_parent:.2}× of the good one"
     );
 }

@@ -56,7 +56,7 @@ impl Fixture for NumpyFixture {
     fn source(&self, b: &Behaviour) -> Source {
         let text = match b {
             Behaviour::Good => candidate("return _softmax(x)"),
-            Behaviour::TwiceAsSlow => candidate("_softmax(x)\nreturn _softmax(x)"),
+            Behaviour::FourTimesSlower => candidate("for _ in range(3):\n    _softmax(x)\nreturn _softmax(x)"),
             Behaviour::Wrong => candidate("y = _softmax(x)\ny[rows // 2, cols // 2] += 0.01\nreturn y"),
             Behaviour::Zeros => candidate("return np.zeros_like(x)"),
             Behaviour::Nan => candidate("y = _softmax(x)\ny[1, 1] = np.nan\nreturn y"),
