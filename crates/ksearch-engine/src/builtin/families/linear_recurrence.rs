@@ -389,10 +389,10 @@ fn impacts(from: P, knob: &str, v: i64) -> Impacts {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Family;
     use super::super::test_support::{
-        assert_renders_and_costs, compile_all, model_total, within_two,
+        assert_impacts_rated, assert_renders_and_costs, compile_all, model_total, within_two,
     };
-    use super::super::{Family, neighbours};
     use super::*;
 
     fn spec() -> TaskSpec {
@@ -456,18 +456,7 @@ mod tests {
 
     #[test]
     fn impacts_are_rated() {
-        let f = LinearRecurrence::new();
-        let seed = f.seed();
-        for (knob, value, _) in neighbours(&f, &seed) {
-            let i = f.impacts(&seed, knob, value);
-            let ratings = [
-                i.memory_bandwidth.rating,
-                i.register_pressure.rating,
-                i.compute_fit.rating,
-            ];
-            assert!(ratings.iter().all(|r| (0.0..=10.0).contains(r)));
-            assert!(ratings.iter().any(|r| *r > 0.0), "{knob}={value}");
-        }
+        assert_impacts_rated(&LinearRecurrence::new());
     }
 
     #[test]

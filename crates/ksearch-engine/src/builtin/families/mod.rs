@@ -332,6 +332,22 @@ pub(crate) mod test_support {
         assert!(super::neighbours(family, &seed).len() >= min_neighbours);
     }
 
+    /// Every impact of every move from the seed is rated within 0..=10, and no move is rated
+    /// zero on all three axes.
+    pub(crate) fn assert_impacts_rated(family: &dyn Family) {
+        let seed = family.seed();
+        for (knob, value, _) in super::neighbours(family, &seed) {
+            let i = family.impacts(&seed, knob, value);
+            let ratings = [
+                i.memory_bandwidth.rating,
+                i.register_pressure.rating,
+                i.compute_fit.rating,
+            ];
+            assert!(ratings.iter().all(|r| (0.0..=10.0).contains(r)));
+            assert!(ratings.iter().any(|r| *r > 0.0), "{knob}={value}");
+        }
+    }
+
     /// The cost model's total (log cycles over the workloads) of a config.
     pub(crate) fn model_total(
         family: &dyn Family,
