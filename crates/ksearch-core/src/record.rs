@@ -33,6 +33,25 @@ pub enum AttemptKind {
     Improve,
 }
 
+impl AttemptKind {
+    pub const ALL: [AttemptKind; 4] = [
+        AttemptKind::Seed,
+        AttemptKind::Implement,
+        AttemptKind::Debug,
+        AttemptKind::Improve,
+    ];
+
+    /// The name as it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptKind::Seed => "seed",
+            AttemptKind::Implement => "implement",
+            AttemptKind::Debug => "debug",
+            AttemptKind::Improve => "improve",
+        }
+    }
+}
+
 /// One candidate generated and evaluated: a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRecord {
@@ -135,4 +154,21 @@ pub struct LlmCallRecord {
     /// Answered from the journal rather than the network (free).
     pub replayed: bool,
     pub seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempt_kind_names_are_the_serialized_ones() {
+        let names: Vec<&str> = AttemptKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["seed", "implement", "debug", "improve"]);
+        for k in AttemptKind::ALL {
+            assert_eq!(
+                serde_json::to_string(&k).unwrap(),
+                format!("\"{}\"", k.as_str())
+            );
+        }
+    }
 }

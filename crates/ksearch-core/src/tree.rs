@@ -19,6 +19,19 @@ pub enum Risk {
     High,
 }
 
+impl Risk {
+    pub const ALL: [Risk; 3] = [Risk::Low, Risk::Medium, Risk::High];
+
+    /// The name as it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+        }
+    }
+}
+
 /// The expected effect of an action on one axis of performance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Impact {
@@ -309,6 +322,23 @@ impl Tree {
         if let Some(n) = self.nodes.get_mut(&id) {
             n.notes.push(note);
             n.updated_round = round;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn risk_names_are_the_serialized_ones() {
+        let names: Vec<&str> = Risk::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(names, ["low", "medium", "high"]);
+        for r in Risk::ALL {
+            assert_eq!(
+                serde_json::to_string(&r).unwrap(),
+                format!("\"{}\"", r.as_str())
+            );
         }
     }
 }

@@ -311,15 +311,11 @@ fn show_pattern(p: &crate::Pattern, to: Option<Backend>) -> String {
         ("register pressure", &p.impact.register_pressure),
         ("compute fit", &p.impact.compute_fit),
     ] {
-        let risk = match i.risk {
-            ksearch_core::tree::Risk::Low => "low",
-            ksearch_core::tree::Risk::Medium => "medium",
-            ksearch_core::tree::Risk::High => "high",
-        };
         let _ = writeln!(
             s,
-            "  {axis}: {}/10, {risk} risk — {}",
+            "  {axis}: {}/10, {} risk — {}",
             i.rating,
+            i.risk.as_str(),
             i.notes.trim()
         );
     }

@@ -415,12 +415,11 @@ fn translation_compact(t: &Translation, to: Platform) -> String {
 }
 
 fn impact_words(i: &PatternImpact) -> String {
-    let risk = match i.risk {
-        ksearch_core::tree::Risk::Low => "low",
-        ksearch_core::tree::Risk::Medium => "medium",
-        ksearch_core::tree::Risk::High => "high",
-    };
-    format!("{}/10 ({risk} risk)", format_value(i.rating, Unit::Count))
+    format!(
+        "{}/10 ({} risk)",
+        format_value(i.rating, Unit::Count),
+        i.risk.as_str()
+    )
 }
 
 fn pattern_full(p: &Pattern, to: Platform) -> String {

@@ -15,9 +15,9 @@ use std::fmt::Write as _;
 
 use ksearch_core::calibration::Calibration;
 use ksearch_core::protocol::{Role, Status, WorkloadReport};
-use ksearch_core::record::{AttemptKind, AttemptRecord};
+use ksearch_core::record::AttemptRecord;
 use ksearch_core::stats::TimingStats;
-use ksearch_core::tree::{Impact, Node, NodeId, ROOT, Risk};
+use ksearch_core::tree::{Impact, Node, NodeId, ROOT};
 use serde_json::json;
 
 use crate::data::{RunData, node_status, run_id};
@@ -206,23 +206,6 @@ fn attempt_status(a: &AttemptRecord) -> &'static str {
     a.status().map_or("pending", Status::as_str)
 }
 
-fn kind(k: AttemptKind) -> &'static str {
-    match k {
-        AttemptKind::Seed => "seed",
-        AttemptKind::Implement => "implement",
-        AttemptKind::Debug => "debug",
-        AttemptKind::Improve => "improve",
-    }
-}
-
-fn risk(r: Risk) -> &'static str {
-    match r {
-        Risk::Low => "low",
-        Risk::Medium => "medium",
-        Risk::High => "high",
-    }
-}
-
 /// The whole report page.
 pub fn render(data: &RunData) -> String {
     let mut o = String::with_capacity(64 * 1024);
@@ -288,7 +271,7 @@ fn json_blob(data: &RunData) -> String {
                 "round": a.round,
                 "node": a.node,
                 "cycle": a.cycle,
-                "kind": kind(a.kind),
+                "kind": a.kind.as_str(),
                 "status": attempt_status(a),
                 "speedup": a.speedup(),
                 "improved": a.improved,
@@ -668,7 +651,7 @@ fn chart_section(o: &mut String, data: &RunData) {
             xs(a.round),
             status_color(status),
             a.round,
-            kind(a.kind),
+            a.kind.as_str(),
             a.node,
             esc(&truncate(&node, 80)),
             x(a.speedup()),
@@ -852,7 +835,7 @@ fn impact_row(o: &mut String, name: &str, i: &Impact) {
         o,
         "<tr><td>{name}</td><td class=\"n\">{:.1}</td><td>{}</td><td>{}</td></tr>",
         i.rating,
-        risk(i.risk),
+        i.risk.as_str(),
         esc(&i.notes)
     );
 }
@@ -1000,7 +983,7 @@ fn node_detail(o: &mut String, data: &RunData, n: &Node) {
                  <td class=\"n\">{}</td><td class=\"msg\">{}{note}</td></tr>",
                 a.round,
                 a.round,
-                kind(a.kind),
+                a.kind.as_str(),
                 status_color(status),
                 if a.improved { " ↑" } else { "" },
                 x(a.speedup()),

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use ksearch_core::protocol::{Role, WorkloadReport};
-use ksearch_core::record::{AttemptKind, AttemptRecord};
-use ksearch_core::tree::{Impact, Node, NodeId, Risk};
+use ksearch_core::record::AttemptRecord;
+use ksearch_core::tree::{Impact, Node, NodeId};
 use serde::Serialize;
 
 use crate::data::{ReportError, RunData, node_status};
@@ -55,28 +55,11 @@ pub fn json(data: &RunData, id: NodeId) -> Result<ShowJson<'_>, ReportError> {
     })
 }
 
-fn kind(k: AttemptKind) -> &'static str {
-    match k {
-        AttemptKind::Seed => "seed",
-        AttemptKind::Implement => "implement",
-        AttemptKind::Debug => "debug",
-        AttemptKind::Improve => "improve",
-    }
-}
-
-fn risk(r: Risk) -> &'static str {
-    match r {
-        Risk::Low => "low",
-        Risk::Medium => "medium",
-        Risk::High => "high",
-    }
-}
-
 fn impact_line(o: &mut String, name: &str, i: &Impact) {
     let line = format!(
         "    {name:<18} {:>4.1}/10  risk {:<6}  {}",
         i.rating,
-        risk(i.risk),
+        i.risk.as_str(),
         i.notes
     );
     let _ = writeln!(o, "{}", line.trim_end());
@@ -106,7 +89,7 @@ fn attempt(o: &mut String, a: &AttemptRecord) {
         o,
         "  round {} · {} · cycle {} · {status}",
         a.round,
-        kind(a.kind),
+        a.kind.as_str(),
         a.cycle
     );
     if let Some(s) = a.speedup() {
