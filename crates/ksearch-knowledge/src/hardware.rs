@@ -169,18 +169,69 @@ pub struct CpuSection {
     pub l1_vector_loads_per_cycle: Fact,
 }
 
-/// [`CpuSection`] as plain numbers, for the cost model.
+/// [`CpuSection`] as plain numbers: the parameters of one CPU core the builtin proposer's cost
+/// models use, in cycles of that core.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CpuModel {
+    /// Width of the widest usable SIMD register, in bytes (64 for AVX-512, 32 for AVX2, 16 for
+    /// NEON or SSE).
     pub vector_bytes: u32,
+    /// Full-width vector FMAs the core can start per cycle.
     pub fma_units: u32,
     pub l1_bytes: usize,
     pub l2_bytes: usize,
     pub llc_bytes: usize,
+    /// Sustained DRAM bandwidth of one core (an assumption).
     pub dram_bytes_per_cycle: f64,
+    /// Sustained last-level-cache bandwidth of one core (an assumption).
     pub llc_bytes_per_cycle: f64,
+    /// L2 bandwidth over the LLC's (an assumption).
     pub l2_over_llc_bandwidth: f64,
+    /// Vector loads per cycle from L1 (an assumption).
     pub l1_vector_loads_per_cycle: f64,
+}
+
+impl CpuModel {
+    /// f32 lanes in one vector register.
+    pub fn f32_lanes(&self) -> u32 {
+        (self.vector_bytes / 4).max(1)
+    }
+
+    /// Vector FMAs (or other FP operations) of `lanes` f32 lanes the core completes per cycle:
+    /// narrower vectors than the hardware's issue up to two a cycle (the FMA pipes split, as on
+    /// Zen 4), wider ones take several instructions.
+    pub fn vector_ops_per_cycle(&self, lanes: u32) -> f64 {
+        let hw = self.f32_lanes();
+        let units = f64::from(self.fma_units.max(1));
+        if lanes > hw {
+            units / f64::from(lanes.div_ceil(hw))
+        } else {
+            (units * f64::from(hw / lanes.max(1))).min(2.0_f64.max(units))
+        }
+    }
+
+    /// Assumed L2 bandwidth: a multiple of the LLC's.
+    pub fn l2_bytes_per_cycle(&self) -> f64 {
+        self.l2_over_llc_bandwidth * self.llc_bytes_per_cycle
+    }
+
+    /// Assumed L1 bandwidth: a number of vector loads per cycle.
+    pub fn l1_bytes_per_cycle(&self) -> f64 {
+        self.l1_vector_loads_per_cycle * f64::from(self.vector_bytes)
+    }
+
+    /// Bandwidth of the level a working set of `bytes` lives in, when it is re-read.
+    pub fn bytes_per_cycle_for(&self, working_set: f64) -> f64 {
+        if working_set <= self.l1_bytes as f64 {
+            self.l1_bytes_per_cycle()
+        } else if working_set <= self.l2_bytes as f64 {
+            self.l2_bytes_per_cycle()
+        } else if working_set <= self.llc_bytes as f64 {
+            self.llc_bytes_per_cycle
+        } else {
+            self.dram_bytes_per_cycle
+        }
+    }
 }
 
 impl CpuSection {

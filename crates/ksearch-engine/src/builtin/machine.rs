@@ -8,116 +8,42 @@
 
 use std::fs;
 
-/// The parameters of one CPU core the cost models use.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Machine {
-    /// Width of the widest usable SIMD register, in bytes (64 for AVX-512, 32 for AVX2, 16 for
-    /// NEON or SSE).
-    pub vector_bytes: u32,
-    /// Full-width vector FMAs the core can start per cycle.
-    pub fma_units: u32,
-    pub l1_bytes: usize,
-    pub l2_bytes: usize,
-    pub llc_bytes: usize,
-    /// Sustained DRAM bandwidth of one core (assumption, see the module docs).
-    pub dram_bytes_per_cycle: f64,
-    /// Sustained last-level-cache bandwidth of one core (assumption, see the module docs).
-    pub llc_bytes_per_cycle: f64,
-    /// L2 bandwidth over the LLC's (assumption).
-    pub l2_over_llc_bandwidth: f64,
-    /// Vector loads per cycle from L1 (assumption).
-    pub l1_vector_loads_per_cycle: f64,
+/// The parameters of one CPU core the cost models use: the knowledge layer's CPU model.
+pub use ksearch_knowledge::CpuModel as Machine;
+
+/// The CPU host model of the knowledge layer (`knowledge/hardware/generic-x86-64.toml`): an AVX2
+/// core with its caches and the bandwidths the cost models assume. For tests and anywhere
+/// results must not depend on the host.
+pub fn generic() -> Machine {
+    let k = ksearch_knowledge::Knowledge::builtin()
+        .unwrap_or_else(|e| panic!("the built-in knowledge base is broken: {e}"));
+    k.hardware(ksearch_knowledge::CPU_HOST_ID)
+        .and_then(ksearch_knowledge::Hardware::cpu_model)
+        .expect("the knowledge base describes the CPU host model")
 }
 
-impl Machine {
-    /// The CPU host model of the knowledge layer (`knowledge/hardware/generic-x86-64.toml`): an
-    /// AVX2 core with its caches and the bandwidths the cost models assume. For tests and
-    /// anywhere results must not depend on the host.
-    pub fn generic() -> Machine {
-        let k = ksearch_knowledge::Knowledge::builtin()
-            .unwrap_or_else(|e| panic!("the built-in knowledge base is broken: {e}"));
-        let m = k
-            .hardware(ksearch_knowledge::CPU_HOST_ID)
-            .and_then(ksearch_knowledge::Hardware::cpu_model)
-            .expect("the knowledge base describes the CPU host model");
-        Machine {
-            vector_bytes: m.vector_bytes,
-            fma_units: m.fma_units,
-            l1_bytes: m.l1_bytes,
-            l2_bytes: m.l2_bytes,
-            llc_bytes: m.llc_bytes,
-            dram_bytes_per_cycle: m.dram_bytes_per_cycle,
-            llc_bytes_per_cycle: m.llc_bytes_per_cycle,
-            l2_over_llc_bandwidth: m.l2_over_llc_bandwidth,
-            l1_vector_loads_per_cycle: m.l1_vector_loads_per_cycle,
-        }
+/// The host's parameters: the vector width from `/proc/cpuinfo`, the caches from
+/// `/sys/devices/system/cpu/cpu0/cache`; anything unreadable keeps its [`generic`] value.
+pub fn detect() -> Machine {
+    let mut m = generic();
+    if let Ok(cpuinfo) = fs::read_to_string("/proc/cpuinfo") {
+        let (vector_bytes, fma_units) = vector_from_cpuinfo(&cpuinfo);
+        m.vector_bytes = vector_bytes;
+        m.fma_units = fma_units;
     }
-
-    /// The host's parameters: the vector width from `/proc/cpuinfo`, the caches from
-    /// `/sys/devices/system/cpu/cpu0/cache`; anything unreadable keeps its [`Machine::generic`]
-    /// value.
-    pub fn detect() -> Machine {
-        let mut m = Machine::generic();
-        if let Ok(cpuinfo) = fs::read_to_string("/proc/cpuinfo") {
-            let (vector_bytes, fma_units) = vector_from_cpuinfo(&cpuinfo);
-            m.vector_bytes = vector_bytes;
-            m.fma_units = fma_units;
-        }
-        let caches = read_caches("/sys/devices/system/cpu/cpu0/cache");
-        if let Some(l1) = caches.l1 {
-            m.l1_bytes = l1;
-        }
-        if let Some(l2) = caches.l2 {
-            m.l2_bytes = l2;
-        }
-        match (caches.l3, caches.l2) {
-            (Some(l3), _) => m.llc_bytes = l3,
-            (None, Some(l2)) => m.llc_bytes = l2,
-            (None, None) => {}
-        }
-        m
+    let caches = read_caches("/sys/devices/system/cpu/cpu0/cache");
+    if let Some(l1) = caches.l1 {
+        m.l1_bytes = l1;
     }
-
-    /// f32 lanes in one vector register.
-    pub fn f32_lanes(&self) -> u32 {
-        (self.vector_bytes / 4).max(1)
+    if let Some(l2) = caches.l2 {
+        m.l2_bytes = l2;
     }
-
-    /// Vector FMAs (or other FP operations) of `lanes` f32 lanes the core completes per cycle:
-    /// narrower vectors than the hardware's issue up to two a cycle (the FMA pipes split, as on
-    /// Zen 4), wider ones take several instructions.
-    pub fn vector_ops_per_cycle(&self, lanes: u32) -> f64 {
-        let hw = self.f32_lanes();
-        let units = f64::from(self.fma_units.max(1));
-        if lanes > hw {
-            units / f64::from(lanes.div_ceil(hw))
-        } else {
-            (units * f64::from(hw / lanes.max(1))).min(2.0_f64.max(units))
-        }
+    match (caches.l3, caches.l2) {
+        (Some(l3), _) => m.llc_bytes = l3,
+        (None, Some(l2)) => m.llc_bytes = l2,
+        (None, None) => {}
     }
-
-    /// Assumed L2 bandwidth: a multiple of the LLC's.
-    pub fn l2_bytes_per_cycle(&self) -> f64 {
-        self.l2_over_llc_bandwidth * self.llc_bytes_per_cycle
-    }
-
-    /// Assumed L1 bandwidth: a number of vector loads per cycle.
-    pub fn l1_bytes_per_cycle(&self) -> f64 {
-        self.l1_vector_loads_per_cycle * f64::from(self.vector_bytes)
-    }
-
-    /// Bandwidth of the level a working set of `bytes` lives in, when it is re-read.
-    pub fn bytes_per_cycle_for(&self, working_set: f64) -> f64 {
-        if working_set <= self.l1_bytes as f64 {
-            self.l1_bytes_per_cycle()
-        } else if working_set <= self.l2_bytes as f64 {
-            self.l2_bytes_per_cycle()
-        } else if working_set <= self.llc_bytes as f64 {
-            self.llc_bytes_per_cycle
-        } else {
-            self.dram_bytes_per_cycle
-        }
-    }
+    m
 }
 
 /// Vector width and FMA pipes from the `flags` (x86) or `Features` (ARM) line.
@@ -217,20 +143,20 @@ mod tests {
 
     #[test]
     fn vector_rates() {
-        let mut m = Machine::generic();
+        let mut m = generic();
         m.vector_bytes = 64;
         m.fma_units = 1;
         assert_eq!(m.vector_ops_per_cycle(16), 1.0);
         assert_eq!(m.vector_ops_per_cycle(8), 2.0);
         assert_eq!(m.vector_ops_per_cycle(1), 2.0);
-        let g = Machine::generic();
+        let g = generic();
         assert_eq!(g.vector_ops_per_cycle(8), 2.0);
         assert_eq!(g.vector_ops_per_cycle(16), 1.0);
     }
 
     #[test]
     fn detect_is_sane() {
-        let m = Machine::detect();
+        let m = detect();
         assert!(m.vector_bytes >= 16);
         assert!(m.l1_bytes > 0 && m.l2_bytes >= m.l1_bytes && m.llc_bytes >= m.l2_bytes);
         assert!(m.dram_bytes_per_cycle > 0.0 && m.llc_bytes_per_cycle > 0.0);

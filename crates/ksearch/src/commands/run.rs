@@ -8,7 +8,7 @@ use anyhow::Context;
 use ksearch_core::record::LlmCallRecord;
 use ksearch_core::task::{BackendKind, Task, TaskSpec};
 use ksearch_engine::builtin::BuiltinProposer;
-use ksearch_engine::builtin::machine::Machine;
+use ksearch_engine::builtin::machine;
 use ksearch_engine::llm::{KnowledgeSource, LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
 use ksearch_engine::{
     Budget, DEFAULT_WINDOW, Engine, EvalSettings, LlmModels, Parts, Proposer, RUN_FORMAT,
@@ -176,7 +176,7 @@ fn proposer_for(
     let Some(m) = models else {
         return Ok(Box::new(BuiltinProposer::for_task(
             task,
-            Machine::detect(),
+            machine::detect(),
         )?));
     };
     let offline = replay.is_some();

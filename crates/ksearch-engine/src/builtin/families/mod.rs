@@ -310,7 +310,7 @@ pub(crate) mod test_support {
     ) {
         let seed = family.seed();
         assert!(family.valid(&seed));
-        let m = crate::builtin::machine::Machine::generic();
+        let m = crate::builtin::machine::generic();
         let mut all = vec![seed.clone()];
         all.extend(
             super::neighbours(family, &seed)
@@ -354,7 +354,7 @@ pub(crate) mod test_support {
         spec: &ksearch_core::task::TaskSpec,
         c: &Config,
     ) -> f64 {
-        let m = crate::builtin::machine::Machine::generic();
+        let m = crate::builtin::machine::generic();
         spec.workloads
             .iter()
             .map(|w| family.cost(c, w, &m).cycles.ln())
