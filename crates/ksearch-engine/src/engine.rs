@@ -113,8 +113,23 @@ pub fn open_run(dir: &Path) -> Result<StoredRun, EngineError> {
     })
 }
 
-/// Read a finished or running run for display, without an engine.
-pub fn read_summary(dir: &Path) -> Result<(RunSummary, Tree, Vec<AttemptRecord>), EngineError> {
+/// Everything a finished or running run has recorded, read back without an engine.
+#[derive(Debug)]
+pub struct RunRecords {
+    pub run: StoredRun,
+    pub state: EngineState,
+    pub tree: Tree,
+    pub summary: RunSummary,
+    /// Every attempt in round order, the seed (round 0) first.
+    pub attempts: Vec<AttemptRecord>,
+    pub cycles: Vec<CycleRecord>,
+    /// `(round, kind, data)` in the order written.
+    pub events: Vec<(u64, String, serde_json::Value)>,
+    pub llm_calls: Vec<LlmCallRecord>,
+}
+
+/// Read a finished or running run whole, for display.
+pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
     let run = open_run(dir)?;
     let snap = run.store.snapshot()?;
     let state: EngineState = run.store.state()?.ok_or_else(|| EngineError::Incomplete {
@@ -138,7 +153,22 @@ pub fn read_summary(dir: &Path) -> Result<(RunSummary, Tree, Vec<AttemptRecord>)
         &snap.cycles,
         &snap.llm_calls,
     );
-    Ok((summary, tree, snap.attempts))
+    Ok(RunRecords {
+        run,
+        state,
+        tree,
+        summary,
+        attempts: snap.attempts,
+        cycles: snap.cycles,
+        events: snap.events,
+        llm_calls: snap.llm_calls,
+    })
+}
+
+/// A run's summary, tree and attempts, for display.
+pub fn read_summary(dir: &Path) -> Result<(RunSummary, Tree, Vec<AttemptRecord>), EngineError> {
+    let r = read_run(dir)?;
+    Ok((r.summary, r.tree, r.attempts))
 }
 
 pub struct Engine<'e> {

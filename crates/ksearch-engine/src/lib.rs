@@ -11,7 +11,8 @@ mod run_config;
 mod summary;
 
 pub use engine::{
-    Budget, Engine, EngineError, MAX_FAILED_CYCLES, Parts, StoredRun, open_run, read_summary,
+    Budget, Engine, EngineError, MAX_FAILED_CYCLES, Parts, RunRecords, StoredRun, open_run,
+    read_run, read_summary,
 };
 pub use observer::{Observer, Progress, Silent};
 pub use proposer::{

@@ -16,8 +16,6 @@ pub enum ReportError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("the run in {} is incomplete: {what}", dir.display())]
-    Incomplete { dir: PathBuf, what: String },
     #[error("the run has no node {node} (nodes: {known})")]
     NoSuchNode { node: NodeId, known: String },
     #[error("`{name}` is not a node: give a node id, `best` or `seed`")]
@@ -43,7 +41,6 @@ impl ReportError {
         match self {
             ReportError::Engine(EngineError::Store(_) | EngineError::Incomplete { .. })
             | ReportError::Store(_)
-            | ReportError::Incomplete { .. }
             | ReportError::NoSuchNode { .. }
             | ReportError::BadNode { .. }
             | ReportError::OpenNode { .. }
@@ -74,37 +71,15 @@ pub struct RunData {
 
 /// Read a run directory (`run.sqlite` and `artifacts/`).
 pub fn load(dir: &Path) -> Result<RunData, ReportError> {
-    let run = ksearch_engine::open_run(dir)?;
-    let snap = run.store.snapshot()?;
-    let incomplete = |what: &str| ReportError::Incomplete {
-        dir: dir.to_owned(),
-        what: what.to_owned(),
-    };
-    let state: EngineState = run
-        .store
-        .state()?
-        .ok_or_else(|| incomplete("no engine state"))?;
-    if snap.nodes.is_empty() {
-        return Err(incomplete("the seed has not been measured yet"));
-    }
-    let tree = Tree::from_nodes(snap.nodes, state.next_node);
-    let summary = ksearch_engine::summarize(
-        dir,
-        &run.task,
-        &run.config,
-        &state,
-        &tree,
-        &snap.attempts,
-        &snap.cycles,
-        &snap.llm_calls,
-    );
+    let r = ksearch_engine::read_run(dir)?;
     let mut sources = BTreeMap::new();
-    let hashes = snap
+    let hashes = r
         .attempts
         .iter()
         .map(|a| (&a.source_hash, &a.source_file))
         .chain(
-            tree.nodes()
+            r.tree
+                .nodes()
                 .filter_map(|n| n.solution.as_ref())
                 .map(|s| (&s.source_hash, &s.source_file)),
         );
@@ -113,21 +88,21 @@ pub fn load(dir: &Path) -> Result<RunData, ReportError> {
             continue;
         }
         // A missing artifact only matters to the view that needs it; it says so there.
-        if let Ok(src) = run.store.read_artifact(hash, file) {
+        if let Ok(src) = r.run.store.read_artifact(hash, file) {
             sources.insert(hash.clone(), src.text);
         }
     }
     Ok(RunData {
         dir: dir.to_owned(),
-        task: run.task,
-        config: run.config,
-        state,
-        summary,
-        tree,
-        attempts: snap.attempts,
-        cycles: snap.cycles,
-        events: snap.events,
-        llm_calls: snap.llm_calls,
+        task: r.run.task,
+        config: r.run.config,
+        state: r.state,
+        summary: r.summary,
+        tree: r.tree,
+        attempts: r.attempts,
+        cycles: r.cycles,
+        events: r.events,
+        llm_calls: r.llm_calls,
         sources,
     })
 }
