@@ -43,11 +43,6 @@ impl RunStore {
                 dir: dir.to_owned(),
             });
         }
-        std::fs::create_dir_all(dir.join(ARTIFACTS_DIR)).map_err(|source| E::Io {
-            action: "create",
-            path: dir.join(ARTIFACTS_DIR),
-            source,
-        })?;
         Self::connect(dir, db)
     }
 
@@ -59,15 +54,16 @@ impl RunStore {
                 dir: dir.to_owned(),
             });
         }
+        Self::connect(dir, db)
+    }
+
+    /// Ensures `artifacts/` exists (creates the run directory too), then opens the database.
+    fn connect(dir: &Path, db: PathBuf) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir.join(ARTIFACTS_DIR)).map_err(|source| E::Io {
             action: "create",
             path: dir.join(ARTIFACTS_DIR),
             source,
         })?;
-        Self::connect(dir, db)
-    }
-
-    fn connect(dir: &Path, db: PathBuf) -> Result<Self, StoreError> {
         let sql = |source| E::Sqlite {
             path: db.clone(),
             source,
