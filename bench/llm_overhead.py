@@ -13,14 +13,14 @@ search against it, and splits the run's wall time:
     cargo build --release && python3 bench/llm_overhead.py [--iterations 20]
 """
 import argparse
-import http.server
 import json
 import os
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
+
+from scripted_model import answerer, serve
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -40,50 +40,9 @@ void softmax(const float *restrict x, float *restrict y, int64_t rows, int64_t c
 """
 
 
-def action(title):
-    return {"title": title, "description": title, "difficulty": 2, "score": 0.5, "expected_speedup": 1.2,
-            "rationale": "r", "rating": 5, "confidence": 0.5}
-
-
-COUNTER = [0]
-
-
-def answer(prompt):
-    COUNTER[0] += 1
-    if "Build the initial world model" in prompt:
-        body = {"classification": "c", "canonical_form": "f", "data_layout": "l",
-                "bottlenecks": [{"regime": r, "hypothesis": "h"} for r in "abc"], "knobs": ["k"],
-                "skeleton": "s", "kernel_families": ["a", "b"], "actions": [action(f"a{i}") for i in range(3)]}
-        return "```json\n" + json.dumps(body) + "\n```"
-    if "Reflect, then revise the tree" in prompt:
-        node = int(prompt.split("## Evidence from the cycle on node ")[1].split()[0])
-        body = {"reflection": {"code_summary": "c", "followed_action": True, "belief_changes": "b", "prediction_gap": "g"},
-                "edits": [{"op": "insert", "parent": node, "node": action(f"next {COUNTER[0]}")}]}
-        return "```json\n" + json.dumps(body) + "\n```"
-    if "propose up to 3 new actions" in prompt.lower():
-        return '```json\n{"edits": []}\n```'
-    if "Decide what to do with this action" in prompt:
-        return '```json\n{"decision": "delete"}\n```'
-    # Implement, debug, improve: a correct kernel, made unique so every attempt is new work.
-    return f"```c\n/* variant {COUNTER[0]} */\n{KERNEL}```"
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        prompt = next(m["content"] for m in req["messages"] if m["role"] == "user")
-        text = answer(prompt)
-        body = json.dumps({"id": "x", "object": "chat.completion", "model": req["model"],
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 1000, "completion_tokens": 300, "total_tokens": 1300}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+def variant(n):
+    """A correct kernel, made unique so every attempt is new work."""
+    return f"```c\n/* variant {n} */\n{KERNEL}```"
 
 
 def main() -> int:
@@ -91,8 +50,7 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "ksearch"))
     args = ap.parse_args()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(answerer(variant))
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     with tempfile.TemporaryDirectory() as d:
         run_dir = os.path.join(d, "run")

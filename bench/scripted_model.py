@@ -5,10 +5,13 @@ model with three actions, the given source file for every code request, and tree
 evaluation in such a run is real; only the "model" is a script.
 
     python3 bench/scripted_model.py --code FILE --port 8765
+
+`answerer` and `serve` are also what bench/llm_overhead.py runs in-process.
 """
 import argparse
 import http.server
 import json
+import threading
 
 
 def action(title):
@@ -16,12 +19,8 @@ def action(title):
             "rationale": "scripted", "rating": 5, "confidence": 0.5}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--code", required=True)
-    ap.add_argument("--port", type=int, default=8765)
-    args = ap.parse_args()
-    code = open(args.code).read()
+def answerer(code):
+    """Answers one prompt text; a code request gets `code(n)`, n counting the calls so far."""
     counter = [0]
 
     def answer(prompt):
@@ -38,9 +37,15 @@ def main():
             return "```json\n" + json.dumps(body) + "\n```"
         if "Decide what to do with this action" in prompt:
             return '```json\n{"decision": "delete"}\n```'
-        if "new actions" in prompt:
+        if "propose up to 3 new actions" in prompt.lower():
             return '```json\n{"edits": []}\n```'
-        return "```python\n" + code + "\n```"
+        return code(counter[0])
+
+    return answer
+
+
+def serve(answer, port=0):
+    """An OpenAI chat-completions server on loopback, answering in a background thread."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
@@ -58,7 +63,19 @@ def main():
         def log_message(self, *a):
             pass
 
-    http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--code", required=True)
+    ap.add_argument("--port", type=int, default=8765)
+    args = ap.parse_args()
+    code = open(args.code).read()
+    serve(answerer(lambda _: "```python\n" + code + "\n```"), args.port)
+    threading.Event().wait()  # the server thread answers until the process is killed
 
 
 if __name__ == "__main__":
