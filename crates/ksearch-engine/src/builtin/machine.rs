@@ -15,9 +15,8 @@ pub use ksearch_knowledge::CpuModel as Machine;
 /// core with its caches and the bandwidths the cost models assume. For tests and anywhere
 /// results must not depend on the host.
 pub fn generic() -> Machine {
-    let k = ksearch_knowledge::Knowledge::builtin()
-        .unwrap_or_else(|e| panic!("the built-in knowledge base is broken: {e}"));
-    k.hardware(ksearch_knowledge::CPU_HOST_ID)
+    ksearch_eval::knowledge()
+        .hardware(ksearch_knowledge::CPU_HOST_ID)
         .and_then(ksearch_knowledge::Hardware::cpu_model)
         .expect("the knowledge base describes the CPU host model")
 }
