@@ -4,12 +4,11 @@
 //! guess.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use ksearch_core::record::Evaluation;
+use ksearch_core::record::{AttemptRecord, Evaluation};
 use ksearch_core::task::{Source, Task};
 use ksearch_eval::{Compare, EvalError, EvalOptions, Evaluator};
-use ksearch_store::{RunStore, StoreError, content_hash};
+use ksearch_store::content_hash;
 
 /// Answers evaluations from a recorded run, in the order they were made.
 #[derive(Debug)]
@@ -19,15 +18,18 @@ pub struct ReplayEvaluator {
 }
 
 impl ReplayEvaluator {
-    pub fn from_run(dir: &Path) -> Result<Self, StoreError> {
-        let snap = RunStore::open(dir)?.snapshot()?;
+    /// From the recorded run's attempts, in round order.
+    pub fn from_attempts(attempts: &[AttemptRecord]) -> Self {
         let mut recorded: BTreeMap<String, Vec<Evaluation>> = BTreeMap::new();
-        for a in snap.attempts {
-            if let Some(e) = a.evaluation {
-                recorded.entry(a.source_hash).or_default().push(e);
+        for a in attempts {
+            if let Some(e) = &a.evaluation {
+                recorded
+                    .entry(a.source_hash.clone())
+                    .or_default()
+                    .push(e.clone());
             }
         }
-        Ok(Self { recorded })
+        Self { recorded }
     }
 }
 

@@ -331,8 +331,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let mut local;
     let mut replayed;
     let evaluator: &mut dyn Evaluator = match &replay {
-        Some((dir, _, _)) => {
-            replayed = ReplayEvaluator::from_run(dir)?;
+        Some((_, _, snap)) => {
+            replayed = ReplayEvaluator::from_attempts(&snap.attempts);
             &mut replayed
         }
         None => {
