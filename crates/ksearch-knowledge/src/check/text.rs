@@ -39,6 +39,14 @@ fn blank(out: &mut [u8], range: Range<usize>) {
     }
 }
 
+/// Where the line holding `from` ends: its newline, or the end of the text.
+fn line_end(b: &[u8], from: usize) -> usize {
+    b[from..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(b.len(), |p| from + p)
+}
+
 fn into_string(bytes: Vec<u8>) -> String {
     // Only whole ASCII-delimited regions were replaced by ASCII spaces, so this stays UTF-8;
     // the lossy conversion is a guard, not a path taken.
@@ -53,10 +61,7 @@ pub(crate) fn mask_c(text: &str) -> String {
     while i < b.len() {
         match b[i] {
             b'/' if b.get(i + 1) == Some(&b'/') => {
-                let end = b[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(b.len(), |p| i + p);
+                let end = line_end(b, i);
                 blank(&mut out, i..end);
                 i = end;
             }
@@ -122,10 +127,7 @@ pub(crate) fn mask_python(text: &str) -> Python {
     while i < b.len() {
         let c = b[i];
         if c == b'#' {
-            let end = b[i..]
-                .iter()
-                .position(|&c| c == b'\n')
-                .map_or(b.len(), |p| i + p);
+            let end = line_end(b, i);
             blank(&mut out, i..end);
             i = end;
             continue;
