@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::stats::TimingStats;
 use crate::task::{Source, TaskSpec, Workload};
 
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A message with its protocol version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -260,7 +260,53 @@ pub struct EvaluateResult {
     pub phases: Phases,
     /// What candidate code printed on stdout/stderr.
     pub output: CapturedOutput,
+    /// How the candidate was confined while it ran (absent when it never ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Confinement>,
 }
+
+/// What confinement a sandboxed program really got. Where the kernel refused something, the
+/// field says so and `missing` explains; evaluation results carry this, so a user sees when a
+/// candidate ran less confined than documented.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    /// Its own user namespace (another uid outside).
+    pub user_namespace: bool,
+    /// Its own PID namespace: it sees no other process, and all its processes die with it.
+    pub pid_namespace: bool,
+    /// Its own network namespace: no network at all.
+    pub network_namespace: bool,
+    /// A private root: only system directories (read-only) and its own temp dir exist.
+    pub private_root: bool,
+    /// A seccomp filter (no new processes for runners, no ptrace, no IPv4/IPv6 sockets).
+    pub seccomp: bool,
+    /// The uid it runs as, seen from outside.
+    pub uid: u32,
+    /// What could not be applied, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+impl Confinement {
+    /// Every layer applied.
+    pub fn is_full(&self) -> bool {
+        self.pid_namespace && self.network_namespace && self.private_root && self.seccomp
+    }
+
+    /// One line for a result message.
+    pub fn summary(&self) -> String {
+        if self.is_full() {
+            format!(
+                "sandboxed (user, pid, network and mount namespaces{}, seccomp; uid {})",
+                if self.user_namespace { "" } else { " without a user namespace" },
+                self.uid
+            )
+        } else {
+            format!("partly sandboxed: {}", self.missing.join("; "))
+        }
+    }
+}
+
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompileReport {
@@ -414,6 +460,12 @@ mod tests {
                 head: "hello".into(),
                 tail: String::new(),
             },
+            sandbox: Some(Confinement {
+                pid_namespace: true,
+                uid: 65534,
+                missing: vec!["no seccomp filter".into()],
+                ..Confinement::default()
+            }),
         }))
     }
 

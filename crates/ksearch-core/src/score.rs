@@ -125,6 +125,7 @@ mod tests {
                 .collect(),
             phases: Phases::default(),
             output: CapturedOutput::default(),
+            sandbox: None,
         }
     }
 

@@ -203,6 +203,7 @@ impl Evaluator for LocalEvaluator {
                 workloads: Vec::new(),
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
+                sandbox: None,
             }
         };
         Ok(Evaluation {

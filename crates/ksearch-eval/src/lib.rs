@@ -11,7 +11,10 @@ mod evaluator;
 mod knowledge_checks;
 mod mlx_backend;
 mod output_capture;
+mod shm;
+pub mod sandbox;
 mod supervisor;
+mod validate;
 mod worker_process;
 
 pub use backend::{Backend, BackendOptions, CBackend, backend_for};

@@ -12,8 +12,6 @@ use ksearch_core::protocol::{
 use crate::error::EvalError;
 use crate::worker_process::{Incoming, WorkerCommand, WorkerProcess, describe_exit};
 
-/// Bytes of non-protocol lines tolerated on the message channel before the worker is killed.
-const MAX_GARBAGE: usize = 1 << 20;
 
 /// Runs evaluations on one worker at a time, restarting it whenever it is lost.
 #[derive(Debug)]
@@ -88,8 +86,6 @@ impl Supervisor {
         }
         let deadline = Instant::now() + limit;
         let mut place: Option<(Phase, Option<String>)> = None;
-        let mut garbage = 0usize;
-        let mut garbage_sample = String::new();
         loop {
             if self.cancelled() {
                 self.retire();
@@ -113,11 +109,7 @@ impl Supervisor {
                 Incoming::Message(WorkerMessage::Result(mut result)) if result.id == id => {
                     worker.capture.wait_end(id, Duration::from_millis(200));
                     result.output = worker.capture.take();
-                    if result.status != Status::Passed {
-                        // A failed candidate may have left the worker in a bad state.
-                        self.retire();
-                    }
-                    return Ok(*result);
+                    return Ok(crate::validate::validated(request, *result));
                 }
                 Incoming::Message(WorkerMessage::Error { message, .. }) => {
                     self.retire();
@@ -125,17 +117,13 @@ impl Supervisor {
                 }
                 Incoming::Message(_) => {}
                 Incoming::Garbage(line) => {
-                    garbage += line.len() + 1;
-                    if garbage_sample.is_empty() {
-                        garbage_sample = line;
-                    }
-                    if garbage > MAX_GARBAGE {
-                        let msg = format!(
-                            "the worker wrote {garbage} bytes that are not protocol messages, e.g. {garbage_sample:?}{}",
-                            where_(&place)
-                        );
-                        return Ok(self.lost_worker(id, Status::RuntimeError, msg));
-                    }
+                    // Only the trusted worker holds this channel: anything but a protocol
+                    // message means it is broken, and nothing it says is believed.
+                    let msg = format!(
+                        "the worker wrote a line that is not a protocol message ({line:?}){}; its evaluation is void",
+                        where_(&place)
+                    );
+                    return Ok(self.lost_worker(id, Status::Rejected, msg));
                 }
                 Incoming::Closed => {
                     let status = worker.wait_exit(Duration::from_secs(2));
@@ -174,6 +162,7 @@ impl Supervisor {
             workloads: Vec::new(),
             phases: Phases::default(),
             output,
+            sandbox: None,
         }
     }
 }

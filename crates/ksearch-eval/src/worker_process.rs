@@ -27,6 +27,33 @@ pub(crate) const REQUEST_FD: i32 = 3;
 pub(crate) const MESSAGE_FD: i32 = 4;
 pub(crate) const PROTOCOL_FDS_VAR: &str = "KSEARCH_PROTOCOL_FDS";
 
+/// Worker directories are named `ksearch-worker-<orchestrator pid>-<random>`.
+const DIR_PREFIX: &str = "ksearch-worker-";
+
+/// Remove the directories of workers whose orchestrator is gone: one killed with SIGKILL never
+/// removed its own (its workers die with it).
+fn sweep_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(pid as i32, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive && e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Longest protocol line accepted from a worker.
 const MAX_LINE: u64 = 64 << 20;
 
@@ -91,8 +118,9 @@ impl WorkerProcess {
             command: cmd.display(),
             source: e,
         };
+        sweep_stale_dirs();
         let dir = tempfile::Builder::new()
-            .prefix("ksearch-worker-")
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(spawn_err)?;
         let (req_r, req_w) = cloexec_pipe().map_err(spawn_err)?;

@@ -50,6 +50,18 @@ pub(crate) enum Command {
     /// The knowledge layer: hardware specs, CUDA→Metal/MLX translations, tactics, and the
     /// rules checked on every candidate.
     Knowledge(crate::commands::knowledge::KnowledgeArgs),
+    /// Confine a program and run it (started by ksearch's evaluation workers).
+    #[command(hide = true)]
+    Sandbox {
+        /// The sandbox spec, JSON.
+        spec: std::ffi::OsString,
+    },
+    /// Run an evaluation runner (started in a sandbox by a worker).
+    #[command(hide = true)]
+    Runner {
+        /// The backend: `c`.
+        backend: String,
+    },
     /// Run an evaluation worker (started by ksearch itself).
     #[command(hide = true)]
     Worker {

@@ -135,6 +135,7 @@ fn evaluation(status: Status, ms: Option<f64>) -> Evaluation {
             workloads,
             phases: Phases::default(),
             output: CapturedOutput::default(),
+            sandbox: None,
         },
         speedup,
         speedup_vs_parent: vs_parent,

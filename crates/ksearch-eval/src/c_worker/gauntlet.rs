@@ -1,14 +1,18 @@
-//! The correctness gauntlet for one workload and seed: fresh random inputs, outputs poisoned,
-//! the reference and the candidate run, then guards, inputs, finiteness, elementwise tolerance
-//! and the norm-relative error checked.
+//! The correctness gauntlet for one workload and seed: fresh random inputs in the pool, the
+//! reference run by the judge into its own guarded buffers, the candidate run by its runner into
+//! poisoned outputs, then guards, finiteness, elementwise tolerance and the norm-relative error
+//! checked by the judge. Inputs cannot change: the runner maps them read-only.
 
 use std::collections::BTreeMap;
 
+use ksearch_core::Dtype;
 use ksearch_core::protocol::ErrorStats;
 use ksearch_core::task::{TaskSpec, TensorSpec, Tolerance, Workload};
 
-use super::buffers::{Buffer, CallBuffers};
+use super::contender::{Lost, Runner};
 use super::kernel::Kernel;
+use super::pool::{Pool, Slots};
+use super::tensors::{Guarded, element};
 
 /// Why a check could not be made at all: the task, not the candidate, is at fault.
 #[derive(Debug)]
@@ -22,86 +26,104 @@ pub(crate) struct SeedCheck {
     pub(crate) failure: Option<String>,
 }
 
-pub(crate) fn axis_values(spec: &TaskSpec, workload: &Workload) -> Vec<i64> {
-    spec.axes.iter().map(|a| workload.axes[a]).collect()
+/// Why checking a seed stopped early.
+#[derive(Debug)]
+pub(crate) enum CheckStop {
+    Task(TaskFault),
+    /// The candidate's runner died or broke the protocol.
+    Runner(Lost),
 }
 
-/// Check `candidate` against `reference` on fresh inputs drawn from `seed`.
-pub(crate) fn check_seed(
-    spec: &TaskSpec,
-    tolerances: &BTreeMap<ksearch_core::Dtype, Tolerance>,
-    workload: &Workload,
-    seed: u64,
-    reference: &Kernel,
-    candidate: &Kernel,
-) -> Result<SeedCheck, TaskFault> {
-    let axes = axis_values(spec, workload);
-    let bufs = CallBuffers::new(
-        &spec.inputs,
-        &spec.outputs,
-        &workload.axes,
-        seed,
-        &workload.name,
-    );
+impl From<TaskFault> for CheckStop {
+    fn from(f: TaskFault) -> Self {
+        CheckStop::Task(f)
+    }
+}
 
-    let expected = bufs.fresh_outputs();
+/// The reference's outputs for `set` of `pool`, computed in the judge.
+pub(crate) fn expected(
+    spec: &TaskSpec,
+    pool: &Pool,
+    set: usize,
+    reference: &Kernel,
+) -> Result<Vec<Guarded>, TaskFault> {
+    let mut outs: Vec<Guarded> = pool
+        .layout
+        .output_sizes
+        .iter()
+        .map(|&b| Guarded::poisoned(b))
+        .collect();
+    let mut ptrs = pool.input_ptrs(set);
+    ptrs.extend(outs.iter_mut().map(|o| o.ptr().cast()));
     // SAFETY: buffers are sized from the task's shapes for these axes.
-    unsafe { reference.call(&bufs.pointers(&expected), &axes) };
-    for (t, b) in spec.outputs.iter().zip(&expected) {
-        if !b.guards_intact() {
+    unsafe { reference.call(&ptrs, &pool.axes) };
+    for (t, o) in spec.outputs.iter().zip(&outs) {
+        if !o.guards_intact() {
             return Err(TaskFault(format!(
                 "the reference wrote outside output `{}`",
                 t.name
             )));
         }
     }
+    Ok(outs)
+}
 
-    let snapshot: Vec<Vec<u8>> = bufs.inputs.iter().map(|b| b.bytes().to_vec()).collect();
-    let got = bufs.fresh_outputs();
-    // SAFETY: as above.
-    unsafe { candidate.call(&bufs.pointers(&got), &axes) };
-
+/// Check the candidate (its runner, which has `pool` mapped) on fresh inputs from `seed`, in
+/// set 0 of the pool.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_seed(
+    spec: &TaskSpec,
+    tolerances: &BTreeMap<Dtype, Tolerance>,
+    workload: &Workload,
+    seed: u64,
+    pool: &mut Pool,
+    reference: &Kernel,
+    candidate: &mut Runner,
+) -> Result<SeedCheck, CheckStop> {
+    pool.fill(spec, &workload.name, 0, seed);
+    let expected = expected(spec, pool, 0, reference)?;
+    let names: Vec<String> = spec.outputs.iter().map(|t| t.name.clone()).collect();
+    {
+        let region = &mut candidate
+            .pools
+            .get_mut(&pool.id)
+            .expect("the pool is mapped")
+            .outputs;
+        Slots {
+            layout: &pool.layout,
+            region,
+        }
+        .poison(0);
+    }
+    candidate.call(pool.id, &[0]).map_err(CheckStop::Runner)?;
+    let region = &mut candidate
+        .pools
+        .get_mut(&pool.id)
+        .expect("the pool is mapped")
+        .outputs;
+    let slots = Slots {
+        layout: &pool.layout,
+        region,
+    };
     let mut errors = ErrorStats {
         max_abs_err: 0.0,
         max_rel_err: 0.0,
         norm_rel_err: 0.0,
         seeds_checked: 1,
     };
-    let fail = |errors, msg: String| {
-        Ok(SeedCheck {
+    if let Some(name) = slots.broken_guard(0, &names) {
+        return Ok(SeedCheck {
             errors,
-            failure: Some(msg),
-        })
-    };
-    for (t, b) in spec
-        .inputs
-        .iter()
-        .zip(&bufs.inputs)
-        .chain(spec.outputs.iter().zip(&got))
-    {
-        if !b.guards_intact() {
-            return fail(errors, format!("wrote outside the bounds of `{}`", t.name));
-        }
-    }
-    for ((t, b), before) in spec.inputs.iter().zip(&bufs.inputs).zip(&snapshot) {
-        if let Some(i) = first_changed(t, b, before) {
-            return fail(
-                errors,
-                format!(
-                    "modified input `{}` (first at {}); inputs must not be written",
-                    t.name,
-                    index_name(t, &workload.axes, i)
-                ),
-            );
-        }
+            failure: Some(format!("wrote outside the bounds of `{name}`")),
+        });
     }
     let mut failure = None;
-    for ((t, out), exp) in spec.outputs.iter().zip(&got).zip(&expected) {
+    for (t, (tensor, exp)) in spec.outputs.iter().zip(&expected).enumerate() {
         let tol = tolerances
-            .get(&t.dtype)
+            .get(&tensor.dtype)
             .copied()
-            .unwrap_or_else(|| spec.tolerance_for(t.dtype));
-        let c = compare(t, &workload.axes, out, exp, tol)?;
+            .unwrap_or_else(|| spec.tolerance_for(tensor.dtype));
+        let c = compare(tensor, &workload.axes, slots.output(0, t), exp.bytes(), tol)?;
         errors.max_abs_err = errors.max_abs_err.max(c.max_abs);
         errors.max_rel_err = errors.max_rel_err.max(c.max_rel);
         errors.norm_rel_err = errors.norm_rel_err.max(c.norm_rel);
@@ -112,16 +134,8 @@ pub(crate) fn check_seed(
     Ok(SeedCheck { errors, failure })
 }
 
-fn first_changed(t: &TensorSpec, b: &Buffer, before: &[u8]) -> Option<usize> {
-    let size = t.dtype.size_bytes();
-    b.bytes()
-        .chunks_exact(size)
-        .zip(before.chunks_exact(size))
-        .position(|(x, y)| x != y)
-}
-
 /// `y[3][17]` for flat index `i` of tensor `t`.
-fn index_name(t: &TensorSpec, axes: &BTreeMap<String, i64>, mut i: usize) -> String {
+pub(crate) fn index_name(t: &TensorSpec, axes: &BTreeMap<String, i64>, mut i: usize) -> String {
     let dims: Vec<usize> = t.shape.iter().map(|a| axes[a] as usize).collect();
     let mut idx = vec![0; dims.len()];
     for (d, &n) in dims.iter().enumerate().rev() {
@@ -136,37 +150,38 @@ fn index_name(t: &TensorSpec, axes: &BTreeMap<String, i64>, mut i: usize) -> Str
 }
 
 #[derive(Debug)]
-struct Comparison {
-    max_abs: f64,
-    max_rel: f64,
-    norm_rel: f64,
-    failure: Option<String>,
+pub(crate) struct Comparison {
+    pub(crate) max_abs: f64,
+    pub(crate) max_rel: f64,
+    pub(crate) norm_rel: f64,
+    pub(crate) failure: Option<String>,
 }
 
 /// Compare one output with the reference's. `max_rel` counts only elements whose reference
 /// magnitude exceeds `atol`, where a relative error means something.
-fn compare(
+pub(crate) fn compare(
     t: &TensorSpec,
     axes: &BTreeMap<String, i64>,
-    got: &Buffer,
-    expected: &Buffer,
+    got: &[u8],
+    expected: &[u8],
     tol: Tolerance,
 ) -> Result<Comparison, TaskFault> {
+    let len = got.len() / t.dtype.size_bytes();
     let (mut max_abs, mut max_rel) = (0.0f64, 0.0f64);
     let (mut diff_sq, mut ref_sq) = (0.0f64, 0.0f64);
     let mut nonfinite: Option<(usize, f64)> = None;
     let mut nonfinite_count = 0usize;
     let mut violation: Option<(usize, f64, f64, f64)> = None;
     let mut violations = 0usize;
-    for i in 0..got.len {
-        let r = expected.get(i);
+    for i in 0..len {
+        let r = element(expected, t.dtype, i);
         if !r.is_finite() {
             return Err(TaskFault(format!(
                 "the reference produced {r} at {}; the task's inputs or reference are wrong",
                 index_name(t, axes, i)
             )));
         }
-        let c = got.get(i);
+        let c = element(got, t.dtype, i);
         if !c.is_finite() {
             nonfinite_count += 1;
             nonfinite.get_or_insert((i, c));
@@ -204,7 +219,7 @@ fn compare(
             "{} = {c:e} but the reference gives {r:e} (|error| {:.3e} > atol + rtol·|ref| = {bound:.3e}); {violations} of {} elements of `{}` are out of tolerance",
             index_name(t, axes, i),
             (c - r).abs(),
-            got.len,
+            len,
             t.name
         ))
     } else if norm_rel > tol.norm_rtol {
@@ -242,18 +257,8 @@ mod tests {
         [("r".to_owned(), 2), ("c".to_owned(), 3)].into()
     }
 
-    fn buffer(values: &[f32]) -> Buffer {
-        let mut b = Buffer::new(Dtype::F32, values.len());
-        b.poison();
-        // SAFETY: the buffer holds values.len() f32s.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                values.as_ptr(),
-                b.data_ptr().cast::<f32>(),
-                values.len(),
-            );
-        }
-        b
+    fn buffer(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_ne_bytes()).collect()
     }
 
     fn check(got: &[f32], exp: &[f32]) -> Comparison {

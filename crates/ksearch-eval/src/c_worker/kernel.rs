@@ -1,13 +1,16 @@
 //! Building a C source into a shared object around the generated shim, and calling it.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use ksearch_core::contract::{SHIM_SYMBOL, c_shim};
 use ksearch_core::protocol::trim_log;
 use ksearch_core::task::{Source, TaskSpec};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW, Symbol};
+
+use crate::sandbox::{Limits, Sandbox, SandboxSpec};
 
 /// `void ksearch_shim_call(void *const *buffers, const int64_t *axes)`
 type ShimFn = unsafe extern "C" fn(*const *mut std::ffi::c_void, *const i64);
@@ -35,7 +38,26 @@ pub(crate) struct Compiler {
     program: String,
     /// First line of `cc --version`.
     pub(crate) version: String,
+    /// Every compile runs in a sandbox: it sees the system's headers and libraries and its own
+    /// build directory, nothing else, so `#include "/any/file"` is a compile error.
+    sandbox: Sandbox,
+    /// An empty directory sandboxes mount their private root on.
+    root_dir: PathBuf,
 }
+
+/// Limits of one compile.
+const COMPILE_LIMITS: Limits = Limits {
+    memory_bytes: 4 << 30,
+    cpu_seconds: 120,
+    file_bytes: 256 << 20,
+    processes: 256,
+    open_files: 1024,
+};
+/// Wall-clock limit of one compile.
+const COMPILE_WALL: Duration = Duration::from_secs(180);
+
+/// System directories a compiler may live in (they are visible in every sandbox).
+const SYSTEM_PREFIXES: &[&str] = &["/usr/", "/bin/", "/sbin/", "/lib", "/etc/alternatives/"];
 
 /// A build that failed: the compiler's diagnostics.
 #[derive(Debug)]
@@ -78,11 +100,13 @@ fn sanitized_file_name(name: &str) -> String {
 
 impl Compiler {
     /// `$CC`, else `cc`.
-    pub(crate) fn detect() -> Self {
+    pub(crate) fn detect(sandbox: Sandbox, root_dir: PathBuf) -> Self {
         let program = std::env::var("CC")
             .ok()
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| "cc".into());
+        let program = crate::sandbox::which(Path::new(&program))
+            .map_or(program, |p| p.display().to_string());
         let version = Command::new(&program)
             .arg("--version")
             .output()
@@ -94,7 +118,71 @@ impl Compiler {
                     .map(str::to_owned)
             })
             .unwrap_or_else(|| format!("{program} (version unknown)"));
-        Self { program, version }
+        Self {
+            program,
+            version,
+            sandbox,
+            root_dir,
+        }
+    }
+
+    /// Run the compiler in a sandbox in `dir`; its combined output and whether it succeeded.
+    fn run_sandboxed(&self, dir: &Path, args: &[String]) -> Result<(bool, String), String> {
+        let mut read_only = Vec::new();
+        // A compiler outside the system directories (a toolchain under /opt, say) is exposed
+        // with its whole prefix.
+        if !SYSTEM_PREFIXES.iter().any(|p| self.program.starts_with(p))
+            && let Some(prefix) = Path::new(&self.program).parent().and_then(Path::parent)
+        {
+            read_only.push(prefix.to_owned());
+        }
+        let spec = SandboxSpec {
+            program: PathBuf::from(&self.program),
+            args: args.to_vec(),
+            env: vec![
+                ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+                ("LC_ALL".into(), "C".into()),
+                ("TMPDIR".into(), "/tmp".into()),
+                ("HOME".into(), "/tmp".into()),
+            ],
+            cwd: dir.to_owned(),
+            root_dir: self.root_dir.clone(),
+            read_only,
+            writable: vec![dir.to_owned()],
+            tmp_bytes: 512 << 20,
+            gpu: false,
+            allow_fork: true,
+            cpu: None,
+            limits: COMPILE_LIMITS,
+            keep_fds: Vec::new(),
+            report_fd: 0,
+        };
+        let (r, w) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
+        let w2 = w.try_clone().map_err(|e| format!("pipe: {e}"))?;
+        let mut child = self
+            .sandbox
+            .spawn(spec, Vec::new(), Stdio::from(w), Stdio::from(w2))
+            .map_err(|e| e.to_string())?;
+        // The log is read on a thread, so a compiler that writes a lot cannot block.
+        let reader = std::thread::spawn(move || {
+            let mut log = Vec::new();
+            let _ = r.take(4 << 20).read_to_end(&mut log);
+            String::from_utf8_lossy(&log).into_owned()
+        });
+        let status = child.wait_timeout(COMPILE_WALL);
+        if status.is_none() {
+            child.kill();
+        }
+        drop(child);
+        let log = reader.join().unwrap_or_default();
+        match status {
+            Some(s) if s.success() => Ok((true, log)),
+            Some(s) => Ok((false, format!("{log}\n(the compiler {})", describe(s)))),
+            None => Ok((
+                false,
+                format!("{log}\n(the compiler did not finish within {} s)", COMPILE_WALL.as_secs()),
+            )),
+        }
     }
 
     /// Compile `source` with the shim into `dir/kernel.so`; `dir` must be new and unique,
@@ -117,6 +205,7 @@ impl Compiler {
         let shim = "ksearch_shim.c";
         let object = dir.join("kernel.so");
         let write = std::fs::create_dir_all(dir)
+            .and_then(|()| open_up(dir))
             .and_then(|()| std::fs::write(dir.join(&file), &source.text))
             .and_then(|()| std::fs::write(dir.join(shim), c_shim(spec, &file)));
         if let Err(e) = write {
@@ -135,12 +224,8 @@ impl Compiler {
         args.extend(libs.iter().map(|l| format!("-l{l}")));
         args.push("-lm".into());
         let command = format!("{} {}", self.program, args.join(" "));
-        let output = match Command::new(&self.program)
-            .args(&args)
-            .current_dir(dir)
-            .output()
-        {
-            Ok(o) => o,
+        let (ok, log) = match self.run_sandboxed(dir, &args) {
+            Ok(r) => r,
             Err(e) => {
                 return Err(fail(
                     command,
@@ -148,10 +233,8 @@ impl Compiler {
                 ));
             }
         };
-        let mut log = String::from_utf8_lossy(&output.stderr).into_owned();
-        log.push_str(&String::from_utf8_lossy(&output.stdout));
         let log = trim_log(&log, 60, 8 * 1024);
-        if !output.status.success() {
+        if !ok {
             return Err(fail(command, log));
         }
         Ok(Built {
@@ -160,6 +243,22 @@ impl Compiler {
             log,
             seconds: started.elapsed().as_secs_f64(),
         })
+    }
+}
+
+/// Let the sandboxed compiler (another uid when ksearch runs as root) write in `dir`; the
+/// directory lies inside the worker's private temporary directory.
+fn open_up(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+}
+
+fn describe(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (_, Some(sig)) => format!("was killed by {}", crate::worker_process::signal_name(sig)),
+        (Some(c), None) => format!("exited with status {c}"),
+        (None, None) => "ended".into(),
     }
 }
 
@@ -173,8 +272,8 @@ pub(crate) struct Kernel {
 
 impl Kernel {
     pub(crate) fn load(path: &Path) -> Result<Self, String> {
-        // SAFETY: loading runs the object's constructors; candidate code is trusted to run in
-        // this (sacrificial) worker process, which is the point of having one.
+        // SAFETY: loading runs the object's constructors: only trusted code (a task's reference)
+        // is loaded in the judge, and candidate code only in a sandboxed runner.
         let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
             .map_err(|e| format!("could not load {}: {e}", path.display()))?;
         // SAFETY: the shim defines this symbol with exactly this signature.

@@ -1,22 +1,44 @@
-//! Timing: candidate and contenders interleaved round by round on the same rotating input
-//! sets, so drift and cache state hit them alike and the last-level cache cannot flatter a
-//! kernel by holding its inputs.
+//! Timing, measured by the judge: contenders interleaved round by round (order alternating), each
+//! a batch of calls between the doorbell's `go` and the runner's `done`.
+//!
+//! Every timed call sees inputs no earlier call saw: before each round the judge changes every
+//! element of the sets the round uses (outside the timed region) and poisons every output slot.
+//! The baseline (trusted: the task's own code) runs every set of the round; each untrusted
+//! contender's timed outputs are checked against the baseline's on the same inputs: sampled
+//! elements of every call, read the moment it says "done", and the whole output of one call
+//! per round chosen after the fact. An output that changes after "done", and CPU time used
+//! outside the timed calls, are caught as well.
 
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::time::Duration;
 
+use ksearch_core::Dtype;
 use ksearch_core::protocol::TimingPlan;
+use ksearch_core::rng::Rng;
 use ksearch_core::stats::TimingStats;
-use ksearch_core::task::{TaskSpec, Workload};
+use ksearch_core::task::{TaskSpec, Tolerance, Workload};
 
-use super::buffers::{Buffer, CallBuffers};
-use super::gauntlet::axis_values;
-use super::kernel::Kernel;
+use super::contender::{Lost, Runner};
+use super::gauntlet::{compare, index_name};
+use super::pool::{Pool, Slots};
 
 /// Upper bounds on rotation, so tiny workloads do not allocate thousands of sets.
 const MAX_SETS: usize = 64;
 const MAX_ROTATION_BYTES: usize = 2 << 30;
+/// Sets allowed beyond `MAX_SETS` so that a batch of a very short kernel still sees a fresh
+/// set on every call.
+const MAX_BATCH: usize = 8192;
 /// A contender gets at least this many samples even when `max_time_ms` runs out.
 const MIN_SAMPLES_FLOOR: usize = 3;
+/// Elements of each output of each timed call read at "done".
+const SAMPLED_ELEMENTS: usize = 16;
+/// Timed outputs are compared with the baseline's, so both errors add up: this many times the
+/// task's tolerance.
+const TIMED_TOLERANCE_FACTOR: f64 = 3.0;
+/// CPU a runner may use outside its timed calls (waking up, answering), besides this share of
+/// the time it was timed.
+const OUTSIDE_CPU_ALLOWANCE_S: f64 = 0.05;
+const OUTSIDE_CPU_SHARE: f64 = 0.05;
 
 /// Size of the largest CPU cache, from sysfs; 32 MiB when unknown.
 pub(crate) fn last_level_cache_bytes() -> usize {
@@ -63,80 +85,152 @@ pub(crate) fn rotation_sets(bytes_per_set: usize, plan: &TimingPlan) -> usize {
         .min((MAX_ROTATION_BYTES / per).max(1))
 }
 
-/// Per-call timing of each kernel on `workload`, in the order given (candidate first).
+/// A contender as the timing sees it.
+pub(crate) struct Timed<'a> {
+    pub(crate) runner: &'a mut Runner,
+    /// The task's own code (baseline, comparison): its outputs are the truth timed outputs are
+    /// checked against. Candidates, parents and incumbents are not trusted.
+    pub(crate) trusted: bool,
+    pub(crate) what: String,
+}
+
+/// Why timing stopped.
+#[derive(Debug)]
+pub(crate) enum TimingStop {
+    /// A contender failed; `index` says which.
+    Runner { index: usize, lost: Lost },
+    /// An untrusted contender's timed outputs were wrong, or it worked outside its timed calls.
+    Incorrect { index: usize, message: String },
+    /// The judge could not set up (memory).
+    Internal(String),
+}
+
+/// Per-call timing of each contender on `workload`. `contenders[baseline]` must be trusted.
+#[allow(clippy::too_many_lines)]
 pub(crate) fn time_workload(
     spec: &TaskSpec,
     workload: &Workload,
     plan: &TimingPlan,
+    tolerances: &BTreeMap<Dtype, Tolerance>,
     seed: u64,
-    kernels: &[&Kernel],
-) -> Vec<TimingStats> {
-    let axes = axis_values(spec, workload);
-    let n_sets = rotation_sets(spec.bytes_per_call(workload), plan);
-    let inputs: Vec<CallBuffers> = (0..n_sets)
-        .map(|s| {
-            CallBuffers::new(
-                &spec.inputs,
-                &spec.outputs,
-                &workload.axes,
-                seed.wrapping_add(s as u64),
-                &workload.name,
-            )
-        })
-        .collect();
-    let outputs: Vec<Vec<Buffer>> = inputs.iter().map(CallBuffers::fresh_outputs).collect();
-    // `inputs` and `outputs` stay alive while these pointers are used.
-    let pointers: Vec<Vec<*mut std::ffi::c_void>> = inputs
-        .iter()
-        .zip(&outputs)
-        .map(|(i, o)| i.pointers(o))
-        .collect();
-    let mut next_set = 0usize;
-    let mut run = |k: &Kernel, calls: usize| -> f64 {
-        let start = Instant::now();
-        for _ in 0..calls {
-            // SAFETY: every set's buffers are sized for these axes and outlive the call.
-            unsafe { k.call(&pointers[next_set], &axes) };
-            next_set = (next_set + 1) % n_sets;
-        }
-        start.elapsed().as_secs_f64() * 1e3
-    };
+    contenders: &mut [Timed<'_>],
+    baseline: usize,
+    next_pool: &mut u32,
+) -> Result<Vec<TimingStats>, TimingStop> {
+    let mut secret = Rng::new(secret_seed());
+    let n = contenders.len();
+    let set_bytes = spec.bytes_per_call(workload).max(1);
+    let internal = |e: std::io::Error| TimingStop::Internal(format!("shared memory: {e}"));
 
-    // Warm up each kernel, and size its batches from the warm-up calls.
-    let mut batch = Vec::with_capacity(kernels.len());
-    for k in kernels {
-        let (mut calls, mut spent) = (0usize, 0.0f64);
-        while calls == 0 || spent < plan.warmup_ms {
-            spent += run(k, 1);
+    // Warm up each contender on a few sets, and size its batches from the warm-up calls.
+    let warm_sets = rotation_sets(set_bytes, plan).min(4);
+    *next_pool += 1;
+    let mut warm = Pool::new(*next_pool, spec, workload, warm_sets).map_err(internal)?;
+    for s in 0..warm_sets {
+        warm.fill(spec, &workload.name, s, seed.wrapping_add(s as u64));
+    }
+    map(contenders, &warm)?;
+    let mut batch = Vec::with_capacity(n);
+    for (i, c) in contenders.iter_mut().enumerate() {
+        let (mut calls, mut spent) = (0usize, Duration::ZERO);
+        while calls < 2 || spent.as_secs_f64() * 1e3 < plan.warmup_ms {
+            let set = [(calls % warm_sets) as u32];
+            spent += c
+                .runner
+                .timed(warm.id, &set, Duration::from_millis(10))
+                .map_err(|lost| TimingStop::Runner { index: i, lost })?;
             calls += 1;
         }
-        let per_call = spent / calls as f64;
-        let b = if per_call > 0.0 {
+        let per_call = spent.as_secs_f64() * 1e3 / calls as f64;
+        let k = if per_call > 0.0 {
             (plan.target_sample_ms / per_call).ceil() as usize
         } else {
-            1000
+            MAX_BATCH
         };
-        batch.push(b.clamp(1, 100_000));
+        batch.push((k.clamp(1, MAX_BATCH), per_call));
     }
+    for c in contenders.iter_mut() {
+        c.runner.drop_pool(warm.id);
+    }
+    drop(warm);
 
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); kernels.len()];
-    let mut measured = vec![0.0f64; kernels.len()];
-    let started = Instant::now();
+    // The timing pool: enough sets that every call of the longest batch gets its own.
+    let most = batch.iter().map(|b| b.0).max().unwrap_or(1);
+    let sets = rotation_sets(set_bytes, plan)
+        .max(most)
+        .min((MAX_ROTATION_BYTES / set_bytes).max(1));
+    for b in &mut batch {
+        b.0 = b.0.min(sets);
+    }
+    // The baseline covers every set any contender uses in a round.
+    let round_len = batch.iter().map(|b| b.0).max().unwrap_or(1);
+    batch[baseline].0 = round_len;
+    *next_pool += 1;
+    let mut pool = Pool::new(*next_pool, spec, workload, sets).map_err(internal)?;
+    for s in 0..sets {
+        pool.fill(spec, &workload.name, s, seed.wrapping_add(s as u64));
+    }
+    map(contenders, &pool)?;
+    let names: Vec<String> = spec.outputs.iter().map(|t| t.name.clone()).collect();
+    let cpu_start: Vec<Option<f64>> = contenders.iter().map(|c| c.runner.cpu_seconds()).collect();
+    let mut timed_s = vec![0.0f64; n];
+
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut measured = vec![0.0f64; n];
+    let started = std::time::Instant::now();
     let min_runs = plan.min_runs as usize;
+    let mut order: Vec<u32> = (0..sets as u32).collect();
     for round in 0usize.. {
-        // Alternate the order each round so no kernel always runs first.
-        let order: Vec<usize> = if round % 2 == 0 {
-            (0..kernels.len()).collect()
+        // A fresh order, fresh inputs for the sets this round uses, poisoned outputs.
+        for i in (1..order.len()).rev() {
+            order.swap(i, secret.next_u64() as usize % (i + 1));
+        }
+        let used = &order[..round_len];
+        for &s in used {
+            pool.perturb(spec, s as usize, secret.next_u64());
+        }
+        for (c, &(k, _)) in contenders.iter_mut().zip(&batch) {
+            let mut slots = slots(c, &pool);
+            for &s in &used[..k] {
+                slots.poison(s as usize);
+            }
+        }
+        let mut snapshots: Vec<Vec<Sample>> = vec![Vec::new(); n];
+        let turn: Vec<usize> = if round % 2 == 0 {
+            (0..n).collect()
         } else {
-            (0..kernels.len()).rev().collect()
+            (0..n).rev().collect()
         };
-        for i in order {
-            let ms = run(kernels[i], batch[i]);
-            samples[i].push(ms / batch[i] as f64);
+        for i in turn {
+            let (k, per_call) = batch[i];
+            let c = &mut contenders[i];
+            let expected = Duration::from_secs_f64(per_call * k as f64 / 1e3);
+            let t = c
+                .runner
+                .timed(pool.id, &used[..k], expected)
+                .map_err(|lost| TimingStop::Runner { index: i, lost })?;
+            if !c.trusted {
+                snapshots[i] = sample(spec, workload, &slots(c, &pool), &used[..k], &mut secret);
+            }
+            let ms = t.as_secs_f64() * 1e3;
+            timed_s[i] += t.as_secs_f64();
+            samples[i].push(ms / k as f64);
             measured[i] += ms;
         }
-        let enough = (0..kernels.len())
-            .all(|i| samples[i].len() >= min_runs && measured[i] >= plan.min_time_ms);
+        verify_round(
+            spec,
+            workload,
+            tolerances,
+            contenders,
+            &pool,
+            baseline,
+            used,
+            &batch,
+            &snapshots,
+            &names,
+            &mut secret,
+        )?;
+        let enough = (0..n).all(|i| samples[i].len() >= min_runs && measured[i] >= plan.min_time_ms);
         let out_of_time = started.elapsed().as_secs_f64() * 1e3 >= plan.max_time_ms
             && samples
                 .iter()
@@ -145,11 +239,197 @@ pub(crate) fn time_workload(
             break;
         }
     }
-    samples
+    // Work done outside the timed calls (after "done", or in the background) shows as CPU time
+    // the runner used while it was not being timed.
+    for (i, c) in contenders.iter().enumerate() {
+        if c.trusted {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (cpu_start[i], c.runner.cpu_seconds()) {
+            let outside = (b - a) - timed_s[i];
+            if outside > OUTSIDE_CPU_ALLOWANCE_S + OUTSIDE_CPU_SHARE * timed_s[i] {
+                return Err(TimingStop::Incorrect {
+                    index: i,
+                    message: format!(
+                        "{} used {:.0} ms of CPU outside its timed calls on workload `{}` ({:.0} ms while timed): work done after it said \"done\" or in the background is not allowed",
+                        c.what,
+                        outside * 1e3,
+                        workload.name,
+                        timed_s[i] * 1e3
+                    ),
+                });
+            }
+        }
+    }
+    for c in contenders.iter_mut() {
+        c.runner.drop_pool(pool.id);
+    }
+    Ok(samples
         .into_iter()
         .zip(batch)
-        .map(|(s, b)| TimingStats::from_samples(s, b))
-        .collect()
+        .map(|(s, (k, _))| TimingStats::from_samples(s, k))
+        .collect())
+}
+
+fn map(contenders: &mut [Timed<'_>], pool: &Pool) -> Result<(), TimingStop> {
+    for (i, c) in contenders.iter_mut().enumerate() {
+        c.runner
+            .map_pool(pool.id, &pool.axes, &pool.layout, &pool.inputs_ro)
+            .map_err(|lost| TimingStop::Runner { index: i, lost })?;
+    }
+    Ok(())
+}
+
+fn slots<'a>(c: &'a mut Timed<'_>, pool: &'a Pool) -> Slots<'a> {
+    Slots {
+        layout: &pool.layout,
+        region: &mut c.runner.pools.get_mut(&pool.id).expect("pool mapped").outputs,
+    }
+}
+
+/// Elements of a timed call's output, read when the runner said "done".
+#[derive(Debug, Clone)]
+struct Sample {
+    call: usize,
+    output: usize,
+    index: usize,
+    value: f64,
+}
+
+fn sample(spec: &TaskSpec, workload: &Workload, slots: &Slots<'_>, sets: &[u32], rng: &mut Rng) -> Vec<Sample> {
+    let mut out = Vec::with_capacity(sets.len() * spec.outputs.len() * SAMPLED_ELEMENTS);
+    for (call, &s) in sets.iter().enumerate() {
+        for (t, tensor) in spec.outputs.iter().enumerate() {
+            let len = tensor.numel(&workload.axes);
+            if len == 0 {
+                continue;
+            }
+            for _ in 0..SAMPLED_ELEMENTS.min(len) {
+                let index = rng.next_u64() as usize % len;
+                out.push(Sample {
+                    call,
+                    output: t,
+                    index,
+                    value: slots.element(s as usize, t, tensor.dtype, index),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn scaled(tol: Tolerance) -> Tolerance {
+    Tolerance {
+        atol: tol.atol * TIMED_TOLERANCE_FACTOR,
+        rtol: tol.rtol * TIMED_TOLERANCE_FACTOR,
+        norm_rtol: tol.norm_rtol * TIMED_TOLERANCE_FACTOR,
+    }
+}
+
+/// Check the round's timed outputs of every untrusted contender against the baseline's.
+#[allow(clippy::too_many_arguments)]
+fn verify_round(
+    spec: &TaskSpec,
+    workload: &Workload,
+    tolerances: &BTreeMap<Dtype, Tolerance>,
+    contenders: &mut [Timed<'_>],
+    pool: &Pool,
+    baseline: usize,
+    used: &[u32],
+    batch: &[(usize, f64)],
+    snapshots: &[Vec<Sample>],
+    names: &[String],
+    rng: &mut Rng,
+) -> Result<(), TimingStop> {
+    let tol_of = |d: Dtype| scaled(tolerances.get(&d).copied().unwrap_or_else(|| spec.tolerance_for(d)));
+    let (before, rest) = contenders.split_at_mut(baseline);
+    let (base, after) = rest.split_first_mut().expect("baseline index in range");
+    let truth = slots(base, pool);
+    for (i, c) in before
+        .iter_mut()
+        .enumerate()
+        .chain(after.iter_mut().enumerate().map(|(j, c)| (baseline + 1 + j, c)))
+    {
+        if c.trusted {
+            continue;
+        }
+        let k = batch[i].0;
+        let wrong = |message: String| TimingStop::Incorrect { index: i, message };
+        for s in &snapshots[i] {
+            let tensor = &spec.outputs[s.output];
+            let set = used[s.call] as usize;
+            let r = truth.element(set, s.output, tensor.dtype, s.index);
+            let tol = tol_of(tensor.dtype);
+            let at = index_name(tensor, &workload.axes, s.index);
+            if !s.value.is_finite() {
+                return Err(wrong(format!(
+                    "while timed, call {} of a batch left {at} = {} (outputs are poisoned before every timed call: was the work skipped?)",
+                    s.call + 1,
+                    s.value
+                )));
+            }
+            if (s.value - r).abs() > tol.atol + tol.rtol * r.abs() {
+                return Err(wrong(format!(
+                    "while timed, call {} of a batch gave {at} = {:e} where the baseline gives {r:e} on the same inputs (timed outputs are checked; every timed call gets new inputs)",
+                    s.call + 1,
+                    s.value
+                )));
+            }
+        }
+        // One whole call, chosen now, after the runner said "done".
+        let call = rng.next_u64() as usize % k;
+        let set = used[call] as usize;
+        let mine = slots(c, pool);
+        if let Some(name) = mine.broken_guard(set, names) {
+            return Err(wrong(format!(
+                "while timed, wrote outside the bounds of `{name}`"
+            )));
+        }
+        for s in snapshots[i].iter().filter(|s| s.call == call) {
+            let now = mine.element(set, s.output, spec.outputs[s.output].dtype, s.index);
+            if now.to_bits() != s.value.to_bits() && !(now.is_nan() && s.value.is_nan()) {
+                return Err(wrong(format!(
+                    "an output of a timed call changed after the runner said \"done\" ({} was {:e}, then {now:e}): work after \"done\" is not timed and not allowed",
+                    index_name(&spec.outputs[s.output], &workload.axes, s.index),
+                    s.value
+                )));
+            }
+        }
+        for (t, tensor) in spec.outputs.iter().enumerate() {
+            let c = compare(
+                tensor,
+                &workload.axes,
+                mine.output(set, t),
+                truth.output(set, t),
+                tol_of(tensor.dtype),
+            )
+            .map_err(|f| TimingStop::Internal(f.0))?;
+            if let Some(f) = c.failure {
+                return Err(wrong(format!(
+                    "while timed, call {} of a batch: {f} (compared with the baseline on the same inputs)",
+                    call + 1
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A seed no runner can predict.
+fn secret_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom fills the buffer.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::getrandom(b.as_mut_ptr().cast(), 8, 0)
+    };
+    #[cfg(not(target_os = "linux"))]
+    unsafe {
+        libc::arc4random_buf(b.as_mut_ptr().cast(), 8)
+    };
+    u64::from_ne_bytes(b) ^ std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! `ksearch worker c`: the process that compiles, checks and times C candidates. It reads
-//! requests on one file descriptor and writes messages on another (see `docs/protocol.md`);
-//! candidate code may print whatever it likes on stdout and stderr.
+//! `ksearch worker c`, the judge: it compiles candidates (in a sandbox), runs the reference,
+//! starts a sandboxed runner per contender, checks and times them. It reads requests on one
+//! file descriptor and writes messages on another (see `docs/protocol.md`); candidate code runs
+//! only in runners, which can reach neither descriptor.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -15,12 +16,15 @@ use ksearch_core::protocol::{
     CompileReport, ContenderTiming, Envelope, ErrorStats, EvaluateRequest, EvaluateResult,
     PROTOCOL_VERSION, Phase, Phases, Request, Role, Status, WorkerMessage, WorkloadReport,
 };
-use ksearch_core::task::Source;
+use ksearch_core::task::{Source, Workload};
 
-use super::gauntlet::{TaskFault, check_seed};
+use super::contender::{Lost, Runner, RunnerSetup};
+use super::gauntlet::{CheckStop, TaskFault, check_seed};
 use super::kernel::{Compiler, Flavor, Kernel};
-use super::timing::time_workload;
+use super::pool::Pool;
+use super::timing::{Timed, TimingStop, time_workload};
 use crate::output_capture::end_marker;
+use crate::sandbox::{Limits, Sandbox};
 use crate::worker_process::PROTOCOL_FDS_VAR;
 
 /// Writes protocol messages, one JSON line each.
@@ -79,6 +83,9 @@ pub fn run() -> i32 {
         pid: std::process::id(),
     });
 
+    // Nothing may read this process's memory or environment, even processes of the same user.
+    // SAFETY: prctl on ourselves.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let mut worker = match CWorker::new() {
         Ok(w) => w,
         Err(e) => {
@@ -145,8 +152,12 @@ struct CWorker {
     compiler: Compiler,
     build_root: PathBuf,
     builds: u64,
-    /// References and contenders by source hash; candidates are always built fresh.
-    cache: HashMap<u64, Rc<Kernel>>,
+    /// Trusted builds (reference, baselines, comparisons, parents) by source hash.
+    built: HashMap<u64, PathBuf>,
+    /// The references, loaded in the judge.
+    references: HashMap<PathBuf, Rc<Kernel>>,
+    runners: RunnerSetup,
+    next_pool: u32,
 }
 
 /// A failed evaluation step: either an outcome for the candidate or a fault of the request.
@@ -161,18 +172,79 @@ impl From<TaskFault> for Stop {
     }
 }
 
+/// Memory a runner may allocate beyond the tensors it shares with the judge.
+const RUNNER_MEMORY: u64 = 4 << 30;
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw mut set) } != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET reads the set within bounds.
+    (0..1024).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
+/// Pin the judge to one CPU and its runners to another, when there are two; which pair is
+/// picked at random, so judges running side by side spread out.
+fn pick_cpus() -> (Option<usize>, Option<usize>) {
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        return (None, None);
+    }
+    let r = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as usize)
+        ^ std::process::id() as usize;
+    let judge = cpus[r % cpus.len()];
+    let runner = cpus[(r / cpus.len() + 1 + (r % cpus.len())) % cpus.len()];
+    let runner = if runner == judge {
+        cpus[(cpus.iter().position(|&c| c == judge).unwrap_or(0) + 1) % cpus.len()]
+    } else {
+        runner
+    };
+    // SAFETY: pinning ourselves.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(judge, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+    }
+    (Some(judge), Some(runner))
+}
+
 impl CWorker {
     fn new() -> Result<Self, String> {
-        let build_root = std::env::current_dir()
-            .map_err(|e| format!("no working directory: {e}"))?
-            .join("builds");
-        std::fs::create_dir_all(&build_root)
-            .map_err(|e| format!("could not create {}: {e}", build_root.display()))?;
+        let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+        let build_root = cwd.join("builds");
+        let root_dir = cwd.join("sandbox-root");
+        for d in [&build_root, &root_dir] {
+            std::fs::create_dir_all(d).map_err(|e| format!("could not create {}: {e}", d.display()))?;
+        }
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find the ksearch binary: {e}"))?;
+        let sandbox = Sandbox { launcher: exe.clone() };
+        let (judge_cpu, runner_cpu) = pick_cpus();
         Ok(Self {
-            compiler: Compiler::detect(),
+            compiler: Compiler::detect(sandbox.clone(), root_dir.clone()),
             build_root,
             builds: 0,
-            cache: HashMap::new(),
+            built: HashMap::new(),
+            references: HashMap::new(),
+            runners: RunnerSetup {
+                sandbox,
+                exe,
+                root_dir,
+                limits: Limits {
+                    memory_bytes: RUNNER_MEMORY,
+                    cpu_seconds: 3600,
+                    file_bytes: 64 << 20,
+                    processes: 4096,
+                    open_files: 256,
+                },
+                cpu: runner_cpu,
+                judge_cpu,
+            },
+            next_pool: 0,
         })
     }
 
@@ -181,7 +253,7 @@ impl CWorker {
         self.build_root.join(format!("{:06}", self.builds))
     }
 
-    /// Build and load a trusted source (reference or contender), reusing an earlier build.
+    /// Build a trusted source (reference or contender), reusing an earlier build.
     fn trusted(
         &mut self,
         req: &EvaluateRequest,
@@ -189,7 +261,7 @@ impl CWorker {
         libs: &[String],
         flavor: Flavor,
         what: &str,
-    ) -> Result<Rc<Kernel>, String> {
+    ) -> Result<PathBuf, String> {
         let mut h = DefaultHasher::new();
         // The signature comes from these fields of the task; the rest cannot change the build.
         let signature = serde_json::to_string(&(
@@ -201,19 +273,26 @@ impl CWorker {
         .unwrap_or_default();
         (signature, &source.file, &source.text, libs, flavor).hash(&mut h);
         let key = h.finish();
-        if let Some(k) = self.cache.get(&key) {
-            return Ok(Rc::clone(k));
+        if let Some(p) = self.built.get(&key) {
+            return Ok(p.clone());
         }
         let dir = self.next_dir();
         let built = self
             .compiler
             .build(&dir, &req.task, source, libs, flavor)
             .map_err(|f| format!("the {what} does not build ({}):\n{}", f.command, f.log))?;
-        let kernel = Rc::new(
-            Kernel::load(&built.path).map_err(|e| format!("the {what} does not load: {e}"))?,
-        );
-        self.cache.insert(key, Rc::clone(&kernel));
-        Ok(kernel)
+        self.built.insert(key, built.path.clone());
+        Ok(built.path)
+    }
+
+    fn reference(&mut self, req: &EvaluateRequest) -> Result<Rc<Kernel>, String> {
+        let path = self.trusted(req, &req.reference, &[], Flavor::Reference, "reference")?;
+        if let Some(k) = self.references.get(&path) {
+            return Ok(Rc::clone(k));
+        }
+        let k = Rc::new(Kernel::load(&path).map_err(|e| format!("the reference does not load: {e}"))?);
+        self.references.insert(path, Rc::clone(&k));
+        Ok(k)
     }
 
     fn evaluate(
@@ -229,11 +308,17 @@ impl CWorker {
             workloads: Vec::new(),
             phases: Phases::default(),
             output: Default::default(),
+            sandbox: None,
         };
-        match self.run_phases(req, out, &mut result) {
+        let mut runners = Vec::new();
+        let outcome = self.run_phases(req, out, &mut result, &mut runners);
+        for (_, r) in runners {
+            Runner::stop(r);
+        }
+        match outcome {
             Ok(()) => {
                 result.message = format!(
-                    "passed {} workload(s) × {} seed(s) and a re-check after timing",
+                    "passed {} workload(s) × {} seed(s), every timed call checked, and a re-check after timing",
                     req.workloads.len(),
                     req.check.seeds.len()
                 );
@@ -248,36 +333,81 @@ impl CWorker {
         }
     }
 
+    /// What a runner's loss means for the evaluation: an outcome when the candidate (or an
+    /// earlier candidate timed beside it) failed, a fault when the task's own code did.
+    fn lost(
+        req: &EvaluateRequest,
+        who: Option<usize>,
+        lost: &Lost,
+        phase: &str,
+        workload: &Workload,
+        pool: Option<&Pool>,
+        runner: Option<&Runner>,
+    ) -> Stop {
+        let what = match who {
+            None => "the candidate".to_owned(),
+            Some(i) => format!("the {} `{}`", req.compare[i].role, req.compare[i].label),
+        };
+        if let Some(c) = who.map(|i| &req.compare[i])
+            && matches!(c.role, Role::Baseline | Role::Comparison)
+        {
+            return Stop::Fault(format!("{what} {} during the {phase} on workload `{}`", lost.message, workload.name));
+        }
+        // A write to the inputs (mapped read-only) faults inside their mapping.
+        if let (Some(addr), Some(pool), Some(runner)) = (lost.fault, pool, runner)
+            && let Some(p) = runner.pools.get(&pool.id)
+            && addr >= p.runner_inputs
+            && addr < p.runner_inputs + pool.layout.input_region() as u64
+        {
+            let name = pool
+                .input_at(&req.task, (addr - p.runner_inputs) as usize)
+                .unwrap_or_else(|| "?".into());
+            return Stop::Outcome(
+                Status::Incorrect,
+                format!(
+                    "{what} modified input `{name}` during the {phase} on workload `{}` (inputs are read-only; it was killed by the write); inputs must not be written",
+                    workload.name
+                ),
+            );
+        }
+        let (status, hint) = if lost.signalled {
+            (Status::Crashed, "")
+        } else {
+            (Status::RuntimeError, " (did candidate code call exit()?)")
+        };
+        Stop::Outcome(
+            status,
+            format!(
+                "{what}'s runner {} during the {phase} on workload `{}`{hint}",
+                lost.message, workload.name
+            ),
+        )
+    }
+
     fn run_phases(
         &mut self,
         req: &EvaluateRequest,
         out: &mut Messages,
         result: &mut EvaluateResult,
+        runners: &mut Vec<(Option<usize>, Runner)>,
     ) -> Result<(), Stop> {
         let t = Instant::now();
         out.progress(req.id, Phase::Compile, None);
-        let reference = self
-            .trusted(req, &req.reference, &[], Flavor::Reference, "reference")
-            .map_err(Stop::Fault)?;
-        let mut contenders = Vec::new();
+        let reference = self.reference(req).map_err(Stop::Fault)?;
+        let mut contender_builds = Vec::new();
         for c in &req.compare {
-            for (k, v) in &c.env {
-                // SAFETY: the worker is single-threaded apart from nothing that reads the env.
-                unsafe { std::env::set_var(k, v) };
-            }
             let what = format!("{} `{}`", c.role, c.label);
-            contenders.push((
-                c,
+            contender_builds.push(
                 self.trusted(req, &c.source, &c.libs, Flavor::Optimized, &what)
                     .map_err(Stop::Fault)?,
-            ));
+            );
         }
         let dir = self.next_dir();
         let built = self
             .compiler
             .build(&dir, &req.task, &req.candidate, &[], Flavor::Optimized);
         result.phases.compile_s = t.elapsed().as_secs_f64();
-        let candidate = match built {
+        let candidate_so = match built {
             Ok(b) => {
                 result.compile = Some(CompileReport {
                     command: b.command,
@@ -285,7 +415,7 @@ impl CWorker {
                     seconds: b.seconds,
                     log: b.log,
                 });
-                Kernel::load(&b.path).map_err(|e| Stop::Outcome(Status::RuntimeError, e))?
+                b.path
             }
             Err(f) => {
                 let first = f
@@ -303,51 +433,101 @@ impl CWorker {
                 return Err(Stop::Outcome(Status::CompileError, first));
             }
         };
+        // A fresh runner for every contender of this evaluation, the candidate first.
+        let candidate = Runner::start(&self.runners, &candidate_so, &[])
+            .map_err(|e| Stop::Outcome(Status::RuntimeError, format!("the candidate could not be loaded: {e}")))?;
+        result.sandbox = Some(candidate.confinement().clone());
+        runners.push((None, candidate));
+        for (i, (c, so)) in req.compare.iter().zip(&contender_builds).enumerate() {
+            let env: Vec<(String, String)> = c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let r = Runner::start(&self.runners, so, &env).map_err(|e| {
+                let msg = format!("the {} `{}` could not be loaded: {e}", c.role, c.label);
+                if matches!(c.role, Role::Baseline | Role::Comparison) {
+                    Stop::Fault(msg)
+                } else {
+                    Stop::Outcome(Status::RuntimeError, msg)
+                }
+            })?;
+            runners.push((Some(i), r));
+        }
 
         let t = Instant::now();
         for w in &req.workloads {
             out.progress(req.id, Phase::Check, Some(&w.name));
-            let mut worst: Option<ErrorStats> = None;
-            for &seed in &req.check.seeds {
-                let check = check_seed(
-                    &req.task,
-                    &req.check.tolerances,
-                    w,
-                    seed,
-                    &reference,
-                    &candidate,
-                )?;
-                worst = Some(merge(worst, check.errors));
-                if let Some(f) = check.failure {
+            let worst = self.check_workload(req, w, &req.check.seeds, &reference, &mut runners[0].1, "check")?;
+            match worst {
+                (errors, None) => result.workloads.push(WorkloadReport {
+                    name: w.name.clone(),
+                    status: Status::Passed,
+                    message: None,
+                    errors,
+                    timings: Vec::new(),
+                }),
+                (errors, Some((seed, f))) => {
                     result.phases.check_s = t.elapsed().as_secs_f64();
-                    result.workloads.push(failed_workload(&w.name, worst, &f));
+                    result.workloads.push(failed_workload(&w.name, errors, &f));
                     return Err(Stop::Outcome(
                         Status::Incorrect,
                         format!("workload `{}`, seed {seed}: {f}", w.name),
                     ));
                 }
             }
-            result.workloads.push(WorkloadReport {
-                name: w.name.clone(),
-                status: Status::Passed,
-                message: None,
-                errors: worst,
-                timings: Vec::new(),
-            });
         }
         result.phases.check_s = t.elapsed().as_secs_f64();
 
         if let Some(plan) = &req.timing {
             let t = Instant::now();
             let timing_seed = req.check.recheck_seed ^ 0x7143_D00D;
+            let baseline = req
+                .compare
+                .iter()
+                .position(|c| c.role == Role::Baseline)
+                .map(|i| i + 1)
+                .ok_or_else(|| Stop::Fault("the request names no baseline".into()))?;
             for (w, report) in req.workloads.iter().zip(&mut result.workloads) {
                 out.progress(req.id, Phase::Timing, Some(&w.name));
-                let kernels: Vec<&Kernel> = std::iter::once(&candidate)
-                    .chain(contenders.iter().map(|(_, k)| k.as_ref()))
+                let mut timed: Vec<Timed<'_>> = runners
+                    .iter_mut()
+                    .map(|(who, r)| Timed {
+                        trusted: who.is_some_and(|i| matches!(req.compare[i].role, Role::Baseline | Role::Comparison)),
+                        what: who.map_or_else(|| "the candidate".to_owned(), |i| format!("the {} `{}`", req.compare[i].role, req.compare[i].label)),
+                        runner: r,
+                    })
                     .collect();
-                let stats = time_workload(&req.task, w, plan, timing_seed, &kernels);
+                let stats = time_workload(
+                    &req.task,
+                    w,
+                    plan,
+                    &req.check.tolerances,
+                    timing_seed,
+                    &mut timed,
+                    baseline,
+                    &mut self.next_pool,
+                );
+                drop(timed);
+                let stats = match stats {
+                    Ok(s) => s,
+                    Err(TimingStop::Internal(m)) => return Err(Stop::Fault(m)),
+                    Err(TimingStop::Runner { index, lost }) => {
+                        let who = runners[index].0;
+                        return Err(Self::lost(req, who, &lost, "timing", w, None, None));
+                    }
+                    Err(TimingStop::Incorrect { index, message }) => {
+                        let who = runners[index].0;
+                        let message = match who {
+                            None => message,
+                            Some(i) => format!(
+                                "{message} (the {} `{}`, timed beside the candidate)",
+                                req.compare[i].role, req.compare[i].label
+                            ),
+                        };
+                        report.status = Status::Incorrect;
+                        report.message = Some(message.clone());
+                        return Err(Stop::Outcome(Status::Incorrect, format!("workload `{}`: {message}", w.name)));
+                    }
+                };
                 let labels = std::iter::once((Role::Candidate, req.candidate.file.clone()))
-                    .chain(contenders.iter().map(|(c, _)| (c.role, c.label.clone())));
+                    .chain(req.compare.iter().map(|c| (c.role, c.label.clone())));
                 report.timings = labels
                     .zip(stats)
                     .map(|((role, label), stats)| ContenderTiming { role, label, stats })
@@ -361,17 +541,13 @@ impl CWorker {
         let t = Instant::now();
         for (w, report) in req.workloads.iter().zip(&mut result.workloads) {
             out.progress(req.id, Phase::Recheck, Some(&w.name));
-            let check = check_seed(
-                &req.task,
-                &req.check.tolerances,
-                w,
-                req.check.recheck_seed,
-                &reference,
-                &candidate,
-            )?;
-            let merged = merge(report.errors, check.errors);
-            report.errors = Some(merged);
-            if let Some(f) = check.failure {
+            let (errors, failure) =
+                self.check_workload(req, w, &[req.check.recheck_seed], &reference, &mut runners[0].1, "re-check")?;
+            report.errors = match (report.errors, errors) {
+                (Some(a), Some(b)) => Some(merge(Some(a), b)),
+                (a, b) => a.or(b),
+            };
+            if let Some((_, f)) = failure {
                 result.phases.check_s += t.elapsed().as_secs_f64();
                 report.status = Status::Incorrect;
                 report.message = Some(format!("after timing: {f}"));
@@ -386,6 +562,43 @@ impl CWorker {
         }
         result.phases.check_s += t.elapsed().as_secs_f64();
         Ok(())
+    }
+
+    /// Check the candidate on `seeds` of one workload; the worst errors, and the first failure
+    /// with its seed.
+    fn check_workload(
+        &mut self,
+        req: &EvaluateRequest,
+        w: &Workload,
+        seeds: &[u64],
+        reference: &Kernel,
+        candidate: &mut Runner,
+        phase: &str,
+    ) -> Result<(Option<ErrorStats>, Option<(u64, String)>), Stop> {
+        self.next_pool += 1;
+        let mut pool = Pool::new(self.next_pool, &req.task, w, 1)
+            .map_err(|e| Stop::Fault(format!("shared memory: {e}")))?;
+        if let Err(lost) = candidate.map_pool(pool.id, &pool.axes, &pool.layout, &pool.inputs_ro) {
+            return Err(Self::lost(req, None, &lost, phase, w, None, None));
+        }
+        let mut worst: Option<ErrorStats> = None;
+        for &seed in seeds {
+            match check_seed(&req.task, &req.check.tolerances, w, seed, &mut pool, reference, candidate) {
+                Ok(check) => {
+                    worst = Some(merge(worst, check.errors));
+                    if let Some(f) = check.failure {
+                        candidate.drop_pool(pool.id);
+                        return Ok((worst, Some((seed, f))));
+                    }
+                }
+                Err(CheckStop::Task(f)) => return Err(Stop::Fault(f.0)),
+                Err(CheckStop::Runner(lost)) => {
+                    return Err(Self::lost(req, None, &lost, phase, w, Some(&pool), Some(candidate)));
+                }
+            }
+        }
+        candidate.drop_pool(pool.id);
+        Ok((worst, None))
     }
 }
 

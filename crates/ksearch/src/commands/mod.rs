@@ -28,6 +28,11 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Show(args) => show::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Knowledge(args) => knowledge::run(&args),
+        Command::Sandbox { spec } => Ok(ksearch_eval::sandbox::launcher_main(&spec)),
+        Command::Runner { backend } => match backend.as_str() {
+            "c" => Ok(ksearch_eval::c_worker::run_runner()),
+            other => anyhow::bail!("there is no built-in runner for backend `{other}` (available: c)"),
+        },
         Command::Worker { backend } => match backend.as_str() {
             "c" => Ok(ksearch_eval::c_worker::run()),
             other => {

@@ -1,0 +1,329 @@
+//! The judge's side of a runner: starting it in a sandbox, giving it pools, calling it, timing
+//! it. Everything a runner sends is treated as hostile: only the doorbell's `done` and plain
+//! "ready"/"done" replies are read, and a runner that misbehaves is reported, not believed.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::futex;
+use super::link::{CONTROL_BYTES, Control, FromRunner, Layout, RUNNER_SOCKET_FD, ToRunner, recv, send, socket_pair};
+use super::runner::RUNNER_CONTROL_FD;
+use crate::sandbox::{Confinement, Limits, Sandbox, SandboxSpec, Sandboxed};
+use crate::shm::Shared;
+use crate::worker_process::signal_name;
+
+/// How to start runners.
+#[derive(Debug, Clone)]
+pub(crate) struct RunnerSetup {
+    pub(crate) sandbox: Sandbox,
+    /// The binary that hosts the runner (`ksearch runner c`).
+    pub(crate) exe: PathBuf,
+    pub(crate) root_dir: PathBuf,
+    pub(crate) limits: Limits,
+    /// CPU runners are pinned to, and the judge's own (it spins on another one).
+    pub(crate) cpu: Option<usize>,
+    pub(crate) judge_cpu: Option<usize>,
+}
+
+/// Why a runner stopped answering.
+#[derive(Debug, Clone)]
+pub(crate) struct Lost {
+    pub(crate) message: String,
+    /// Killed by a signal (a crash) rather than exiting or breaking the protocol.
+    pub(crate) signalled: bool,
+    /// The address of the invalid access that killed it, when its fault handler recorded one.
+    pub(crate) fault: Option<u64>,
+}
+
+/// A runner's mapping of one pool, as the judge sees it.
+#[derive(Debug)]
+pub(crate) struct RunnerPool {
+    /// This runner's outputs, which the judge reads.
+    pub(crate) outputs: Shared,
+    /// Where the runner mapped the inputs (to place a fault address).
+    pub(crate) runner_inputs: u64,
+}
+
+/// One running contender.
+#[derive(Debug)]
+pub(crate) struct Runner {
+    process: Sandboxed,
+    sock: OwnedFd,
+    control: Shared,
+    pub(crate) pools: HashMap<u32, RunnerPool>,
+    seq: u32,
+    spin: bool,
+    lost: Option<Lost>,
+}
+
+impl Runner {
+    /// Start a runner for the kernel at `kernel` (a shared object in `kernel_dir`).
+    pub(crate) fn start(
+        setup: &RunnerSetup,
+        kernel: &Path,
+        env: &[(String, String)],
+    ) -> Result<Runner, String> {
+        let (ours, theirs) = socket_pair().map_err(|e| format!("socketpair: {e}"))?;
+        let control = Shared::create("ksearch-control", CONTROL_BYTES)
+            .map_err(|e| format!("control page: {e}"))?;
+        let control_fd = control.fd().map_err(|e| format!("control page: {e}"))?;
+        let mut read_only = vec![setup.exe.clone()];
+        if let Some(dir) = kernel.parent() {
+            read_only.push(dir.to_owned());
+        }
+        let mut full_env: Vec<(String, String)> = vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), "/tmp".into()),
+            ("TMPDIR".into(), "/tmp".into()),
+            ("LC_ALL".into(), "C".into()),
+        ];
+        full_env.extend(env.iter().cloned());
+        let spec = SandboxSpec {
+            program: setup.exe.clone(),
+            args: vec!["runner".into(), "c".into()],
+            env: full_env,
+            cwd: PathBuf::from("/tmp"),
+            root_dir: setup.root_dir.clone(),
+            read_only,
+            writable: Vec::new(),
+            tmp_bytes: 64 << 20,
+            gpu: false,
+            allow_fork: false,
+            cpu: setup.cpu,
+            limits: setup.limits,
+            keep_fds: Vec::new(),
+            report_fd: 0,
+        };
+        let process = setup
+            .sandbox
+            .spawn(
+                spec,
+                vec![(theirs, RUNNER_SOCKET_FD), (control_fd, RUNNER_CONTROL_FD)],
+                Stdio::inherit(),
+                Stdio::inherit(),
+            )
+            .map_err(|e| e.to_string())?;
+        let mut runner = Runner {
+            process,
+            sock: ours,
+            control,
+            pools: HashMap::new(),
+            seq: 0,
+            spin: setup.cpu.is_some() && setup.judge_cpu.is_some() && setup.cpu != setup.judge_cpu,
+            lost: None,
+        };
+        match runner.request(
+            &ToRunner::Load {
+                path: kernel.to_owned(),
+            },
+            &[],
+        ) {
+            Ok(FromRunner::Ready) => Ok(runner),
+            Ok(FromRunner::Failed { message }) => Err(message),
+            Ok(other) => Err(format!("unexpected answer {other:?}")),
+            Err(lost) => Err(lost.message),
+        }
+    }
+
+    pub(crate) fn confinement(&self) -> &Confinement {
+        &self.process.confinement
+    }
+
+    fn control(&self) -> &Control {
+        // SAFETY: the page is CONTROL_BYTES long and holds a Control; it lives as long as self.
+        unsafe { &*self.control.ptr().cast::<Control>() }
+    }
+
+    /// CPU time the runner has used, in seconds.
+    pub(crate) fn cpu_seconds(&self) -> Option<f64> {
+        self.process.cpu_seconds()
+    }
+
+    /// How the runner ended, once it stopped answering.
+    fn lose(&mut self, why: &str) -> Lost {
+        if let Some(l) = &self.lost {
+            return l.clone();
+        }
+        let status = self.process.wait_timeout(Duration::from_millis(500));
+        if status.is_none() {
+            self.process.kill();
+        }
+        let control = self.control();
+        let fault = (control.fault.load(Ordering::Acquire) == 1)
+            .then(|| control.fault_addr.load(Ordering::Relaxed));
+        let (message, signalled) = match status {
+            Some(s) if s.signal().is_some() => (
+                format!("killed by {}", signal_name(s.signal().unwrap_or(0))),
+                true,
+            ),
+            // The launcher mirrors a signal as 128 + its number when it could not re-raise it.
+            Some(s) if s.code().is_some_and(|c| c > 128) => (
+                format!("killed by {}", signal_name(s.code().unwrap_or(0) - 128)),
+                true,
+            ),
+            Some(s) => (format!("exited with status {}", s.code().unwrap_or(-1)), false),
+            None => (format!("stopped answering ({why}) and was killed"), false),
+        };
+        let lost = Lost {
+            message,
+            signalled,
+            fault,
+        };
+        self.lost = Some(lost.clone());
+        lost
+    }
+
+    /// Send a request and wait for its answer.
+    pub(crate) fn request(
+        &mut self,
+        msg: &ToRunner,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<FromRunner, Lost> {
+        if let Some(l) = &self.lost {
+            return Err(l.clone());
+        }
+        if send(self.sock.as_fd(), msg, fds).is_err() {
+            return Err(self.lose("its socket closed"));
+        }
+        match recv::<FromRunner>(self.sock.as_fd()) {
+            Ok(Some((reply, _))) => Ok(reply),
+            Ok(None) => Err(self.lose("its socket closed")),
+            Err(e) => {
+                let why = format!("it sent a malformed answer: {e}");
+                self.process.kill();
+                Err(self.lose(&why))
+            }
+        }
+    }
+
+    /// Give the runner a pool: the shared inputs (read-only) and a fresh outputs region.
+    pub(crate) fn map_pool(
+        &mut self,
+        id: u32,
+        axes: &[i64],
+        layout: &Layout,
+        inputs_ro: &OwnedFd,
+    ) -> Result<(), Lost> {
+        let outputs = Shared::create("ksearch-outputs", layout.output_region())
+            .map_err(|e| self.internal(&format!("outputs region: {e}")))?;
+        let out_fd = outputs
+            .fd()
+            .map_err(|e| self.internal(&format!("outputs region: {e}")))?;
+        let reply = self.request(
+            &ToRunner::Pool {
+                id,
+                axes: axes.to_vec(),
+                layout: layout.clone(),
+            },
+            &[inputs_ro.as_fd(), out_fd.as_fd()],
+        )?;
+        match reply {
+            FromRunner::Mapped { inputs } => {
+                self.pools.insert(
+                    id,
+                    RunnerPool {
+                        outputs,
+                        runner_inputs: inputs,
+                    },
+                );
+                Ok(())
+            }
+            other => Err(self.protocol(&other)),
+        }
+    }
+
+    pub(crate) fn drop_pool(&mut self, id: u32) {
+        self.pools.remove(&id);
+        let _ = self.request(&ToRunner::DropPool { id }, &[]);
+    }
+
+    fn internal(&mut self, message: &str) -> Lost {
+        self.process.kill();
+        self.lose(message)
+    }
+
+    fn protocol(&mut self, got: &FromRunner) -> Lost {
+        let why = format!("it answered {got:?} out of turn");
+        self.process.kill();
+        self.lose(&why)
+    }
+
+    /// Call the kernel once on each of `sets`, untimed.
+    pub(crate) fn call(&mut self, pool: u32, sets: &[u32]) -> Result<(), Lost> {
+        match self.request(
+            &ToRunner::Call {
+                pool,
+                sets: sets.to_vec(),
+            },
+            &[],
+        )? {
+            FromRunner::Done => Ok(()),
+            other => Err(self.protocol(&other)),
+        }
+    }
+
+    /// A timed batch: the runner is armed (untimed), then the clock runs from the doorbell's
+    /// `go` to the runner's `done`. `expected` is how long the batch should take, for how long
+    /// to spin before sleeping.
+    pub(crate) fn timed(&mut self, pool: u32, sets: &[u32], expected: Duration) -> Result<Duration, Lost> {
+        if let Some(l) = &self.lost {
+            return Err(l.clone());
+        }
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let msg = ToRunner::Arm {
+            pool,
+            sets: sets.to_vec(),
+            seq,
+            spin: self.spin,
+        };
+        if send(self.sock.as_fd(), &msg, &[]).is_err() {
+            return Err(self.lose("its socket closed"));
+        }
+        self.await_word(|c| &c.armed, seq, Duration::from_millis(50))?;
+        let control = self.control();
+        let start = Instant::now();
+        control.go.store(seq, Ordering::Release);
+        futex::wake(&control.go);
+        self.await_word(|c| &c.done, seq, expected * 2 + Duration::from_micros(200))?;
+        Ok(start.elapsed())
+    }
+
+    /// Wait until a word of the control page reads `seq`: spin for up to `spin_for` when the
+    /// runner has a CPU of its own, then sleep on the futex, checking the runner is alive.
+    fn await_word(
+        &mut self,
+        word: fn(&Control) -> &std::sync::atomic::AtomicU32,
+        seq: u32,
+        spin_for: Duration,
+    ) -> Result<(), Lost> {
+        let spin_until = Instant::now() + if self.spin { spin_for } else { Duration::ZERO };
+        let mut n = 0u32;
+        loop {
+            let w = word(self.control());
+            let v = w.load(Ordering::Acquire);
+            if v == seq {
+                return Ok(());
+            }
+            n = n.wrapping_add(1);
+            if n % 64 != 0 || Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            futex::wait(w, v, Some(Duration::from_millis(10)));
+            if self.process.try_wait().is_some() {
+                return Err(self.lose("it died"));
+            }
+        }
+    }
+
+    /// Stop the runner and everything it started.
+    pub(crate) fn stop(mut self) {
+        self.process.kill();
+    }
+}

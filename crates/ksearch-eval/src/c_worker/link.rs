@@ -1,0 +1,301 @@
+//! What the `c` judge and its runners share: the messages they exchange over a socket pair, the
+//! layout of the tensors in shared memory, and the control page whose doorbell starts and ends
+//! a timed batch without a system call on the timed path.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the runner finds its socket.
+pub(crate) const RUNNER_SOCKET_FD: RawFd = 3;
+/// Bytes of a guard zone before and after every output tensor.
+pub(crate) const GUARD: usize = 64;
+pub(crate) const GUARD_BYTE: u8 = 0xA5;
+pub(crate) const POISON_BYTE: u8 = 0xFF;
+const ALIGN: usize = 64;
+/// Largest message; a runner that sends more is broken or hostile.
+const MAX_MESSAGE: usize = 1 << 18;
+
+/// Judge → runner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum ToRunner {
+    /// Load a kernel (the path of a shared object built for the task).
+    Load { path: PathBuf },
+    /// Map a pool (descriptors: inputs read-only, this runner's outputs read-write).
+    Pool {
+        id: u32,
+        axes: Vec<i64>,
+        layout: Layout,
+    },
+    DropPool { id: u32 },
+    /// Call the kernel once on each of these sets, then answer `Done`.
+    Call { pool: u32, sets: Vec<u32> },
+    /// A timed batch: set `armed` to `seq`, wait for `go` to reach `seq` (spinning when the
+    /// judge and the runner have CPUs of their own), call the kernel on each set, set `done` to
+    /// `seq`.
+    Arm {
+        pool: u32,
+        sets: Vec<u32>,
+        seq: u32,
+        spin: bool,
+    },
+}
+
+/// Runner → judge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum FromRunner {
+    Ready,
+    /// A pool is mapped; its inputs at this address (so a fault address can be placed).
+    Mapped { inputs: u64 },
+    Done,
+    Failed { message: String },
+}
+
+/// Where each tensor of each set lies: inputs in one region all runners share read-only,
+/// outputs in each runner's own region, with a guard zone before and after each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Layout {
+    pub(crate) sets: usize,
+    /// Bytes of each input and output tensor.
+    pub(crate) input_sizes: Vec<usize>,
+    pub(crate) output_sizes: Vec<usize>,
+}
+
+fn align(n: usize) -> usize {
+    n.div_ceil(ALIGN) * ALIGN
+}
+
+impl Layout {
+    fn input_stride(&self) -> usize {
+        self.input_sizes.iter().map(|&b| align(b.max(1))).sum()
+    }
+
+    fn output_stride(&self) -> usize {
+        self.output_sizes
+            .iter()
+            .map(|&b| GUARD + align(b.max(1)) + GUARD)
+            .sum()
+    }
+
+    pub(crate) fn input_region(&self) -> usize {
+        self.input_stride() * self.sets
+    }
+
+    pub(crate) fn output_region(&self) -> usize {
+        self.output_stride() * self.sets
+    }
+
+    /// Byte offset of input `t` of set `s`.
+    pub(crate) fn input(&self, s: usize, t: usize) -> usize {
+        s * self.input_stride()
+            + self.input_sizes[..t]
+                .iter()
+                .map(|&b| align(b.max(1)))
+                .sum::<usize>()
+    }
+
+    /// Byte offset of output `t`'s data in slot `s` (its guards lie just before and after).
+    pub(crate) fn output(&self, s: usize, t: usize) -> usize {
+        s * self.output_stride()
+            + self.output_sizes[..t]
+                .iter()
+                .map(|&b| GUARD + align(b.max(1)) + GUARD)
+                .sum::<usize>()
+            + GUARD
+    }
+
+    /// Every guard zone of slot `s`: (offset, length).
+    pub(crate) fn guards(&self, s: usize) -> Vec<(usize, usize)> {
+        (0..self.output_sizes.len())
+            .flat_map(|t| {
+                let data = self.output(s, t);
+                let size = align(self.output_sizes[t].max(1));
+                [
+                    (data - GUARD, GUARD),
+                    (data + self.output_sizes[t], size - self.output_sizes[t] + GUARD),
+                ]
+            })
+            .collect()
+    }
+}
+
+/// The control page: the judge rings `go`, the runner answers `armed` and `done`. Each field
+/// on its own cache line, so neither side's writes slow the other's reads.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct Control {
+    pub(crate) go: AtomicU32,
+    _pad0: [u8; 60],
+    pub(crate) armed: AtomicU32,
+    _pad1: [u8; 60],
+    pub(crate) done: AtomicU32,
+    _pad2: [u8; 60],
+    /// Set by the runner's fault handler: the address of an invalid access, with `fault` = 1.
+    pub(crate) fault: AtomicU32,
+    pub(crate) fault_addr: AtomicU64,
+}
+
+pub(crate) const CONTROL_BYTES: usize = 4096;
+const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
+
+/// Send one message with descriptors attached.
+pub(crate) fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let bytes = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
+    };
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of_val(raw.as_slice()) as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8).max(1)];
+    // SAFETY: a zeroed msghdr is valid; the pointers below outlive the sendmsg call.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &raw mut iov;
+    hdr.msg_iovlen = 1;
+    if !raw.is_empty() {
+        hdr.msg_control = cbuf.as_mut_ptr().cast();
+        hdr.msg_controllen = space as _;
+        // SAFETY: the control buffer has room for one header with `raw.len()` fds.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&raw const hdr);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(raw.as_slice()) as u32) as _;
+            std::ptr::copy_nonoverlapping(raw.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), raw.len());
+        }
+    }
+    loop {
+        // SAFETY: a valid msghdr for this socket.
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &raw const hdr, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Receive one message and the descriptors attached to it; `Ok(None)` when the peer is gone.
+pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
+    sock: BorrowedFd<'_>,
+) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = vec![0u64; 64];
+    // SAFETY: a zeroed msghdr is valid; the pointers outlive recvmsg.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &raw mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = cbuf.as_mut_ptr().cast();
+    hdr.msg_controllen = (cbuf.len() * 8) as _;
+    let n = loop {
+        // SAFETY: as above.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &raw mut hdr, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut fds = Vec::new();
+    // SAFETY: walking the control messages the kernel wrote into `cbuf`.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&raw const hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                for i in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&raw const hdr, c);
+        }
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    if hdr.msg_flags & libc::MSG_TRUNC != 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "a message too long"));
+    }
+    let msg = serde_json::from_slice(&buf[..n])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    Ok(Some((msg, fds)))
+}
+
+/// A connected pair of sequenced-packet sockets (message boundaries kept).
+pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair fills the array.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn layout_keeps_tensors_apart_and_aligned() {
+        let l = Layout {
+            sets: 3,
+            input_sizes: vec![100, 8],
+            output_sizes: vec![36, 200],
+        };
+        for s in 0..3 {
+            assert_eq!(l.input(s, 0) % 64, 0);
+            assert!(l.input(s, 0) + 100 <= l.input(s, 1));
+            assert!(l.input(s, 1) + 8 <= l.input_region());
+            for t in 0..2 {
+                assert_eq!(l.output(s, t) % 64, 0);
+            }
+            assert!(l.output(s, 0) + 36 + GUARD <= l.output(s, 1));
+            for (off, len) in l.guards(s) {
+                assert!(off + len <= l.output_region());
+                for t in 0..2 {
+                    let (a, b) = (l.output(s, t), l.output(s, t) + l.output_sizes[t]);
+                    assert!(off + len <= a || off >= b, "a guard overlaps output {t}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn messages_carry_descriptors() {
+        let (a, b) = socket_pair().unwrap();
+        let (r, _w) = std::io::pipe().unwrap();
+        let r: OwnedFd = r.into();
+        send(a.as_fd(), &FromRunner::Done, &[r.as_fd()]).unwrap();
+        let (m, fds): (FromRunner, _) = recv(b.as_fd()).unwrap().unwrap();
+        assert_eq!(m, FromRunner::Done);
+        assert_eq!(fds.len(), 1);
+        drop(a);
+        assert!(recv::<FromRunner>(b.as_fd()).unwrap().is_none());
+    }
+}

@@ -1,0 +1,675 @@
+//! The launcher on Linux: `ksearch sandbox` sets up a sandbox and executes the program in it.
+//!
+//! ```text
+//! launcher (host namespaces, own session)
+//!   └─ clone(user, pid, mount, network, ipc, uts namespaces) ── pid 1 of its namespace
+//!        private root: system dirs read-only, its own /tmp, /dev and /proc
+//!        rlimits, CPU pin, capabilities gone, seccomp filter ── exec the program
+//! ```
+//!
+//! The launcher writes the program's uid and gid maps from outside (so that, run as root, the
+//! program is uid 65534 outside, not root), reports the program's pid, waits for it and exits
+//! the way it did. When the launcher dies, the program gets SIGKILL, and with it, as pid 1,
+//! every process of its namespace: a `setsid` double-forked daemon included.
+//!
+//! Where the kernel refuses a user namespace, root still gets the other namespaces and drops to
+//! uid 65534; where it refuses all namespaces, the program runs with the limits and the seccomp
+//! filter only, and the report says what is missing.
+
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use super::seccomp;
+use super::spec::{Confinement, Report, SandboxSpec, report, UNPRIVILEGED_ID};
+
+/// System paths every sandbox sees read-only (those that exist). Programs, libraries, the
+/// dynamic loader's cache, and the alternatives links that `cc` goes through.
+const SYSTEM_PATHS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+];
+
+/// Device nodes every sandbox gets.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+
+/// Inside the user namespace the program is root: that lets the setup mount what it needs; it
+/// keeps no capability past exec, because the bounding set is emptied first.
+const INNER_ID: u32 = 0;
+
+fn err(what: &str, e: io::Error) -> String {
+    format!("{what}: {e}")
+}
+
+fn check(r: libc::c_int, what: &str) -> Result<(), String> {
+    if r < 0 {
+        Err(err(what, io::Error::last_os_error()))
+    } else {
+        Ok(())
+    }
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("paths have no NUL")
+}
+
+
+/// Mark every descriptor but 0–2, `keep` and `report` close-on-exec; clear it on those.
+fn tidy_fds(keep: &[i32], report: i32) {
+    let mut keep: Vec<u32> = keep.iter().chain([&report]).map(|&f| f as u32).collect();
+    keep.extend([0, 1, 2]);
+    keep.sort_unstable();
+    keep.dedup();
+    let mut from = 0u32;
+    for &k in &keep {
+        if k > from {
+            // SAFETY: close_range only changes descriptor flags.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    from,
+                    k - 1,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                )
+            };
+        }
+        from = k + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    for &k in &keep {
+        // SAFETY: F_SETFD on our own descriptors.
+        unsafe { libc::fcntl(k as i32, libc::F_SETFD, 0) };
+    }
+    // The report fd must not reach the program.
+    // SAFETY: as above.
+    unsafe { libc::fcntl(report, libc::F_SETFD, libc::FD_CLOEXEC) };
+}
+
+/// `clone` with namespace flags, used like `fork` (no new stack: the child continues here).
+fn clone_with(flags: libc::c_int) -> io::Result<libc::pid_t> {
+    // SAFETY: like fork(2): with no CLONE_VM, the child gets a copy of this single-threaded
+    // process and returns 0 here; the extra arguments are null.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as libc::pid_t)
+    }
+}
+
+/// How far namespaces went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isolation {
+    /// User, pid, mount, network, ipc and uts namespaces.
+    Full,
+    /// Root without a user namespace: the other namespaces, then uid 65534.
+    NoUserNamespace,
+    /// None at all: limits and seccomp only.
+    None,
+}
+
+/// The launcher. Returns only on failure before the program started (as an exit code).
+pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
+    tidy_fds(&spec.keep_fds, spec.report_fd);
+    // SAFETY: plain process-attribute calls.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::setsid();
+    }
+    let mut sync = [0; 2];
+    // SAFETY: pipe2 fills the array.
+    if unsafe { libc::pipe2(sync.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        report(spec.report_fd, &Report::Failed(err("pipe", io::Error::last_os_error())));
+        return 127;
+    }
+    let ns = libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut missing = Vec::new();
+    let (pid, isolation) = match clone_with(ns | libc::CLONE_NEWUSER) {
+        Ok(pid) => (pid, Isolation::Full),
+        Err(e) => {
+            missing.push(format!("no user namespace ({e})"));
+            match root.then(|| clone_with(ns)) {
+                Some(Ok(pid)) => (pid, Isolation::NoUserNamespace),
+                other => {
+                    if let Some(Err(e)) = other {
+                        missing.push(format!("no pid, mount or network namespace ({e})"));
+                    } else {
+                        missing.push(
+                            "no pid, mount or network namespace (they need a user namespace or root)"
+                                .into(),
+                        );
+                    }
+                    // SAFETY: fork in a single-threaded process.
+                    match unsafe { libc::fork() } {
+                        -1 => {
+                            report(
+                                spec.report_fd,
+                                &Report::Failed(err("fork", io::Error::last_os_error())),
+                            );
+                            return 127;
+                        }
+                        pid => (pid, Isolation::None),
+                    }
+                }
+            }
+        }
+    };
+    if pid == 0 {
+        // SAFETY: closing our copy of the write end, so EOF tells us the launcher died.
+        unsafe { libc::close(sync[1]) };
+        let outer_uid = match isolation {
+            Isolation::Full => outer_ids(root).0,
+            // SAFETY: getuid cannot fail.
+            _ => unsafe { libc::getuid() },
+        };
+        let code = match child(spec, isolation, sync[0], outer_uid, missing) {
+            Ok(never) => match never {},
+            Err(e) => {
+                report(spec.report_fd, &Report::Failed(e));
+                127
+            }
+        };
+        // SAFETY: leaving the child without running the parent's atexit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    // SAFETY: our copy of the read end.
+    unsafe { libc::close(sync[0]) };
+    if isolation == Isolation::Full
+        && let Err(e) = write_id_maps(pid, root)
+    {
+        report(spec.report_fd, &Report::Failed(e));
+        // SAFETY: killing the child we just made.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        return 127;
+    }
+    report(spec.report_fd, &Report::Pid(pid));
+    // SAFETY: writing one byte to our pipe, then closing it and the report fd.
+    unsafe {
+        libc::write(sync[1], [1u8].as_ptr().cast(), 1);
+        libc::close(sync[1]);
+        libc::close(spec.report_fd);
+    }
+    wait_and_mirror(pid)
+}
+
+/// Map the program's uid and gid (`INNER_ID` inside) to the caller's own, or to 65534 when the
+/// caller is root.
+fn write_id_maps(pid: libc::pid_t, root: bool) -> Result<(), String> {
+    let (outer_uid, outer_gid) = outer_ids(root);
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/{pid}/{file}"), text)
+            .map_err(|e| err(&format!("writing /proc/{pid}/{file}"), e))
+    };
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("{INNER_ID} {outer_uid} 1\n"))?;
+    write("gid_map", format!("{INNER_ID} {outer_gid} 1\n"))
+}
+
+/// The uid and gid the program has outside its user namespace.
+fn outer_ids(root: bool) -> (u32, u32) {
+    if root {
+        (UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    } else {
+        // SAFETY: getuid/getgid cannot fail.
+        unsafe { (libc::getuid(), libc::getgid()) }
+    }
+}
+
+/// Wait for the program and end the way it ended (same exit code, or same signal).
+fn wait_and_mirror(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    loop {
+        // SAFETY: waiting for our child.
+        let r = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        if r == pid {
+            break;
+        }
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return 127;
+        }
+    }
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // SAFETY: restore the default action and die of the same signal; a core dump is not
+        // wanted.
+        unsafe {
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &raw const no_core);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut set);
+            libc::sigaddset(&raw mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &raw const set, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+        128 + sig
+    } else {
+        libc::WEXITSTATUS(status)
+    }
+}
+
+/// In the program's process: wait for the maps, confine, exec.
+fn child(
+    spec: &SandboxSpec,
+    isolation: Isolation,
+    sync: i32,
+    outer_uid: u32,
+    mut missing: Vec<String>,
+) -> Result<std::convert::Infallible, String> {
+    // SAFETY: prctl on ourselves.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let mut byte = [0u8];
+    // SAFETY: reading from our pipe; EOF means the launcher is gone.
+    let n = unsafe { libc::read(sync, byte.as_mut_ptr().cast(), 1) };
+    if n != 1 {
+        return Err("the launcher went away".into());
+    }
+    // SAFETY: our pipe.
+    unsafe { libc::close(sync) };
+    if isolation == Isolation::Full {
+        // Take the uid and gid the launcher mapped (credentials do not change by themselves).
+        // SAFETY: plain credential calls.
+        unsafe {
+            check(libc::setresgid(INNER_ID, INNER_ID, INNER_ID), "setresgid")?;
+            check(libc::setresuid(INNER_ID, INNER_ID, INNER_ID), "setresuid")?;
+        }
+    }
+
+    let namespaces = isolation != Isolation::None;
+    if namespaces {
+        private_root(spec)?;
+        // SAFETY: a valid buffer.
+        unsafe { libc::sethostname(c"ksearch-sandbox".as_ptr(), 15) };
+    } else if let Err(e) = std::env::set_current_dir(&spec.cwd) {
+        return Err(err(&format!("chdir {}", spec.cwd.display()), e));
+    }
+    limits(spec)?;
+    if let Some(cpu) = spec.cpu {
+        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in bounds for cpu < 1024.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if cpu < 1024 {
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+            }
+        }
+    }
+    let uid = match isolation {
+        Isolation::Full => outer_uid,
+        Isolation::NoUserNamespace => {
+            drop_to_unprivileged()?;
+            UNPRIVILEGED_ID
+        }
+        Isolation::None => outer_uid,
+    };
+    drop_bounding_capabilities();
+    let seccomp_ok = match seccomp::install(spec.allow_fork) {
+        Ok(()) => true,
+        Err(e) => {
+            missing.push(format!("no seccomp filter ({e})"));
+            false
+        }
+    };
+    if !namespaces {
+        missing.push(
+            "files outside its temp dir are not hidden (no mount namespace)".into(),
+        );
+    }
+    let confinement = Confinement {
+        user_namespace: isolation == Isolation::Full,
+        pid_namespace: namespaces,
+        network_namespace: namespaces,
+        private_root: namespaces,
+        seccomp: seccomp_ok,
+        uid,
+        missing,
+    };
+    report(spec.report_fd, &Report::Ready(confinement));
+    exec(spec)
+}
+
+fn drop_to_unprivileged() -> Result<(), String> {
+    let id = UNPRIVILEGED_ID;
+    // SAFETY: plain credential calls.
+    unsafe {
+        check(libc::setgroups(0, std::ptr::null()), "setgroups")?;
+        check(libc::setresgid(id, id, id), "setresgid")?;
+        check(libc::setresuid(id, id, id), "setresuid")?;
+    }
+    Ok(())
+}
+
+/// Drop every capability from the bounding set (where we hold CAP_SETPCAP), so nothing the
+/// program executes can regain one: at exec, even uid 0 gets only what the bounding set holds.
+fn drop_bounding_capabilities() {
+    // SAFETY: prctl; root in the namespace gets no capability from exec either.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_SECUREBITS,
+            0x01 | 0x02 | 0x04 | 0x08, // NOROOT, its lock, NO_SETUID_FIXUP, its lock
+            0,
+            0,
+            0,
+        );
+    }
+    for cap in 0..64 {
+        // SAFETY: prctl; EINVAL past the last capability is fine.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    }
+}
+
+fn limits(spec: &SandboxSpec) -> Result<(), String> {
+    let l = &spec.limits;
+    let set = |res, value: u64, name: &str| {
+        let r = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: a valid rlimit.
+        check(unsafe { libc::setrlimit(res, &raw const r) }, name)
+    };
+    set(libc::RLIMIT_DATA, l.memory_bytes, "RLIMIT_DATA")?;
+    set(libc::RLIMIT_CPU, l.cpu_seconds, "RLIMIT_CPU")?;
+    set(libc::RLIMIT_FSIZE, l.file_bytes, "RLIMIT_FSIZE")?;
+    set(libc::RLIMIT_NPROC, l.processes, "RLIMIT_NPROC")?;
+    set(libc::RLIMIT_NOFILE, l.open_files, "RLIMIT_NOFILE")?;
+    set(libc::RLIMIT_CORE, 0, "RLIMIT_CORE")
+}
+
+fn exec(spec: &SandboxSpec) -> Result<std::convert::Infallible, String> {
+    let program = cstr(&spec.program);
+    let mut argv: Vec<CString> = vec![program.clone()];
+    for a in &spec.args {
+        argv.push(CString::new(a.as_bytes()).map_err(|_| format!("argument {a:?} holds NUL"))?);
+    }
+    let envp: Vec<CString> = spec
+        .env
+        .iter()
+        .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| format!("variable {k} holds NUL")))
+        .collect::<Result<_, _>>()?;
+    let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    envp_p.push(std::ptr::null());
+    // SAFETY: NUL-terminated arrays of valid C strings that outlive the call.
+    unsafe { libc::execve(program.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
+    Err(err(
+        &format!("executing {}", spec.program.display()),
+        io::Error::last_os_error(),
+    ))
+}
+
+// ---- the private root ----
+
+fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<(), String> {
+    let source_c = source.map(cstr);
+    let target_c = cstr(target);
+    let fstype_c = fstype.map(|f| CString::new(f).expect("no NUL"));
+    let data_c = data.map(|d| CString::new(d).expect("no NUL"));
+    // SAFETY: valid C strings or null pointers.
+    let r = unsafe {
+        libc::mount(
+            source_c.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target_c.as_ptr(),
+            fstype_c.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data_c
+                .as_ref()
+                .map_or(std::ptr::null(), |s| s.as_ptr().cast()),
+        )
+    };
+    check(
+        r,
+        &format!(
+            "mounting {} on {}",
+            source.map_or_else(|| fstype.unwrap_or("-").to_owned(), |s| s.display().to_string()),
+            target.display()
+        ),
+    )
+}
+
+/// `target` under the new root.
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// The flags a read-only remount of a bind mount must keep: a mount inherited from another
+/// user namespace has its nosuid/nodev/noexec/atime flags locked, and a remount that drops them
+/// is refused.
+fn locked_flags(path: &Path) -> libc::c_ulong {
+    let c = cstr(path);
+    // SAFETY: statvfs fills the struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &raw mut st) } != 0 {
+        return 0;
+    }
+    let f = st.f_flag;
+    let mut flags = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if f & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    flags
+}
+
+/// Make `host` visible at the same path under `root`: symbolic links are recreated, files and
+/// directories bind-mounted (read-only unless `writable`).
+fn expose(root: &Path, host: &Path, writable: bool) -> Result<(), String> {
+    let Ok(meta) = std::fs::symlink_metadata(host) else {
+        return Ok(());
+    };
+    let target = under(root, host);
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| err(&format!("creating {}", parent.display()), e))?;
+    }
+    if meta.file_type().is_symlink() {
+        let to = std::fs::read_link(host).map_err(|e| err(&format!("reading {}", host.display()), e))?;
+        if std::fs::symlink_metadata(&target).is_err() {
+            symlink(&to, &target).map_err(|e| err(&format!("linking {}", target.display()), e))?;
+        }
+        // Expose what the link points to as well, unless that is already there.
+        let resolved = if to.is_absolute() {
+            to
+        } else {
+            host.parent().unwrap_or(Path::new("/")).join(to)
+        };
+        if std::fs::symlink_metadata(under(root, &resolved)).is_ok() {
+            return Ok(());
+        }
+        return expose(root, &resolved, writable);
+    }
+    if meta.is_dir() {
+        std::fs::create_dir_all(&target)
+            .map_err(|e| err(&format!("creating {}", target.display()), e))?;
+    } else if std::fs::symlink_metadata(&target).is_err() {
+        File::create(&target).map_err(|e| err(&format!("creating {}", target.display()), e))?;
+    }
+    mount(Some(host), &target, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | locked_flags(host);
+    if !writable {
+        flags |= libc::MS_RDONLY;
+    }
+    mount(None, &target, None, flags, None)
+}
+
+/// The GPU's device nodes: `/dev/nvidia*` and `/dev/dri`.
+fn gpu_devices() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/dev")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.as_bytes().starts_with(b"nvidia"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.push(PathBuf::from("/dev/dri"));
+    v.sort();
+    v
+}
+
+fn private_root(spec: &SandboxSpec) -> Result<(), String> {
+    let root = spec.root_dir.as_path();
+    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    mount(
+        Some(Path::new("tmpfs")),
+        root,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=4m,mode=755"),
+    )?;
+    for p in SYSTEM_PATHS {
+        expose(root, Path::new(p), false)?;
+    }
+    // /dev: a few nodes, shared memory, the standard links.
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev).map_err(|e| err("creating /dev", e))?;
+    mount(
+        Some(Path::new("tmpfs")),
+        &dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("size=64k,mode=755"),
+    )?;
+    for d in DEVICES {
+        expose(root, &Path::new("/dev").join(d), true)?;
+    }
+    if spec.gpu {
+        for d in gpu_devices() {
+            expose(root, &d, true)?;
+        }
+        expose(root, Path::new("/sys"), false)?;
+    }
+    for (link, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let _ = symlink(to, dev.join(link));
+    }
+    let shm = dev.join("shm");
+    std::fs::create_dir_all(&shm).map_err(|e| err("creating /dev/shm", e))?;
+    mount(
+        Some(Path::new("tmpfs")),
+        &shm,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=64m,mode=1777"),
+    )?;
+    // The private /tmp, then what the spec exposes (some of it may lie under /tmp).
+    let tmp = root.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| err("creating /tmp", e))?;
+    mount(
+        Some(Path::new("tmpfs")),
+        &tmp,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&format!("size={},mode=1777", spec.tmp_bytes.max(1 << 20))),
+    )?;
+    for p in &spec.read_only {
+        expose(root, p, false)?;
+    }
+    for p in &spec.writable {
+        expose(root, p, true)?;
+    }
+    let proc_dir = root.join("proc");
+    std::fs::create_dir_all(&proc_dir).map_err(|e| err("creating /proc", e))?;
+    mount(
+        Some(Path::new("proc")),
+        &proc_dir,
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )?;
+    // Swap roots and forget the old one.
+    let old = root.join(".old-root");
+    std::fs::create_dir_all(&old).map_err(|e| err("creating the old-root mount point", e))?;
+    let (root_c, old_c) = (cstr(root), cstr(&old));
+    // SAFETY: pivot_root with valid paths.
+    check(
+        unsafe { libc::syscall(libc::SYS_pivot_root, root_c.as_ptr(), old_c.as_ptr()) } as i32,
+        "pivot_root",
+    )?;
+    std::env::set_current_dir("/").map_err(|e| err("chdir /", e))?;
+    // SAFETY: detaching a mount point we own.
+    check(
+        unsafe { libc::umount2(c"/.old-root".as_ptr(), libc::MNT_DETACH) },
+        "unmounting the old root",
+    )?;
+    let _ = std::fs::remove_dir("/.old-root");
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )?;
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| err(&format!("chdir {}", spec.cwd.display()), e))
+}
+
+/// Read the launcher's spec from its argument and run it.
+pub(crate) fn main_with(spec_json: &OsStr) -> i32 {
+    let spec: SandboxSpec = match serde_json::from_slice(spec_json.as_bytes()) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "ksearch sandbox: malformed spec: {e}");
+            return 2;
+        }
+    };
+    launch(&spec)
+}
