@@ -1,4 +1,4 @@
-"""`python3 -m ksearch_harness [--target metal|cuda|numpy]`"""
+"""`python3 -m ksearch_harness [--target metal|cuda|numpy|cpu]`: the judge."""
 
 import argparse
 
@@ -7,7 +7,7 @@ from .worker import serve
 
 def main():
     ap = argparse.ArgumentParser(prog="ksearch_harness", description="ksearch's evaluation worker for MLX (started by ksearch)")
-    ap.add_argument("--target", choices=["metal", "cuda", "numpy"], default=None, help="default: the GPU MLX sees")
+    ap.add_argument("--target", choices=["metal", "cuda", "numpy", "cpu"], default=None, help="default: the GPU MLX sees")
     args = ap.parse_args()
     serve(args.target)
 

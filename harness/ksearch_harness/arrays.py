@@ -1,5 +1,5 @@
-"""Array backends: MLX (the real one, on Metal or CUDA) and numpy (CPU; lets the harness's
-protocol, loading and checking be tested where no GPU exists).
+"""Array backends: MLX (the real one, on Metal or CUDA; its CPU device for tests) and numpy (CPU;
+lets the harness's protocol, loading and checking be tested where no GPU exists).
 
 Inputs are drawn with numpy from a seed, then handed to the backend, so a seed means the same
 values on every target."""
@@ -78,6 +78,8 @@ class MlxBackend:
 
         self.mx = mx
         self.target = target
+        if target == "cpu":
+            mx.set_default_device(mx.cpu)
         self.dtypes = {"f16": mx.float16, "bf16": mx.bfloat16, "f32": mx.float32, "i32": mx.int32, "i64": mx.int64}
 
     def asarray(self, values, dtype):
@@ -140,6 +142,12 @@ def backend_for(target):
     """The backend for `target` (metal, cuda, numpy), or for the GPU MLX sees when None."""
     if target == "numpy":
         return NumpyBackend()
+    if target == "cpu":
+        try:
+            import mlx.core  # noqa: F401
+        except ImportError as e:
+            raise SystemExit(f"target cpu needs MLX, which this Python cannot import ({e}). Install it with: pip install \"mlx[cpu]\"")
+        return MlxBackend("cpu")
     try:
         import mlx.core as mx
     except ImportError as e:
@@ -156,3 +164,25 @@ def backend_for(target):
     if target == "cuda" and not (hasattr(mx, "cuda") and mx.cuda.is_available()):
         raise SystemExit(f"target cuda: MLX's CUDA backend is not available here. Install it with: {install_hint()}")
     return MlxBackend(target)
+
+
+def device_inputs(mx, backend, specs, shapes, seed):
+    """Inputs for one timed call, drawn on the device from `seed` (fast: no copy from the host).
+    Every process that draws from the same seed on the same device gets the same values."""
+    keys = mx.random.split(mx.random.key(seed & 0xFFFFFFFF), max(len(specs), 2))
+    out = []
+    for i, (spec, shape) in enumerate(zip(specs, shapes)):
+        dtype = spec["dtype"]
+        init = spec.get("init")
+        if init is None:
+            init = {"uniform": [-1.0, 1.0]} if dtype in FLOATS else {"randint": [-100, 100]}
+        (kind, (a, b)), = init.items()
+        shape = tuple(shape)
+        if kind == "uniform":
+            x = mx.random.uniform(a, b, shape, key=keys[i])
+        elif kind == "normal":
+            x = mx.random.normal(shape, loc=a, scale=b, key=keys[i])
+        else:
+            x = mx.random.randint(int(a), int(b) + 1, shape, key=keys[i])
+        out.append(x.astype(backend.dtypes[dtype]))
+    return out

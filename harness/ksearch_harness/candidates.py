@@ -19,7 +19,7 @@ _counter = [0]
 _BUILD_FAILURE = re.compile(r"nvrtc|compil|unable to build metal library|failed to build", re.IGNORECASE)
 
 
-def load(source, target):
+def load_module(source, target):
     """Execute a module from `{"file", "text"}` and return its `run`."""
     _counter[0] += 1
     filename = source["file"]

@@ -1,9 +1,9 @@
-"""Worker protocol v1: JSON lines on the descriptors ksearch passes in KSEARCH_PROTOCOL_FDS."""
+"""Worker protocol v2: JSON lines on the descriptors ksearch passes in KSEARCH_PROTOCOL_FDS."""
 
 import json
 import os
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 FDS_VAR = "KSEARCH_PROTOCOL_FDS"
 MARKER_PREFIX = b"\x1eksearch-output-end:"
 

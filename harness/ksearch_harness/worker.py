@@ -1,14 +1,23 @@
-"""The evaluation loop: build, check every workload and seed, time, check once more."""
+"""The judge: `python3 -m ksearch_harness --target T`. It owns inputs, the reference, expected
+outputs, verification and timing, and speaks worker protocol v2 with ksearch. Candidate code
+never runs here: every contender runs in runners of its own (see contenders.py), started in a
+sandbox, fresh for every evaluation. Only the task's own modules (reference, baseline,
+comparisons) are imported here."""
 
 import os
 import sys
+import tempfile
 import time
 
 from . import __version__
-from .candidates import CandidateError, CompileError, is_build_failure, load, trimmed_traceback
-from .gauntlet import TaskFault, check_seed, make_inputs, merge, call
+from .candidates import CandidateError, CompileError, is_build_failure, load_module, trimmed_traceback
+from .contenders import BadOutput, DirectContender, GraphContender, Pool, Settings, allowed_cpus
+from .gauntlet import TaskFault, call, compare, make_inputs, merge
+from .link import RunnerLost
 from .protocol import Channel, end_of_output
-from .timing import time_workload
+from .timing import TimedFailure, TimedIncorrect, time_workload
+
+TRUSTED_ROLES = ("baseline", "comparison")
 
 
 class Outcome(Exception):
@@ -18,7 +27,7 @@ class Outcome(Exception):
         self.message = message
 
 
-def evaluate(backend, req, channel):
+def evaluate(backend, req, channel, settings):
     result = {
         "id": req["id"],
         "status": "passed",
@@ -28,12 +37,16 @@ def evaluate(backend, req, channel):
         "phases": {"compile_s": 0.0, "check_s": 0.0, "timing_s": 0.0},
         "output": {"bytes": 0, "head": "", "tail": ""},
     }
+    contenders = []
     try:
-        run_phases(backend, req, channel, result)
-        result["message"] = f"passed {len(req['workloads'])} workload(s) × {len(req['check']['seeds'])} seed(s) and a re-check after timing"
+        run_phases(backend, req, channel, result, settings, contenders)
+        result["message"] = f"passed {len(req['workloads'])} workload(s) × {len(req['check']['seeds'])} seed(s), every timed call checked, and a re-check after timing"
     except Outcome as o:
         result["status"] = o.status
         result["message"] = o.message
+    finally:
+        for c in contenders:
+            c.stop()
     if result["compile"] is None:
         result.pop("compile")
     return result
@@ -46,91 +59,154 @@ def progress(channel, req, phase, workload=None):
     channel.send(msg)
 
 
-def run_phases(backend, req, channel, result):
+def lost(what, error, phase, workload=None):
+    """The outcome of a runner that failed: crashed, exited, or raised."""
+    where = f" during the {phase}" + (f" on workload `{workload['name']}`" if workload else "")
+    if isinstance(error, RunnerLost):
+        if error.signalled:
+            return Outcome("crashed", f"{what}'s runner {error.message}{where}")
+        return Outcome("runtime_error", f"{what}'s runner {error.message}{where} (did candidate code call exit()?)")
+    if isinstance(error, BadOutput):
+        return Outcome("incorrect", f"{what}: {error}{where}")
+    message = str(error)
+    if is_build_failure(message):
+        return Outcome("compile_error", f"{what}'s kernel does not build: {message.splitlines()[-1] if message else ''}")
+    return Outcome("runtime_error", f"{what} failed{where}:\n{message}")
+
+
+def start(settings, graph, source, role, label, trusted, task, workloads, env=None):
+    if graph:
+        return GraphContender(settings, source, role, label, trusted, task, workloads, env)
+    return DirectContender(settings, source, role, label, trusted, env)
+
+
+def run_phases(backend, req, channel, result, settings, contenders):
     task = req["task"]
     tol = req["check"]["tolerances"]
-    target = backend.target
+    graph = backend.name == "mlx"
     t = time.perf_counter()
     progress(channel, req, "compile")
     try:
-        reference = load(req["reference"], target)
-        contenders = [(c, load(c["source"], target)) for c in req["compare"]]
+        reference = load_module(req["reference"], settings.target)
     except (CompileError, CandidateError) as e:
-        raise TaskFault(f"a trusted module does not load: {e}") from None
-    log = ""
+        raise TaskFault(f"the reference does not load: {e}") from None
     try:
-        candidate = load(req["candidate"], target)
-        # The first call builds the kernels (JIT): a build failure is a compile error.
-        w0 = req["workloads"][0]
-        axes = {k: int(v) for k, v in w0["axes"].items()}
-        outs = call(candidate, make_inputs(backend, task, w0, req["check"]["recheck_seed"] ^ 0xC0FFEE), axes, len(task["outputs"]), "the candidate")
-        backend.sync(outs)
+        candidate = start(settings, graph, req["candidate"], "candidate", req["candidate"]["file"], False, task, req["workloads"])
     except CompileError as e:
         log = str(e)
         result["compile"] = compile_report(backend, log, t)
         raise Outcome("compile_error", log.splitlines()[0]) from None
-    except CandidateError as e:
+    except (CandidateError, RunnerLost) as e:
         message = str(e)
         if is_build_failure(message):
             result["compile"] = compile_report(backend, message, t)
             raise Outcome("compile_error", "the kernel does not build: " + message.splitlines()[-1]) from None
-        raise Outcome("runtime_error", message) from None
-    except Exception:  # noqa: BLE001 - e.g. evaluation of a faulting kernel
-        message = trimmed_traceback()
-        if is_build_failure(message):
-            result["compile"] = compile_report(backend, message, t)
-            raise Outcome("compile_error", "the kernel does not build: " + message.splitlines()[-1]) from None
-        raise Outcome("runtime_error", message) from None
-    result["compile"] = compile_report(backend, log, t)
+        raise lost("the candidate", e, "compile phase") from None
+    contenders.append(candidate)
+    result["sandbox"] = candidate.confinement
+    for c in req["compare"]:
+        trusted = c["role"] in TRUSTED_ROLES
+        try:
+            contenders.append(start(settings, graph, c["source"], c["role"], c["label"], trusted, task, req["workloads"], c.get("env")))
+        except (CompileError, CandidateError, RunnerLost) as e:
+            if trusted:
+                raise TaskFault(f"the {c['role']} `{c['label']}` does not load: {e}") from None
+            raise Outcome("runtime_error", f"the {c['role']} `{c['label']}` could not be loaded: {e}") from None
+    result["compile"] = compile_report(backend, "", t)
     result["phases"]["compile_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
     for w in req["workloads"]:
         progress(channel, req, "check", w["name"])
-        worst = None
-        for seed in req["check"]["seeds"]:
-            errors, failure = guarded_check(backend, task, tol, w, seed, reference, candidate)
-            worst = merge(worst, errors)
-            if failure:
-                result["phases"]["check_s"] = time.perf_counter() - t
-                result["workloads"].append({"name": w["name"], "status": "incorrect", "message": failure, "errors": worst})
-                raise Outcome("incorrect", f"workload `{w['name']}`, seed {seed}: {failure}")
+        worst, failure = check_workload(backend, task, tol, w, req["check"]["seeds"], reference, candidate, graph, "check phase")
+        if failure:
+            seed, f = failure
+            result["phases"]["check_s"] = time.perf_counter() - t
+            result["workloads"].append({"name": w["name"], "status": "incorrect", "message": f, "errors": worst})
+            raise Outcome("incorrect", f"workload `{w['name']}`, seed {seed}: {f}")
         result["workloads"].append({"name": w["name"], "status": "passed", "errors": worst})
     result["phases"]["check_s"] = time.perf_counter() - t
 
     plan = req.get("timing")
     if plan:
         t = time.perf_counter()
-        seed = req["check"]["recheck_seed"] ^ 0x7143D00D
+        baseline = next(i for i, c in enumerate(contenders) if c.role == "baseline")
         for w, report in zip(req["workloads"], result["workloads"]):
             progress(channel, req, "timing", w["name"])
-            runs = [candidate] + [run for _, run in contenders]
             try:
-                stats = time_workload(backend, task, w, plan, seed, runs)
-            except CandidateError as e:
-                raise Outcome("runtime_error", f"while timing: {e}") from None
-            labels = [("candidate", req["candidate"]["file"])] + [(c["role"], c["label"]) for c, _ in contenders]
-            report["timings"] = [{"role": r, "label": l, "stats": s} for (r, l), s in zip(labels, stats)]
+                stats = time_workload(task, w, plan, tol, contenders, baseline)
+            except TimedFailure as e:
+                c = contenders[e.index]
+                if c.trusted:
+                    raise TaskFault(f"the {c.role} `{c.label}` failed while timed: {e.error}") from None
+                raise lost("the candidate" if e.index == 0 else f"the {c.role} `{c.label}`", e.error, "timing", w) from None
+            except TimedIncorrect as e:
+                c = contenders[e.index]
+                who = "" if e.index == 0 else f" (the {c.role} `{c.label}`, timed beside the candidate)"
+                report["status"] = "incorrect"
+                report["message"] = e.message + who
+                raise Outcome("incorrect", f"workload `{w['name']}`: {e.message}{who}") from None
+            except BadOutput as e:
+                raise Outcome("incorrect", f"workload `{w['name']}`, while timed: {e}") from None
+            report["timings"] = [{"role": r, "label": l, "stats": s} for (r, l), s in zip(
+                [("candidate", req["candidate"]["file"])] + [(c["role"], c["label"]) for c in req["compare"]], stats)]
         result["phases"]["timing_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
     for w, report in zip(req["workloads"], result["workloads"]):
         progress(channel, req, "recheck", w["name"])
-        errors, failure = guarded_check(backend, task, tol, w, req["check"]["recheck_seed"], reference, candidate)
+        errors, failure = check_workload(backend, task, tol, w, [req["check"]["recheck_seed"]], reference, candidate, graph, "re-check")
         report["errors"] = merge(report["errors"], errors)
         if failure:
+            _, f = failure
             report["status"] = "incorrect"
-            report["message"] = f"after timing: {failure}"
+            report["message"] = f"after timing: {f}"
             result["phases"]["check_s"] += time.perf_counter() - t
-            raise Outcome("incorrect", f"workload `{w['name']}`, re-check on fresh inputs after timing: {failure}")
+            raise Outcome("incorrect", f"workload `{w['name']}`, re-check on fresh inputs after timing: {f}")
     result["phases"]["check_s"] += time.perf_counter() - t
 
 
-def guarded_check(backend, task, tol, w, seed, reference, candidate):
+def check_workload(backend, task, tol, w, seeds, reference, candidate, graph, phase):
+    """Worst errors over `seeds`, and the first failure as `(seed, message)`."""
+    axes = {k: int(v) for k, v in w["axes"].items()}
+    pool = None if graph else Pool(task, w, 1)
     try:
-        return check_seed(backend, task, tol, w, seed, reference, candidate)
-    except CandidateError as e:
-        raise Outcome("runtime_error", f"workload `{w['name']}`, seed {seed}: {e}") from None
+        if pool is not None:
+            candidate.map_pool(pool)
+        worst = None
+        for seed in seeds:
+            inputs = make_inputs(backend, task, w, seed)
+            try:
+                expected = call(reference, inputs, axes, len(task["outputs"]), "the reference")
+                backend.sync(expected)
+            except CandidateError as e:
+                raise TaskFault(str(e)) from None
+            expected = [backend.to_numpy(e) for e in expected]
+            try:
+                got = candidate.check(task, w, seed) if graph else candidate.check(pool, task, w, seed)
+            except BadOutput as e:
+                return merge(worst, zero_errors()), (seed, str(e))
+            except (CandidateError, RunnerLost) as e:
+                raise lost("the candidate", e, phase, w) from None
+            errors = zero_errors()
+            failure = None
+            for spec, g, e in zip(task["outputs"], got, expected):
+                errs, f = compare(spec, g, e, tol[spec["dtype"]])
+                for k in ("max_abs_err", "max_rel_err", "norm_rel_err"):
+                    errors[k] = max(errors[k], errs[k])
+                failure = failure or f
+            worst = merge(worst, errors)
+            if failure:
+                return worst, (seed, failure)
+        return worst, None
+    finally:
+        if pool is not None:
+            candidate.drop_pool(pool)
+            pool.close()
+
+
+def zero_errors():
+    return {"max_abs_err": 0.0, "max_rel_err": 0.0, "norm_rel_err": 0.0, "seeds_checked": 1}
 
 
 def compile_report(backend, log, started):
@@ -146,7 +222,15 @@ def serve(target):
     channel = Channel.from_env()
     from .arrays import backend_for
 
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: nobody reads our memory
+    except (OSError, AttributeError):
+        pass
     backend = backend_for(target)
+    root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=os.getcwd())
+    settings = Settings(backend.target, root_dir, allowed_cpus())
     channel.send({"type": "hello", "backend": f"mlx/{backend.target}", "version": __version__, "pid": os.getpid()})
     for msg in channel.requests():
         kind = msg.get("type")
@@ -156,7 +240,7 @@ def serve(target):
             channel.send({"type": "error", "message": f"unknown request type {kind!r}"})
             continue
         try:
-            reply = {"type": "result", **evaluate(backend, msg, channel)}
+            reply = {"type": "result", **evaluate(backend, msg, channel, settings)}
         except TaskFault as e:
             reply = {"type": "error", "id": msg.get("id"), "message": str(e)}
         except Exception:  # noqa: BLE001 - a bug in the harness: report it, keep serving

@@ -74,6 +74,7 @@ pub fn backend_for(
             options.python.clone(),
             options.target.clone(),
             crate::knowledge_checks::hardware(options.hardware.as_deref())?,
+            options.ksearch_exe.clone(),
         )?)),
     }
 }

@@ -27,6 +27,8 @@ pub struct MlxBackend {
     harness_root: PathBuf,
     /// The device whose limits the knowledge rules use.
     hardware: Option<ksearch_knowledge::Hardware>,
+    /// The binary whose `ksearch sandbox` starts the harness's runners.
+    sandbox_exe: PathBuf,
 }
 
 fn cache_root() -> PathBuf {
@@ -71,13 +73,15 @@ fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
 }
 
 impl MlxBackend {
+    /// `sandbox_exe` is the ksearch binary, whose launcher confines the harness's runners.
     pub fn new(
         python: Option<PathBuf>,
         target: Option<String>,
         hardware: Option<ksearch_knowledge::Hardware>,
+        sandbox_exe: PathBuf,
     ) -> Result<Self, EvalError> {
         if let Some(t) = &target
-            && !["metal", "cuda", "numpy"].contains(&t.as_str())
+            && !["metal", "cuda", "numpy", "cpu"].contains(&t.as_str())
         {
             return Err(EvalError::Options(format!(
                 "unknown mlx target `{t}` (expected metal or cuda)"
@@ -88,6 +92,7 @@ impl MlxBackend {
             target,
             harness_root: unpack_harness(&cache_root())?,
             hardware,
+            sandbox_exe,
         })
     }
 }
@@ -129,6 +134,10 @@ impl Backend for MlxBackend {
             env: vec![
                 ("PYTHONPATH".into(), path),
                 ("PYTHONUNBUFFERED".into(), "1".into()),
+                (
+                    "KSEARCH_SANDBOX_EXE".into(),
+                    self.sandbox_exe.display().to_string(),
+                ),
             ],
             // Importing MLX and initialising the GPU can take a while on a cold machine.
             startup_timeout: Duration::from_secs(120),

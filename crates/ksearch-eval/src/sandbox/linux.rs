@@ -46,9 +46,11 @@ const SYSTEM_PATHS: &[&str] = &[
 /// Device nodes every sandbox gets.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
-/// Inside the user namespace the program is root: that lets the setup mount what it needs; it
-/// keeps no capability past exec, because the bounding set is emptied first.
-const INNER_ID: u32 = 0;
+/// Inside the user namespace the setup runs as uid 0 (it mounts what the program will see),
+/// then the program runs as `PROGRAM_ID`: the caller's own uid outside, or 65534 when the caller
+/// is root. It keeps no capability past exec.
+const SETUP_ID: u32 = 0;
+const PROGRAM_ID: u32 = 1000;
 
 fn err(what: &str, e: io::Error) -> String {
     format!("{what}: {e}")
@@ -145,6 +147,8 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
         report(spec.report_fd, &Report::Failed(err("pipe", io::Error::last_os_error())));
         return 127;
     }
+    // Planned now, while this process can still see everything the program may be shown.
+    let exposures = plan_all(spec);
     let ns = libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNET
@@ -191,7 +195,7 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
             // SAFETY: getuid cannot fail.
             _ => unsafe { libc::getuid() },
         };
-        let code = match child(spec, isolation, sync[0], outer_uid, missing) {
+        let code = match child(spec, &exposures, isolation, sync[0], outer_uid, missing) {
             Ok(never) => match never {},
             Err(e) => {
                 report(spec.report_fd, &Report::Failed(e));
@@ -225,13 +229,22 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
 /// caller is root.
 fn write_id_maps(pid: libc::pid_t, root: bool) -> Result<(), String> {
     let (outer_uid, outer_gid) = outer_ids(root);
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let write = |file: &str, text: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), text)
             .map_err(|e| err(&format!("writing /proc/{pid}/{file}"), e))
     };
     write("setgroups", "deny".into())?;
-    write("uid_map", format!("{INNER_ID} {outer_uid} 1\n"))?;
-    write("gid_map", format!("{INNER_ID} {outer_gid} 1\n"))
+    // Root maps the setup to itself (so it can read what it exposes, e.g. a Python under
+    // /root) and the program to 65534; anyone else maps both to themselves.
+    if root {
+        write("uid_map", format!("{SETUP_ID} {uid} 1\n{PROGRAM_ID} {outer_uid} 1\n"))?;
+        write("gid_map", format!("{SETUP_ID} {gid} 1\n{PROGRAM_ID} {outer_gid} 1\n"))
+    } else {
+        write("uid_map", format!("{SETUP_ID} {outer_uid} 1\n"))?;
+        write("gid_map", format!("{SETUP_ID} {outer_gid} 1\n"))
+    }
 }
 
 /// The uid and gid the program has outside its user namespace.
@@ -283,6 +296,7 @@ fn wait_and_mirror(pid: libc::pid_t) -> i32 {
 /// In the program's process: wait for the maps, confine, exec.
 fn child(
     spec: &SandboxSpec,
+    exposures: &[Exposure],
     isolation: Isolation,
     sync: i32,
     outer_uid: u32,
@@ -302,14 +316,14 @@ fn child(
         // Take the uid and gid the launcher mapped (credentials do not change by themselves).
         // SAFETY: plain credential calls.
         unsafe {
-            check(libc::setresgid(INNER_ID, INNER_ID, INNER_ID), "setresgid")?;
-            check(libc::setresuid(INNER_ID, INNER_ID, INNER_ID), "setresuid")?;
+            check(libc::setresgid(SETUP_ID, SETUP_ID, SETUP_ID), "setresgid")?;
+            check(libc::setresuid(SETUP_ID, SETUP_ID, SETUP_ID), "setresuid")?;
         }
     }
 
     let namespaces = isolation != Isolation::None;
     if namespaces {
-        private_root(spec)?;
+        private_root(spec, exposures)?;
         // SAFETY: a valid buffer.
         unsafe { libc::sethostname(c"ksearch-sandbox".as_ptr(), 15) };
     } else if let Err(e) = std::env::set_current_dir(&spec.cwd) {
@@ -326,15 +340,26 @@ fn child(
             }
         }
     }
+    drop_bounding_capabilities();
     let uid = match isolation {
-        Isolation::Full => outer_uid,
+        Isolation::Full => {
+            // SAFETY: getuid cannot fail.
+            if unsafe { libc::getuid() } == 0 && outer_uid == UNPRIVILEGED_ID {
+                // Root's sandbox: leave the setup uid for the program's.
+                // SAFETY: plain credential calls, within the namespace's map.
+                unsafe {
+                    check(libc::setresgid(PROGRAM_ID, PROGRAM_ID, PROGRAM_ID), "setresgid")?;
+                    check(libc::setresuid(PROGRAM_ID, PROGRAM_ID, PROGRAM_ID), "setresuid")?;
+                }
+            }
+            outer_uid
+        }
         Isolation::NoUserNamespace => {
             drop_to_unprivileged()?;
             UNPRIVILEGED_ID
         }
         Isolation::None => outer_uid,
     };
-    drop_bounding_capabilities();
     let seccomp_ok = match seccomp::install(spec.allow_fork) {
         Ok(()) => true,
         Err(e) => {
@@ -378,7 +403,7 @@ fn drop_bounding_capabilities() {
     unsafe {
         libc::prctl(
             libc::PR_SET_SECUREBITS,
-            0x01 | 0x02 | 0x04 | 0x08, // NOROOT, its lock, NO_SETUID_FIXUP, its lock
+            0x01 | 0x02, // SECBIT_NOROOT and its lock
             0,
             0,
             0,
@@ -502,42 +527,106 @@ fn locked_flags(path: &Path) -> libc::c_ulong {
     flags
 }
 
-/// Make `host` visible at the same path under `root`: symbolic links are recreated, files and
-/// directories bind-mounted (read-only unless `writable`).
-fn expose(root: &Path, host: &Path, writable: bool) -> Result<(), String> {
+/// A host path to make visible inside, planned by the launcher before the namespaces exist.
+#[derive(Debug)]
+struct Exposure {
+    host: PathBuf,
+    kind: Kind,
+    writable: bool,
+    /// Mount flags a remount must keep (see `locked_flags`).
+    locked: libc::c_ulong,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Dir,
+    File,
+    Link(PathBuf),
+}
+
+/// Plan exposing `host` (following symbolic links to what they point at).
+fn plan(host: &Path, writable: bool, out: &mut Vec<Exposure>) {
+    if out.iter().any(|e| e.host == host) {
+        return;
+    }
     let Ok(meta) = std::fs::symlink_metadata(host) else {
-        return Ok(());
+        return;
     };
-    let target = under(root, host);
+    if meta.file_type().is_symlink() {
+        let Ok(to) = std::fs::read_link(host) else {
+            return;
+        };
+        let resolved = if to.is_absolute() {
+            to.clone()
+        } else {
+            host.parent().unwrap_or(Path::new("/")).join(&to)
+        };
+        out.push(Exposure {
+            host: host.to_owned(),
+            kind: Kind::Link(to),
+            writable,
+            locked: 0,
+        });
+        plan(&resolved, writable, out);
+        return;
+    }
+    out.push(Exposure {
+        host: host.to_owned(),
+        kind: if meta.is_dir() { Kind::Dir } else { Kind::File },
+        writable,
+        locked: locked_flags(host),
+    });
+}
+
+/// Everything the program will see, planned outside its namespaces.
+fn plan_all(spec: &SandboxSpec) -> Vec<Exposure> {
+    let mut out = Vec::new();
+    for p in SYSTEM_PATHS {
+        plan(Path::new(p), false, &mut out);
+    }
+    for d in DEVICES {
+        plan(&Path::new("/dev").join(d), true, &mut out);
+    }
+    if spec.gpu {
+        for d in gpu_devices() {
+            plan(&d, true, &mut out);
+        }
+        plan(Path::new("/sys"), false, &mut out);
+    }
+    for p in &spec.read_only {
+        plan(p, false, &mut out);
+    }
+    for p in &spec.writable {
+        plan(p, true, &mut out);
+    }
+    out
+}
+
+/// Make one planned path visible under `root`.
+fn expose(root: &Path, e: &Exposure) -> Result<(), String> {
+    let target = under(root, &e.host);
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent)
-            .map_err(|e| err(&format!("creating {}", parent.display()), e))?;
+            .map_err(|err_| err(&format!("creating {}", parent.display()), err_))?;
     }
-    if meta.file_type().is_symlink() {
-        let to = std::fs::read_link(host).map_err(|e| err(&format!("reading {}", host.display()), e))?;
-        if std::fs::symlink_metadata(&target).is_err() {
-            symlink(&to, &target).map_err(|e| err(&format!("linking {}", target.display()), e))?;
-        }
-        // Expose what the link points to as well, unless that is already there.
-        let resolved = if to.is_absolute() {
-            to
-        } else {
-            host.parent().unwrap_or(Path::new("/")).join(to)
-        };
-        if std::fs::symlink_metadata(under(root, &resolved)).is_ok() {
+    match &e.kind {
+        Kind::Link(to) => {
+            if std::fs::symlink_metadata(&target).is_err() {
+                symlink(to, &target).map_err(|er| err(&format!("linking {}", target.display()), er))?;
+            }
             return Ok(());
         }
-        return expose(root, &resolved, writable);
+        Kind::Dir => std::fs::create_dir_all(&target)
+            .map_err(|er| err(&format!("creating {}", target.display()), er))?,
+        Kind::File => {
+            if std::fs::symlink_metadata(&target).is_err() {
+                File::create(&target).map_err(|er| err(&format!("creating {}", target.display()), er))?;
+            }
+        }
     }
-    if meta.is_dir() {
-        std::fs::create_dir_all(&target)
-            .map_err(|e| err(&format!("creating {}", target.display()), e))?;
-    } else if std::fs::symlink_metadata(&target).is_err() {
-        File::create(&target).map_err(|e| err(&format!("creating {}", target.display()), e))?;
-    }
-    mount(Some(host), &target, None, libc::MS_BIND | libc::MS_REC, None)?;
-    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | locked_flags(host);
-    if !writable {
+    mount(Some(&e.host), &target, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | e.locked;
+    if !e.writable {
         flags |= libc::MS_RDONLY;
     }
     mount(None, &target, None, flags, None)
@@ -561,7 +650,7 @@ fn gpu_devices() -> Vec<PathBuf> {
     v
 }
 
-fn private_root(spec: &SandboxSpec) -> Result<(), String> {
+fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String> {
     let root = spec.root_dir.as_path();
     mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     mount(
@@ -571,8 +660,12 @@ fn private_root(spec: &SandboxSpec) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NODEV,
         Some("size=4m,mode=755"),
     )?;
-    for p in SYSTEM_PATHS {
-        expose(root, Path::new(p), false)?;
+    let (dev_nodes, rest): (Vec<&Exposure>, Vec<&Exposure>) =
+        exposures.iter().partition(|e| e.host.starts_with("/dev"));
+    let (tmp_paths, system): (Vec<&Exposure>, Vec<&Exposure>) =
+        rest.into_iter().partition(|e| e.host.starts_with("/tmp"));
+    for e in &system {
+        expose(root, e)?;
     }
     // /dev: a few nodes, shared memory, the standard links.
     let dev = root.join("dev");
@@ -584,14 +677,8 @@ fn private_root(spec: &SandboxSpec) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("size=64k,mode=755"),
     )?;
-    for d in DEVICES {
-        expose(root, &Path::new("/dev").join(d), true)?;
-    }
-    if spec.gpu {
-        for d in gpu_devices() {
-            expose(root, &d, true)?;
-        }
-        expose(root, Path::new("/sys"), false)?;
+    for e in &dev_nodes {
+        expose(root, e)?;
     }
     for (link, to) in [
         ("fd", "/proc/self/fd"),
@@ -620,11 +707,8 @@ fn private_root(spec: &SandboxSpec) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NODEV,
         Some(&format!("size={},mode=1777", spec.tmp_bytes.max(1 << 20))),
     )?;
-    for p in &spec.read_only {
-        expose(root, p, false)?;
-    }
-    for p in &spec.writable {
-        expose(root, p, true)?;
+    for e in &tmp_paths {
+        expose(root, e)?;
     }
     let proc_dir = root.join("proc");
     std::fs::create_dir_all(&proc_dir).map_err(|e| err("creating /proc", e))?;

@@ -49,7 +49,13 @@ impl Fixture for NumpyFixture {
 
     fn evaluator(&self) -> LocalEvaluator {
         LocalEvaluator::new(Box::new(
-            MlxBackend::new(None, Some("numpy".into()), None).expect("the harness unpacks"),
+            MlxBackend::new(
+                None,
+                Some("numpy".into()),
+                None,
+                env!("CARGO_BIN_EXE_ksearch").into(),
+            )
+            .expect("the harness unpacks"),
         ))
     }
 

@@ -1,0 +1,306 @@
+"""The judge's side of the contenders of an evaluation: each runs in runners of its own, fresh
+for this evaluation. Two kinds, behind one interface:
+
+- `DirectContender` (numpy target): the module runs in a direct runner; inputs lie in shared
+  memory the runner maps read-only, outputs in shared memory the judge reads itself.
+- `GraphContender` (MLX targets): an untrusted module is traced in a tracer runner (trusted
+  modules are traced here, in the judge); the graphs run in an executor runner, where no
+  candidate Python runs, so what the executor reports can be believed. Its GPU kernels still run
+  only there.
+"""
+
+import os
+
+import numpy as np
+
+from .candidates import CandidateError, CompileError, load_module
+from .link import Runner, RunnerLost
+from .shared import Layout, Region, broken_guard, poison_slot
+
+NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
+
+
+class BadOutput(Exception):
+    """The candidate returned something that is not an acceptable output (wrong shape or
+    dtype, not an array, modified inputs): `incorrect`, with this message."""
+
+
+def shape_of(spec, axes):
+    return tuple(int(axes[a]) for a in spec["shape"])
+
+
+class Settings:
+    """What starting runners needs."""
+
+    def __init__(self, target, root_dir, cpus):
+        self.target = target
+        self.root_dir = root_dir
+        self.gpu = target in ("cuda", "metal")
+        self.memory = (32 << 30) if self.gpu else (4 << 30)
+        self.runner_cpu = cpus[1] if cpus else None
+        self.judge_cpu = cpus[0] if cpus else None
+
+
+class DirectContender:
+    """A module run in a direct runner (numpy target)."""
+
+    def __init__(self, settings, source, role, label, trusted, env=None):
+        self.role, self.label, self.trusted = role, label, trusted
+        self.settings = settings
+        self.runner = Runner("direct", settings.target, settings.root_dir, False, settings.memory, settings.runner_cpu, env)
+        self.confinement = self.runner.confinement
+        reply, _ = self.runner.request({"op": "load", "source": source})
+        if reply["op"] == "compile_error":
+            raise CompileError(reply["message"])
+        if reply["op"] != "loaded":
+            raise CandidateError(reply.get("message", repr(reply)))
+        self.pools = {}
+
+    def cpu_seconds(self):
+        return self.runner.cpu_seconds()
+
+    def map_pool(self, pool):
+        out = Region(pool.layout.output_region())
+        reply, _ = self.runner.request(
+            {"op": "pool", "id": pool.id, "layout": pool.layout.to_json(), "axes": pool.axes, "names": pool.names},
+            fds=[pool.inputs.ro_fd, out.fd],
+        )
+        if reply["op"] != "ready":
+            raise self.runner.lose(f"it answered {reply!r}")
+        self.pools[pool.id] = out
+
+    def drop_pool(self, pool):
+        out = self.pools.pop(pool.id, None)
+        try:
+            self.runner.request({"op": "drop", "id": pool.id})
+        except RunnerLost:
+            pass
+        if out is not None:
+            out.close()
+
+    def outputs(self, pool, s):
+        """Copies of slot `s`'s outputs, read now."""
+        return [np.array(v) for v in pool.layout.output_views(self.pools[pool.id].map, s)]
+
+    def call(self, pool, sets, timed):
+        """Run on `sets`; the seconds it took, by the judge's clock."""
+        for s in sets:
+            poison_slot(pool.layout, self.pools[pool.id].map, s)
+        seconds, reply, _ = self.runner.timed({"op": "go" if timed else "call", "pool": pool.id, "sets": list(sets)})
+        op = reply.get("op")
+        if op == "bad_output":
+            raise BadOutput(reply["message"])
+        if op == "error":
+            raise CandidateError(reply["message"])
+        if op != "done":
+            raise self.runner.lose(f"it answered {reply!r}")
+        return seconds
+
+    def check(self, pool, task, workload, seed):
+        """Outputs of one call on fresh inputs from `seed`, in set 0, checked for guards."""
+        pool.fill(task, workload, 0, seed)
+        self.call(pool, [0], False)
+        t = broken_guard(pool.layout, self.pools[pool.id].map, 0)
+        if t is not None:
+            raise BadOutput(f"wrote outside the bounds of `{task['outputs'][t]['name']}`")
+        return self.outputs(pool, 0)
+
+    def sample(self, pool, sets, positions):
+        out = self.pools[pool.id].map
+        views = {}
+        vals = []
+        for c, t, i in positions:
+            key = (c, t)
+            if key not in views:
+                views[key] = pool.layout.output_views(out, sets[c])[t].reshape(-1)
+            vals.append(float(views[key][i]))
+        return vals
+
+    def fetch(self, pool, sets, call):
+        t = broken_guard(pool.layout, self.pools[pool.id].map, sets[call])
+        if t is not None:
+            raise BadOutput(f"while timed, wrote outside the bounds of output {t}")
+        return self.outputs(pool, sets[call])
+
+    def stop(self):
+        for p in list(self.pools.values()):
+            p.close()
+        self.runner.kill()
+
+
+class GraphContender:
+    """A module traced into graphs (in a tracer runner when untrusted, here when trusted) and
+    run by an executor runner (MLX targets)."""
+
+    def __init__(self, settings, source, role, label, trusted, task, workloads, env=None):
+        self.role, self.label, self.trusted = role, label, trusted
+        self.task = task
+        specs = [
+            {
+                "name": w["name"],
+                "axes": w["axes"],
+                "inputs": [[list(shape_of(s, w["axes"])), s["dtype"]] for s in task["inputs"]],
+                "n_outputs": len(task["outputs"]),
+            }
+            for w in workloads
+        ]
+        if trusted:
+            from .arrays import backend_for
+            from .runner import export
+
+            backend = backend_for(settings.target)
+            run = load_module(source, settings.target)
+            blobs = [export(backend.mx, backend, run, w) for w in specs]
+            self.confinement = None
+        else:
+            tracer = Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
+            try:
+                self.confinement = tracer.confinement
+                reply, _ = tracer.request({"op": "load", "source": source})
+                if reply["op"] == "compile_error":
+                    raise CompileError(reply["message"])
+                if reply["op"] != "loaded":
+                    raise CandidateError(reply.get("message", repr(reply)))
+                reply, payload = tracer.request({"op": "trace", "workloads": specs})
+                if reply["op"] != "traced":
+                    raise CandidateError(reply.get("message", repr(reply)))
+                sizes = reply["sizes"]
+                if len(sizes) != len(specs) or sum(sizes) != len(payload):
+                    raise tracer.lose("it sent graphs that do not add up")
+                blobs, pos = [], 0
+                for n in sizes:
+                    blobs.append(payload[pos:pos + n])
+                    pos += n
+            finally:
+                tracer.kill()
+        self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
+        if self.confinement is None:
+            self.confinement = self.runner.confinement
+        reply, _ = self.runner.request(
+            {"op": "functions", "names": [w["name"] for w in workloads], "sizes": [len(b) for b in blobs]},
+            b"".join(blobs),
+        )
+        if reply["op"] != "loaded":
+            raise CandidateError(reply.get("message", repr(reply)))
+        self.shapes = {w["name"]: [shape_of(s, w["axes"]) for s in task["inputs"]] for w in workloads}
+        self.out_specs = {
+            w["name"]: [{"name": s["name"], "shape": list(shape_of(s, w["axes"])), "dtype": s["dtype"]} for s in task["outputs"]]
+            for w in workloads
+        }
+
+    def cpu_seconds(self):
+        return None
+
+    def _answer(self, reply, payload):
+        op = reply.get("op")
+        if op == "bad_output":
+            raise BadOutput(reply["message"])
+        if op == "error":
+            raise CandidateError(reply["message"])
+        if op == "outputs":
+            arrays, pos = [], 0
+            for a in reply["arrays"]:
+                n = int(a["bytes"])
+                arrays.append(np.frombuffer(payload[pos:pos + n], dtype=np.dtype(a["dtype"])).reshape(a["shape"]))
+                pos += n
+            return arrays
+        return reply
+
+    def check(self, task, workload, seed):
+        reply, payload = self.runner.request({
+            "op": "check",
+            "workload": workload["name"],
+            "seed": seed,
+            "inputs": task["inputs"],
+            "shapes": [list(s) for s in self.shapes[workload["name"]]],
+            "outputs": self.out_specs[workload["name"]],
+        })
+        got = self._answer(reply, payload)
+        if not isinstance(got, list):
+            raise self.runner.lose(f"it answered {reply!r}")
+        return got
+
+    def round(self, workload, seeds):
+        reply, _ = self.runner.request({
+            "op": "round",
+            "workload": workload["name"],
+            "seeds": list(seeds),
+            "inputs": self.task["inputs"],
+            "shapes": [list(s) for s in self.shapes[workload["name"]]],
+            "outputs": self.out_specs[workload["name"]],
+        })
+        if reply.get("op") != "ready":
+            self._answer(reply, b"")
+            raise self.runner.lose(f"it answered {reply!r}")
+
+    def go(self, workload, k):
+        seconds, reply, _ = self.runner.timed({"op": "go", "workload": workload["name"], "k": k})
+        if reply.get("op") != "done":
+            self._answer(reply, b"")
+            raise self.runner.lose(f"it answered {reply!r}")
+        return seconds
+
+    def sample(self, workload, positions):
+        reply, payload = self.runner.request({"op": "sample", "workload": workload["name"], "positions": positions})
+        if reply.get("op") != "values" or len(payload) != 8 * len(positions):
+            self._answer(reply, b"")
+            raise self.runner.lose(f"it answered {reply!r}")
+        return np.frombuffer(payload, dtype=np.float64).tolist()
+
+    def fetch(self, workload, call):
+        reply, payload = self.runner.request({"op": "fetch", "workload": workload["name"], "call": call})
+        got = self._answer(reply, payload)
+        if not isinstance(got, list):
+            raise self.runner.lose(f"it answered {reply!r}")
+        return got
+
+    def stop(self):
+        self.runner.kill()
+
+
+class Pool:
+    """Input sets in shared memory (numpy target), written by the judge."""
+
+    _next = [0]
+
+    def __init__(self, task, workload, sets):
+        Pool._next[0] += 1
+        self.id = Pool._next[0]
+        self.axes = {k: int(v) for k, v in workload["axes"].items()}
+        self.layout = Layout(
+            sets,
+            [(shape_of(s, self.axes), NP[s["dtype"]]) for s in task["inputs"]],
+            [(shape_of(s, self.axes), NP[s["dtype"]]) for s in task["outputs"]],
+        )
+        self.names = {"inputs": [s["name"] for s in task["inputs"]], "outputs": [s["name"] for s in task["outputs"]]}
+        self.inputs = Region(self.layout.input_region())
+
+    def fill(self, task, workload, s, seed):
+        from .arrays import draw
+
+        for spec, view in zip(task["inputs"], self.layout.input_views(self.inputs.map, s)):
+            view[...] = draw(spec, view.shape, seed, workload["name"]).astype(view.dtype)
+
+    def input_arrays(self, s):
+        return [np.array(v) for v in self.layout.input_views(self.inputs.map, s)]
+
+    def close(self):
+        self.inputs.close()
+
+
+def allowed_cpus():
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    if len(cpus) < 2:
+        return None
+    import random
+
+    judge = random.choice(cpus)
+    runner = random.choice([c for c in cpus if c != judge])
+    try:
+        os.sched_setaffinity(0, {judge})
+    except OSError:
+        return None
+    return judge, runner

@@ -1,0 +1,270 @@
+"""The judge's link to a runner: framed messages on a Unix socket (a JSON header, then an
+optional binary payload, with descriptors attached when needed), and starting a runner in a
+sandbox through the ksearch binary's launcher (`ksearch sandbox SPEC`).
+
+Everything a runner sends is hostile data: headers are size-limited JSON, payloads are
+size-checked, and a runner that breaks the framing is killed."""
+
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+MAX_HEADER = 1 << 20
+MAX_PAYLOAD = 1 << 34
+SANDBOX_EXE_VAR = "KSEARCH_SANDBOX_EXE"
+# Variables a runner may inherit from the judge (whose environment ksearch already scrubbed).
+PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LANG", "LC_ALL")
+PASS_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "MLX_", "OMP_", "OPENBLAS_")
+
+
+class RunnerLost(Exception):
+    """The runner died, hung up, or broke the protocol."""
+
+    def __init__(self, message, signalled=False):
+        super().__init__(message)
+        self.message = message
+        self.signalled = signalled
+
+
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 22))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def send(sock, header, payload=b"", fds=()):
+    head = json.dumps({**header, "payload": len(payload)}, separators=(",", ":")).encode()
+    frame = struct.pack("<I", len(head)) + head
+    if fds:
+        socket.send_fds(sock, [frame], list(fds))
+    else:
+        sock.sendall(frame)
+    if payload:
+        sock.sendall(payload)
+
+
+def recv(sock, with_fds=False):
+    """`(header, payload, fds)`, or None when the peer is gone."""
+    fds = []
+    if with_fds:
+        data, fds, _, _ = socket.recv_fds(sock, 4, 8)
+        if not data:
+            return None
+        if len(data) < 4:
+            rest = _recv_exact(sock, 4 - len(data))
+            if rest is None:
+                return None
+            data += rest
+        length = struct.unpack("<I", data[:4])[0]
+        extra = data[4:]
+    else:
+        raw = _recv_exact(sock, 4)
+        if raw is None:
+            return None
+        length = struct.unpack("<I", raw)[0]
+        extra = b""
+    if length > MAX_HEADER:
+        raise ValueError(f"a header of {length} bytes")
+    rest = _recv_exact(sock, length - len(extra)) if length > len(extra) else b""
+    if rest is None:
+        return None
+    header = json.loads((extra + rest).decode())
+    if not isinstance(header, dict):
+        raise ValueError("a header that is not an object")
+    n = header.get("payload", 0)
+    if not isinstance(n, int) or n < 0 or n > MAX_PAYLOAD:
+        raise ValueError(f"a payload of {n!r} bytes")
+    payload = _recv_exact(sock, n) if n else b""
+    if payload is None:
+        return None
+    return header, payload, fds
+
+
+def python_paths():
+    """What this interpreter needs to run, to expose read-only in a sandbox."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths.update(p for p in sys.path if p and os.path.isabs(p))
+    for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if p and os.path.isabs(p):
+            paths.add(p)
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+def runner_env(extra=None):
+    env = {k: v for k, v in os.environ.items() if k in PASS_ENV or k.startswith(PASS_ENV_PREFIXES)}
+    env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(extra or {})
+    return env
+
+
+class Runner:
+    """A runner process in a sandbox, and the socket to it."""
+
+    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None):
+        exe = os.environ.get(SANDBOX_EXE_VAR)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        args = ["-m", "ksearch_harness.runner", mode, "--target", target, "--fd", str(theirs.fileno())]
+        self.confinement = None
+        self.pid = None
+        self.sock = ours
+        if exe:
+            spec = {
+                "program": os.path.realpath(sys.executable),
+                "args": args,
+                "env": sorted(runner_env(env).items()),
+                "cwd": "/tmp",
+                "root_dir": root_dir,
+                "read_only": python_paths(),
+                "writable": [],
+                "tmp_bytes": 1 << 30,
+                "gpu": gpu,
+                "allow_fork": False,
+                "cpu": cpu,
+                "limits": {"memory_bytes": memory_bytes, "cpu_seconds": 24 * 3600, "file_bytes": 1 << 30,
+                           "processes": 1 << 16, "open_files": 4096},
+                "keep_fds": [],
+                "report_fd": 0,
+            }
+            r, w = os.pipe()
+            spec["keep_fds"] = [theirs.fileno()]
+            spec["report_fd"] = w
+            self.proc = subprocess.Popen(
+                [exe, "sandbox", json.dumps(spec)],
+                stdin=subprocess.DEVNULL,
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+                pass_fds=[theirs.fileno(), w],
+            )
+            os.close(w)
+            theirs.close()
+            with os.fdopen(r, "r") as report:
+                for line in report:
+                    try:
+                        msg = json.loads(line)
+                    except ValueError:
+                        continue
+                    if "pid" in msg:
+                        self.pid = msg["pid"]
+                    elif "ready" in msg:
+                        self.confinement = msg["ready"]
+                    elif "failed" in msg:
+                        self.kill()
+                        raise RunnerLost(f"the sandbox could not be set up: {msg['failed']}")
+            if self.confinement is None:
+                self.kill()
+                raise RunnerLost(f"the sandbox launcher stopped before the runner started ({self.proc.wait()})")
+        else:
+            # Without the launcher (the harness's own unit tests): a plain child process.
+            env2 = dict(os.environ)
+            env2.update(runner_env(env))
+            self.proc = subprocess.Popen(
+                [sys.executable] + args,
+                stdin=subprocess.DEVNULL,
+                env=env2,
+                pass_fds=[theirs.fileno()],
+                start_new_session=True,
+            )
+            theirs.close()
+            self.pid = self.proc.pid
+            self.confinement = {"user_namespace": False, "pid_namespace": False, "network_namespace": False,
+                                "private_root": False, "seccomp": False, "uid": os.getuid(),
+                                "missing": ["started without the sandbox launcher (KSEARCH_SANDBOX_EXE unset)"]}
+        self.lost = None
+        hello = self.receive()
+        if hello[0].get("op") != "hello":
+            raise self.lose(f"it began with {hello[0]!r}")
+
+    def cpu_seconds(self):
+        """CPU time the runner has used (Linux), or None."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(") ", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def lose(self, why):
+        if self.lost is not None:
+            return self.lost
+        try:
+            code = self.proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = None
+        if code is None:
+            lost = RunnerLost(f"stopped answering ({why}) and was killed")
+        elif code < 0 or code > 128:
+            sig = -code if code < 0 else code - 128
+            lost = RunnerLost(f"was killed by {signal_name(sig)}", signalled=True)
+        else:
+            lost = RunnerLost(f"exited with status {code}")
+        self.lost = lost
+        return lost
+
+    def send(self, header, payload=b"", fds=()):
+        if self.lost is not None:
+            raise self.lost
+        try:
+            send(self.sock, header, payload, fds)
+        except OSError as e:
+            raise self.lose(f"its socket closed: {e}") from None
+
+    def receive(self, timeout=None):
+        if self.lost is not None:
+            raise self.lost
+        if timeout is not None:
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready:
+                raise self.lose("no answer in time")
+        try:
+            got = recv(self.sock)
+        except (OSError, ValueError) as e:
+            self.kill()
+            raise self.lose(f"it broke the protocol: {e}") from None
+        if got is None:
+            raise self.lose("its socket closed")
+        return got[0], got[1]
+
+    def request(self, header, payload=b"", fds=()):
+        self.send(header, payload, fds)
+        return self.receive()
+
+    def timed(self, header):
+        """Send `header` and wait for the answer; the seconds between, by this process's clock."""
+        t0 = time.perf_counter()
+        self.send(header)
+        reply, payload = self.receive()
+        return time.perf_counter() - t0, reply, payload
+
+    def kill(self):
+        try:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, 9)
+                except OSError:
+                    pass
+                self.proc.kill()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def signal_name(sig):
+    import signal
+
+    try:
+        return f"signal {sig} ({signal.Signals(sig).name})"
+    except ValueError:
+        return f"signal {sig}"

@@ -1,0 +1,276 @@
+"""A runner: `python3 -m ksearch_harness.runner MODE --target T`, started in a sandbox by the
+judge, fresh for every contender of every evaluation. It never sees a reference, an expected
+output or the judge's clock, and answers nothing but "done" and what it is asked for.
+
+Modes:
+- `direct` (numpy target): runs the module itself on inputs in shared memory (read-only), and
+  writes its outputs to shared memory the judge reads.
+- `trace` (MLX): runs the module only to trace `run` into graphs (`mx.export_function`), one
+  per workload, and hands the graphs back. Nothing is timed here.
+- `exec` (MLX): imports graphs traced elsewhere and runs them. No candidate Python ever runs in
+  this interpreter, so `mx.eval`, the inputs and the outputs it reports are the real ones.
+"""
+
+import argparse
+import mmap
+import os
+import socket
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+
+from . import link
+from .candidates import CandidateError, CompileError, load_module
+
+
+def reply(sock, header, payload=b""):
+    link.send(sock, header, payload)
+
+
+def error_reply(sock, exc=None, message=None):
+    if message is None:
+        lines = traceback.format_exc().rstrip().splitlines()
+        message = "\n".join(l for l in lines if "ksearch_harness" not in l)[-6000:]
+    reply(sock, {"op": "error", "message": message})
+
+
+def outputs_of(result, n):
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(outs) != n:
+        raise CandidateError(f"run returned {len(outs)} output(s); the task declares {n}")
+    return outs
+
+
+def direct(sock, target):
+    """Run a module on shared-memory inputs; copy its outputs into shared memory."""
+    from .shared import Layout
+
+    run = None
+    pools = {}
+    while True:
+        got = link.recv(sock, with_fds=True)
+        if got is None:
+            return
+        h, _, fds = got
+        op = h.get("op")
+        if op == "load":
+            try:
+                run = load_module(h["source"], target)
+                reply(sock, {"op": "loaded"})
+            except CompileError as e:
+                reply(sock, {"op": "compile_error", "message": str(e)})
+            except CandidateError as e:
+                reply(sock, {"op": "error", "message": str(e)})
+        elif op == "pool":
+            layout = Layout.from_json(h["layout"])
+            inp = mmap.mmap(fds[0], layout.input_region(), mmap.MAP_SHARED, mmap.PROT_READ)
+            out = mmap.mmap(fds[1], layout.output_region(), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            for fd in fds:
+                os.close(fd)
+            pools[h["id"]] = (layout, inp, out, {k: int(v) for k, v in h["axes"].items()}, h["names"])
+            reply(sock, {"op": "ready"})
+        elif op == "drop":
+            pools.pop(h["id"], None)
+            reply(sock, {"op": "ready"})
+        elif op in ("call", "go"):
+            layout, inp, out, axes, names = pools[h["pool"]]
+            checked = op == "call"
+            try:
+                for s in h["sets"]:
+                    ins = layout.input_views(inp, s)
+                    if checked:
+                        # Writable copies: a candidate that writes its inputs is caught, not
+                        # stopped, so it can be told what it did.
+                        ins = [x.copy() for x in ins]
+                        before = [x.copy() for x in ins]
+                    outs = outputs_of(run(*ins, **axes), len(layout.outputs))
+                    dests = layout.output_views(out, s)
+                    for name, (shape, dtype), o, d in zip(names["outputs"], layout.outputs, outs, dests):
+                        if not isinstance(o, np.ndarray):
+                            raise CandidateError(f"output `{name}` is a {type(o).__name__}, not an array")
+                        if tuple(o.shape) != shape:
+                            raise CandidateError(f"output `{name}` has shape {tuple(o.shape)}; the task declares {shape}")
+                        if o.dtype != dtype:
+                            raise CandidateError(f"output `{name}` has dtype {o.dtype}; the task declares {dtype}")
+                        np.copyto(d, o)
+                    if checked:
+                        for name, x, b in zip(names["inputs"], ins, before):
+                            if not np.array_equal(x, b, equal_nan=True):
+                                flat = int(np.flatnonzero(~((x == b) | (np.isnan(x) & np.isnan(b))))[0]) if x.dtype.kind == "f" else int(np.flatnonzero(x != b)[0])
+                                idx = "".join(f"[{i}]" for i in np.unravel_index(flat, x.shape))
+                                raise CandidateError(f"modified input `{name}` (first at {name}{idx}); inputs must not be written")
+                reply(sock, {"op": "done"})
+            except CandidateError as e:
+                reply(sock, {"op": "bad_output", "message": str(e)})
+            except Exception:  # noqa: BLE001 - candidate code failed
+                error_reply(sock)
+        else:
+            reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
+
+
+def trace(sock, target):
+    """Load a module and trace its `run` into one graph per workload."""
+    from .arrays import backend_for
+
+    backend = backend_for(target)
+    mx = backend.mx
+    run = None
+    while True:
+        got = link.recv(sock)
+        if got is None:
+            return
+        h, _, _ = got
+        op = h.get("op")
+        if op == "load":
+            try:
+                run = load_module(h["source"], target)
+                reply(sock, {"op": "loaded"})
+            except CompileError as e:
+                reply(sock, {"op": "compile_error", "message": str(e)})
+            except CandidateError as e:
+                reply(sock, {"op": "error", "message": str(e)})
+        elif op == "trace":
+            try:
+                blobs = [export(mx, backend, run, w) for w in h["workloads"]]
+                reply(sock, {"op": "traced", "sizes": [len(b) for b in blobs]}, b"".join(blobs))
+            except Exception:  # noqa: BLE001
+                error_reply(sock)
+        else:
+            reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
+
+
+def export(mx, backend, run, w):
+    """The graph of `run` on one workload's shapes, as `mx.export_function` writes it."""
+    axes = {k: int(v) for k, v in w["axes"].items()}
+    placeholders = [mx.zeros(tuple(shape), dtype=backend.dtypes[dtype]) for shape, dtype in w["inputs"]]
+    n = w["n_outputs"]
+
+    def fn(*xs):
+        return tuple(outputs_of(run(*xs, **axes), n))
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "fn.mlxfn")
+        try:
+            mx.export_function(path, fn, *placeholders)
+        except CandidateError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise CandidateError(f"`run` could not be traced on workload `{w['name']}` ({type(e).__name__}: {e}); it must be a function of its inputs built from MLX operations and kernels, without reading array values") from None
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def execute(sock, target):
+    """Run graphs traced elsewhere; inputs drawn here from the judge's seeds."""
+    from .arrays import backend_for, draw, device_inputs
+
+    backend = backend_for(target)
+    mx = backend.mx
+    fns = {}
+    rounds = {}
+    workdir = tempfile.mkdtemp()
+    while True:
+        got = link.recv(sock)
+        if got is None:
+            return
+        h, payload, _ = got
+        op = h.get("op")
+        try:
+            if op == "functions":
+                pos = 0
+                for name, size in zip(h["names"], h["sizes"]):
+                    path = os.path.join(workdir, f"{len(fns)}.mlxfn")
+                    with open(path, "wb") as f:
+                        f.write(payload[pos:pos + size])
+                    pos += size
+                    fns[name] = mx.import_function(path)
+                reply(sock, {"op": "loaded"})
+            elif op == "check":
+                w = h["workload"]
+                specs = h["inputs"]
+                values = [draw(s, tuple(shape), h["seed"], w) for s, shape in zip(specs, h["shapes"])]
+                ins = [backend.asarray(v, s["dtype"]) for v, s in zip(values, specs)]
+                mx.eval(ins)
+                outs = list(fns[w](*ins))
+                mx.eval(outs)
+                problem = describe_outputs(backend, outs, h["outputs"])
+                if problem is None:
+                    for s, x, v in zip(specs, ins, values):
+                        now = backend.to_numpy(x)
+                        want = backend.to_numpy(backend.asarray(v, s["dtype"]))
+                        if not np.array_equal(now, want, equal_nan=True):
+                            problem = f"modified input `{s['name']}`; inputs must not be written"
+                            break
+                if problem is not None:
+                    reply(sock, {"op": "bad_output", "message": problem})
+                else:
+                    reply(sock, *pack(backend, outs))
+            elif op == "round":
+                w = h["workload"]
+                rounds.pop(w, None)
+                backend.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * len(h["seeds"]))
+                sets = [device_inputs(mx, backend, h["inputs"], h["shapes"], seed) for seed in h["seeds"]]
+                mx.eval(sets)
+                rounds[w] = {"sets": sets, "outs": []}
+                reply(sock, {"op": "ready"})
+            elif op == "go":
+                r = rounds[h["workload"]]
+                fn = fns[h["workload"]]
+                outs = [fn(*r["sets"][j]) for j in range(h["k"])]
+                mx.eval(outs)
+                r["outs"] = outs
+                reply(sock, {"op": "done"})
+            elif op == "sample":
+                outs = rounds[h["workload"]]["outs"]
+                groups = {}
+                for n, (c, t, i) in enumerate(h["positions"]):
+                    groups.setdefault((c, t), []).append((n, i))
+                vals = np.zeros(len(h["positions"]), dtype=np.float64)
+                gathered = {key: mx.take(outs[key[0]][key[1]].reshape(-1), mx.array([i for _, i in items])) for key, items in groups.items()}
+                mx.eval(list(gathered.values()))
+                for key, items in groups.items():
+                    got = backend.to_numpy(gathered[key]).astype(np.float64)
+                    for (n, _), v in zip(items, got):
+                        vals[n] = v
+                reply(sock, {"op": "values"}, vals.tobytes())
+            elif op == "fetch":
+                outs = rounds[h["workload"]]["outs"][h["call"]]
+                reply(sock, *pack(backend, list(outs)))
+            else:
+                reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
+        except Exception:  # noqa: BLE001 - a graph that fails to build or run
+            error_reply(sock)
+
+
+def describe_outputs(backend, outs, specs):
+    if len(outs) != len(specs):
+        return f"run returned {len(outs)} output(s); the task declares {len(specs)}"
+    for o, s in zip(outs, specs):
+        if tuple(o.shape) != tuple(s["shape"]):
+            return f"output `{s['name']}` has shape {tuple(o.shape)}; the task declares {tuple(s['shape'])}"
+        if backend.dtype_name(o) != s["dtype"]:
+            return f"output `{s['name']}` has dtype {backend.dtype_name(o)}; the task declares {s['dtype']}"
+    return None
+
+
+def pack(backend, outs):
+    arrays = [np.ascontiguousarray(backend.to_numpy(o)) for o in outs]
+    header = {"op": "outputs", "arrays": [{"dtype": a.dtype.str, "shape": list(a.shape), "bytes": a.nbytes} for a in arrays]}
+    return header, b"".join(a.tobytes() for a in arrays)
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="ksearch_harness.runner")
+    ap.add_argument("mode", choices=["direct", "trace", "exec"])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--fd", type=int, required=True, help="the socket to the judge")
+    args = ap.parse_args()
+    sock = socket.socket(fileno=args.fd)
+    link.send(sock, {"op": "hello", "pid": os.getpid()})
+    {"direct": direct, "trace": trace, "exec": execute}[args.mode](sock, args.target)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Memory shared between the judge and a direct runner: input sets the runner maps read-only,
+and output slots (each output with a guard zone before and after) the runner writes and the
+judge reads. Backed by unlinked files, passed as descriptors."""
+
+import mmap
+import os
+import tempfile
+
+import numpy as np
+
+GUARD = 64
+GUARD_BYTE = 0xA5
+ALIGN = 64
+
+
+def _align(n):
+    return -(-max(n, 1) // ALIGN) * ALIGN
+
+
+class Layout:
+    def __init__(self, sets, input_specs, output_specs):
+        """Specs are `(shape, numpy dtype)` pairs."""
+        self.sets = sets
+        self.inputs = [(tuple(s), np.dtype(d)) for s, d in input_specs]
+        self.outputs = [(tuple(s), np.dtype(d)) for s, d in output_specs]
+        self.in_sizes = [int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in self.inputs]
+        self.out_sizes = [int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in self.outputs]
+        self.in_stride = sum(_align(b) for b in self.in_sizes)
+        self.out_stride = sum(GUARD + _align(b) + GUARD for b in self.out_sizes)
+
+    def to_json(self):
+        return {
+            "sets": self.sets,
+            "inputs": [[list(s), d.str] for s, d in self.inputs],
+            "outputs": [[list(s), d.str] for s, d in self.outputs],
+        }
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(j["sets"], j["inputs"], j["outputs"])
+
+    def input_region(self):
+        return max(self.in_stride * self.sets, 1)
+
+    def output_region(self):
+        return max(self.out_stride * self.sets, 1)
+
+    def input_offset(self, s, t):
+        return s * self.in_stride + sum(_align(b) for b in self.in_sizes[:t])
+
+    def output_offset(self, s, t):
+        return s * self.out_stride + sum(GUARD + _align(b) + GUARD for b in self.out_sizes[:t]) + GUARD
+
+    def input_views(self, buf, s):
+        return [np.ndarray(shape, dtype, buffer=buf, offset=self.input_offset(s, t)) for t, (shape, dtype) in enumerate(self.inputs)]
+
+    def output_views(self, buf, s):
+        return [np.ndarray(shape, dtype, buffer=buf, offset=self.output_offset(s, t)) for t, (shape, dtype) in enumerate(self.outputs)]
+
+    def guards(self, s):
+        out = []
+        for t, b in enumerate(self.out_sizes):
+            off = self.output_offset(s, t)
+            out.append((off - GUARD, GUARD))
+            out.append((off + b, _align(b) - b + GUARD))
+        return out
+
+
+class Region:
+    """An unlinked file mapped read-write by the judge; `read_only_fd()` gives a descriptor a
+    runner can only map for reading."""
+
+    def __init__(self, size):
+        fd, path = tempfile.mkstemp(prefix="ksearch-shm-")
+        try:
+            os.ftruncate(fd, size)
+            self.ro_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            os.unlink(path)
+        self.fd = fd
+        self.size = size
+        self.map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+    def close(self):
+        for fd in (self.fd, self.ro_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.map.close()
+        except (BufferError, ValueError):
+            pass
+
+
+def poison_slot(layout, buf, s):
+    """Outputs of slot `s` to all-ones bits (NaN for floats), guards restored."""
+    view = memoryview(buf)
+    for t, b in enumerate(layout.out_sizes):
+        off = layout.output_offset(s, t)
+        view[off:off + b] = b"\xff" * b
+    for off, n in layout.guards(s):
+        view[off:off + n] = bytes([GUARD_BYTE]) * n
+
+
+def broken_guard(layout, buf, s):
+    """Index of an output of slot `s` whose guard zone was written, or None."""
+    view = memoryview(buf)
+    for i, (off, n) in enumerate(layout.guards(s)):
+        if bytes(view[off:off + n]) != bytes([GUARD_BYTE]) * n:
+            return i // 2
+    return None
