@@ -56,8 +56,8 @@ class DirectContender:
             raise CandidateError(reply.get("message", repr(reply)))
         self.pools = {}
 
-    def cpu_seconds(self):
-        return self.runner.cpu_seconds()
+    def cpu_time(self):
+        return self.runner.cpu_time()
 
     def map_pool(self, pool):
         out = Region(pool.layout.output_region())
@@ -188,7 +188,7 @@ class GraphContender:
             for w in workloads
         }
 
-    def cpu_seconds(self):
+    def cpu_time(self):
         return None
 
     def _answer(self, reply, payload):

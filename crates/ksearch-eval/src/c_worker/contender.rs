@@ -11,7 +11,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::futex;
-use super::link::{CONTROL_BYTES, Control, FromRunner, Layout, RUNNER_SOCKET_FD, ToRunner, recv, send, socket_pair};
+use super::link::{
+    CONTROL_BYTES, Control, FromRunner, Layout, RUNNER_SOCKET_FD, SEQ_MASK, SLEEPING, ToRunner, recv,
+    send, socket_pair,
+};
 use super::runner::RUNNER_CONTROL_FD;
 use crate::sandbox::{Confinement, Limits, Sandbox, SandboxSpec, Sandboxed};
 use crate::shm::Shared;
@@ -139,9 +142,9 @@ impl Runner {
         unsafe { &*self.control.ptr().cast::<Control>() }
     }
 
-    /// CPU time the runner has used, in seconds.
-    pub(crate) fn cpu_seconds(&self) -> Option<f64> {
-        self.process.cpu_seconds()
+    /// CPU time the runner has used.
+    pub(crate) fn cpu_time(&self) -> Option<crate::sandbox::CpuTime> {
+        self.process.cpu_time()
     }
 
     /// How the runner ended, once it stopped answering.
@@ -274,7 +277,7 @@ impl Runner {
         if let Some(l) = &self.lost {
             return Err(l.clone());
         }
-        self.seq = self.seq.wrapping_add(1);
+        self.seq = (self.seq + 1) & SEQ_MASK;
         let seq = self.seq;
         let msg = ToRunner::Arm {
             pool,
@@ -285,12 +288,19 @@ impl Runner {
         if send(self.sock.as_fd(), &msg, &[]).is_err() {
             return Err(self.lose("its socket closed"));
         }
-        self.await_word(|c| &c.armed, seq, Duration::from_millis(50))?;
+        // Start the clock only while the runner spins: if it fell asleep, ask it to spin again.
+        let armed = self.await_word(|c| &c.armed, |v| v & SEQ_MASK == seq, Duration::from_millis(50))?;
+        if armed != seq && self.spin {
+            let control = self.control();
+            control.go.store(seq | SLEEPING, Ordering::Release);
+            futex::wake(&control.go);
+            self.await_word(|c| &c.armed, |v| v == seq, Duration::from_millis(50))?;
+        }
         let control = self.control();
         let start = Instant::now();
         control.go.store(seq, Ordering::Release);
         futex::wake(&control.go);
-        self.await_word(|c| &c.done, seq, expected * 2 + Duration::from_micros(200))?;
+        self.await_word(|c| &c.done, |v| v == seq, expected * 2 + Duration::from_micros(200))?;
         Ok(start.elapsed())
     }
 
@@ -299,16 +309,16 @@ impl Runner {
     fn await_word(
         &mut self,
         word: fn(&Control) -> &std::sync::atomic::AtomicU32,
-        seq: u32,
+        done: impl Fn(u32) -> bool,
         spin_for: Duration,
-    ) -> Result<(), Lost> {
+    ) -> Result<u32, Lost> {
         let spin_until = Instant::now() + if self.spin { spin_for } else { Duration::ZERO };
         let mut n = 0u32;
         loop {
             let w = word(self.control());
             let v = w.load(Ordering::Acquire);
-            if v == seq {
-                return Ok(());
+            if done(v) {
+                return Ok(v);
             }
             n = n.wrapping_add(1);
             if n % 64 != 0 || Instant::now() < spin_until {

@@ -141,6 +141,13 @@ pub(crate) struct Control {
 }
 
 pub(crate) const CONTROL_BYTES: usize = 4096;
+
+/// In `armed`: the runner stopped spinning and sleeps until `go` changes. In `go`: "spin
+/// again" (the judge starts the clock only while the runner spins, so that no wake-up latency
+/// lands in a timed batch).
+pub(crate) const SLEEPING: u32 = 1 << 31;
+/// Batch numbers use the other bits.
+pub(crate) const SEQ_MASK: u32 = SLEEPING - 1;
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
 
 /// Send one message with descriptors attached.

@@ -10,15 +10,17 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use super::kernel::Kernel;
 use super::link::{
-    CONTROL_BYTES, Control, FromRunner, Layout, RUNNER_SOCKET_FD, ToRunner, recv, send,
+    CONTROL_BYTES, Control, FromRunner, Layout, RUNNER_SOCKET_FD, SLEEPING, ToRunner, recv,
+    send,
 };
 use crate::shm::Shared;
 
 /// Where the control page is passed.
 pub(crate) const RUNNER_CONTROL_FD: i32 = 4;
 
-/// Spins on the doorbell before falling back to sleeping on it.
-const SPIN_LIMIT: u32 = 1 << 22;
+/// How long to spin on the doorbell before sleeping on it: the judge rings within microseconds
+/// of seeing the runner armed, and spinning longer would be CPU used outside the timed calls.
+const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_micros(100);
 
 struct Pool {
     /// Keeps the mappings alive while `pointers` points into them.
@@ -58,19 +60,40 @@ fn install_fault_handler() {
     }
 }
 
-/// Wait until `word` holds `value`: spin first when the judge has a CPU of its own (it starts
-/// the clock just before it rings), then sleep on the futex.
-fn wait_for(word: &std::sync::atomic::AtomicU32, value: u32, spin: bool) {
-    let mut spins = 0u32;
-    while word.load(Ordering::Acquire) != value {
-        if spin && spins < SPIN_LIMIT {
-            spins += 1;
-            std::hint::spin_loop();
-        } else {
-            let current = word.load(Ordering::Acquire);
-            if current != value {
-                super::futex::wait(word, current, None);
+/// Get ready for batch `seq` and wait for the judge's `go`: announce `armed` and spin (when the
+/// judge has a CPU of its own), so that the judge can start its clock knowing the runner reacts
+/// at once; after `SPIN_LIMIT`, announce sleeping and sleep until the judge rings (`go` =
+/// `seq`) or asks for spinning again (`seq | SLEEPING`).
+fn await_go(control: &Control, seq: u32, spin: bool) {
+    loop {
+        if spin {
+            control.armed.store(seq, Ordering::Release);
+            super::futex::wake(&control.armed);
+            let until = std::time::Instant::now() + SPIN_LIMIT;
+            let mut spins = 0u32;
+            loop {
+                let go = control.go.load(Ordering::Acquire);
+                if go == seq {
+                    return;
+                }
+                spins = spins.wrapping_add(1);
+                if spins % 64 == 0 && std::time::Instant::now() >= until {
+                    break;
+                }
+                std::hint::spin_loop();
             }
+        }
+        control.armed.store(seq | SLEEPING, Ordering::Release);
+        super::futex::wake(&control.armed);
+        loop {
+            let go = control.go.load(Ordering::Acquire);
+            if go == seq {
+                return;
+            }
+            if go == seq | SLEEPING {
+                break;
+            }
+            super::futex::wait(&control.go, go, None);
         }
     }
 }
@@ -139,21 +162,27 @@ pub fn run() -> i32 {
                 spin,
             } => match (&kernel, pools.get(&pool)) {
                 (Some(k), Some(p)) => {
-                    control.armed.store(seq, Ordering::Release);
-                    super::futex::wake(&control.armed);
-                    wait_for(&control.go, seq, spin);
+                    await_go(control, seq, spin);
                     call(k, p, &sets);
                     control.done.store(seq, Ordering::Release);
                     super::futex::wake(&control.done);
+                    flush_stdio();
                     continue;
                 }
                 _ => FromRunner::Failed { message: "no kernel or pool".into() },
             },
         };
+        flush_stdio();
         if send(sock.as_fd(), &reply, &[]).is_err() {
             return 0;
         }
     }
+}
+
+/// What candidate code printed reaches the judge's output before the runner can be killed.
+fn flush_stdio() {
+    // SAFETY: fflush(NULL) flushes every open C stream.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
 }
 
 fn call(k: &Kernel, p: &Pool, sets: &[u32]) {

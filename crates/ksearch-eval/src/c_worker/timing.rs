@@ -35,10 +35,11 @@ const SAMPLED_ELEMENTS: usize = 16;
 /// Timed outputs are compared with the baseline's, so both errors add up: this many times the
 /// task's tolerance.
 const TIMED_TOLERANCE_FACTOR: f64 = 3.0;
-/// CPU a runner may use outside its timed calls (waking up, answering), besides this share of
-/// the time it was timed.
-const OUTSIDE_CPU_ALLOWANCE_S: f64 = 0.05;
-const OUTSIDE_CPU_SHARE: f64 = 0.05;
+/// CPU a runner may use outside its timed calls (waking up, answering), besides a share of the
+/// time it was timed: tight where the scheduler counts nanoseconds, loose where only clock
+/// ticks are known.
+const OUTSIDE_CPU_PRECISE: (f64, f64) = (0.01, 0.05);
+const OUTSIDE_CPU_TICKS: (f64, f64) = (0.05, 0.05);
 
 /// Size of the largest CPU cache, from sysfs; 32 MiB when unknown.
 pub(crate) fn last_level_cache_bytes() -> usize {
@@ -172,7 +173,8 @@ pub(crate) fn time_workload(
     }
     map(contenders, &pool)?;
     let names: Vec<String> = spec.outputs.iter().map(|t| t.name.clone()).collect();
-    let cpu_start: Vec<Option<f64>> = contenders.iter().map(|c| c.runner.cpu_seconds()).collect();
+    let cpu_start: Vec<Option<crate::sandbox::CpuTime>> =
+        contenders.iter().map(|c| c.runner.cpu_time()).collect();
     let mut timed_s = vec![0.0f64; n];
 
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -245,9 +247,14 @@ pub(crate) fn time_workload(
         if c.trusted {
             continue;
         }
-        if let (Some(a), Some(b)) = (cpu_start[i], c.runner.cpu_seconds()) {
-            let outside = (b - a) - timed_s[i];
-            if outside > OUTSIDE_CPU_ALLOWANCE_S + OUTSIDE_CPU_SHARE * timed_s[i] {
+        if let (Some(a), Some(b)) = (cpu_start[i], c.runner.cpu_time()) {
+            let outside = (b.seconds - a.seconds) - timed_s[i];
+            let (fixed, share) = if a.precise && b.precise {
+                OUTSIDE_CPU_PRECISE
+            } else {
+                OUTSIDE_CPU_TICKS
+            };
+            if outside > fixed + share * timed_s[i] {
                 return Err(TimingStop::Incorrect {
                     index: i,
                     message: format!(

@@ -216,10 +216,10 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
         return 127;
     }
     report(spec.report_fd, &Report::Pid(pid));
-    // SAFETY: writing one byte to our pipe, then closing it and the report fd.
+    // SAFETY: writing one byte to our pipe and closing the report fd. The pipe's write end
+    // stays open while we live: the program checks it to know we are still here.
     unsafe {
         libc::write(sync[1], [1u8].as_ptr().cast(), 1);
-        libc::close(sync[1]);
         libc::close(spec.report_fd);
     }
     wait_and_mirror(pid)
@@ -310,8 +310,6 @@ fn child(
     if n != 1 {
         return Err("the launcher went away".into());
     }
-    // SAFETY: our pipe.
-    unsafe { libc::close(sync) };
     if isolation == Isolation::Full {
         // Take the uid and gid the launcher mapped (credentials do not change by themselves).
         // SAFETY: plain credential calls.
@@ -381,6 +379,20 @@ fn child(
         uid,
         missing,
     };
+    // Changing credentials cleared the parent-death signal: set it again, then make sure the
+    // launcher did not die before it was set (its end of the pipe would have closed).
+    // SAFETY: prctl and poll on our own descriptors.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        let mut p = libc::pollfd {
+            fd: sync,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&raw mut p, 1, 0) != 0 {
+            return Err("the launcher went away".into());
+        }
+    }
     report(spec.report_fd, &Report::Ready(confinement));
     exec(spec)
 }

@@ -199,10 +199,10 @@ impl Sandboxed {
         }
     }
 
-    /// CPU time (user + system) the program has used so far, in seconds; `None` where the
-    /// platform does not say.
-    pub fn cpu_seconds(&self) -> Option<f64> {
-        platform_cpu_seconds(self.pid)
+    /// CPU time (user + system) the program has used so far; `None` where the platform does
+    /// not say.
+    pub fn cpu_time(&self) -> Option<CpuTime> {
+        platform_cpu_time(self.pid)
     }
 }
 
@@ -212,22 +212,48 @@ impl Drop for Sandboxed {
     }
 }
 
+/// CPU time a process has used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTime {
+    pub seconds: f64,
+    /// Nanosecond accounting (the scheduler's) rather than clock ticks (10 ms).
+    pub precise: bool,
+}
+
 #[cfg(target_os = "linux")]
-fn platform_cpu_seconds(pid: i32) -> Option<f64> {
+fn platform_cpu_time(pid: i32) -> Option<CpuTime> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces): state is field 3; utime and stime
-    // are fields 14 and 15.
+    // are fields 14 and 15. They count every thread, live or gone, in clock ticks.
     let rest = stat.rsplit_once(") ")?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     // SAFETY: sysconf cannot fail for this name.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some((utime + stime) as f64 / tick)
+    let ticks = (utime + stime) as f64 / tick;
+    // The scheduler's nanoseconds, summed over the live threads.
+    let precise = std::fs::read_dir(format!("/proc/{pid}/task")).ok().map(|d| {
+        d.filter_map(Result::ok)
+            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum::<u64>() as f64
+            * 1e-9
+    });
+    Some(match precise {
+        Some(ns) if ns > 0.0 => CpuTime {
+            seconds: ns.max(ticks),
+            precise: true,
+        },
+        _ => CpuTime {
+            seconds: ticks,
+            precise: false,
+        },
+    })
 }
 
 #[cfg(not(target_os = "linux"))]
-fn platform_cpu_seconds(_pid: i32) -> Option<f64> {
+fn platform_cpu_time(_pid: i32) -> Option<CpuTime> {
     None
 }
 

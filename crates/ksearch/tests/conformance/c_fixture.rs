@@ -1,9 +1,11 @@
-//! Candidates for the `c` backend, on the built-in `cpu/softmax` task.
+//! Candidates for the `c` backend, on the built-in `cpu/softmax` task, and the attacks only C
+//! can make (reading files through `#include`, huge static data).
 
+use ksearch_core::protocol::Status;
 use ksearch_core::task::{Source, Task};
-use ksearch_eval::{CBackend, Evaluation, LocalEvaluator};
+use ksearch_eval::{CBackend, Evaluation, Evaluator, LocalEvaluator};
 
-use crate::support::{Behaviour, Fixture};
+use crate::support::{Behaviour, Fixture, quick_options};
 
 pub(crate) struct CFixture {
     task: Task,
@@ -21,6 +23,16 @@ impl CFixture {
     }
 }
 
+/// Whether this call is timed, as far as a candidate can tell: checking takes three calls, so
+/// from the fifth on it is in the timing phase.
+const TIMED: &str = "static long ksq_calls = 0;\n#define KSQ_TIMED (++ksq_calls > 4)\n";
+
+fn with_prelude(prelude: &str, body: &str) -> String {
+    let c = candidate(body);
+    // Put the prelude after the headers, before the function.
+    c.replacen("\nstatic void row(", &format!("\n{prelude}\nstatic void row("), 1)
+}
+
 impl Fixture for CFixture {
     fn task(&self) -> &Task {
         &self.task
@@ -33,6 +45,7 @@ impl Fixture for CFixture {
     }
 
     fn source(&self, b: &Behaviour) -> Source {
+        let n = "rows * cols";
         let text = match b {
             Behaviour::Good => candidate(ALL_ROWS),
             Behaviour::FourTimesSlower => {
@@ -46,15 +59,34 @@ impl Fixture for CFixture {
             ),
             Behaviour::MutatesInput => candidate(&format!("{ALL_ROWS}\n((float *)x)[5] = 0.0f;")),
             Behaviour::CachesFirstAnswer => candidate(&format!(
-                "static float *saved = 0;\nif (saved) {{ memcpy(y, saved, sizeof(float) * rows * cols); return; }}\n{ALL_ROWS}\nsaved = malloc(sizeof(float) * rows * cols); memcpy(saved, y, sizeof(float) * rows * cols);"
+                "static float *saved = 0;\nif (saved) {{ memcpy(y, saved, sizeof(float) * {n}); return; }}\n{ALL_ROWS}\nsaved = malloc(sizeof(float) * {n}); memcpy(saved, y, sizeof(float) * {n});"
             )),
-            Behaviour::CachesAfterManyCalls => candidate(&format!(
-                "static long calls = 0; static float *saved = 0;\nif (++calls > 5 && saved) {{ memcpy(y, saved, sizeof(float) * rows * cols); return; }}\n{ALL_ROWS}\nif (!saved) saved = malloc(sizeof(float) * rows * cols);\nmemcpy(saved, y, sizeof(float) * rows * cols);"
+            Behaviour::CachesByAddress => candidate(&format!(
+                "static const float *seen_x[256]; static float *seen_y[256]; static int seen = 0; static long calls = 0;\ncalls++;\nfor (int i = 0; i < seen; i++) if (seen_x[i] == x && calls > 3) {{ memcpy(y, seen_y[i], sizeof(float) * {n}); return; }}\n{ALL_ROWS}\nif (seen < 256) {{ seen_x[seen] = x; seen_y[seen] = malloc(sizeof(float) * {n}); memcpy(seen_y[seen], y, sizeof(float) * {n}); seen++; }}"
             )),
-            Behaviour::InfiniteLoop { pid_file } => candidate(&format!(
-                "FILE *f = fopen({:?}, \"a\");\nif (fork() == 0) {{ fprintf(f, \"%d \", getpid()); fclose(f); for (;;) {{}} }}\nfprintf(f, \"%d \", getpid()); fclose(f);\nfor (volatile int spin = 1; spin;) {{}}",
-                pid_file.display().to_string()
+            Behaviour::SkipsFinishedOutput => candidate(&format!(
+                "if (!isnan(y[0]) && !isnan(y[{n} - 1])) return;\n{ALL_ROWS}"
             )),
+            Behaviour::GarbageWhenTimed => with_prelude(
+                TIMED,
+                &format!("if (KSQ_TIMED) {{ for (int64_t i = 0; i < {n}; i++) y[i] = 0.5f; }} else {{ {ALL_ROWS} }}"),
+            ),
+            Behaviour::WorkAfterDone => with_prelude(
+                &format!("{TIMED}#include <pthread.h>\n#include <sched.h>\nstatic const float *volatile job_x; static float *volatile job_y; static int64_t job_r, job_c; static volatile int pending = 0, started = 0;\nstatic void row(const float *x, float *y, int64_t cols);\nstatic void *worker(void *a) {{ (void)a; for (;;) {{ while (!pending) sched_yield(); for (int64_t r = 0; r < job_r; r++) row(job_x + r * job_c, job_y + r * job_c, job_c); pending = 0; }} return 0; }}\n"),
+                &format!("if (KSQ_TIMED) {{ if (!started) {{ pthread_t th; pthread_create(&th, 0, worker, 0); started = 1; }} while (pending) sched_yield(); job_x = x; job_y = y; job_r = rows; job_c = cols; pending = 1; }} else {{ {ALL_ROWS} }}"),
+            ),
+            Behaviour::BackgroundWork => with_prelude(
+                "#include <pthread.h>\nstatic volatile unsigned long spin_count; static int spinner = 0;\nstatic void *spin(void *a) { (void)a; for (;;) spin_count++; return 0; }\n",
+                &format!("if (!spinner) {{ pthread_t th; pthread_create(&th, 0, spin, 0); spinner = 1; }}\n{ALL_ROWS}"),
+            ),
+            Behaviour::InfiniteLoop { marker } => with_prelude(
+                "#include <sys/prctl.h>\n",
+                &format!("prctl(PR_SET_NAME, \"{marker}\");\nif (fork() == 0) {{ prctl(PR_SET_NAME, \"{marker}\"); for (;;) {{}} }}\nfor (volatile int spin = 1; spin;) {{}}"),
+            ),
+            Behaviour::ForksDaemon { marker } => with_prelude(
+                "#include <sys/prctl.h>\n#include <sys/wait.h>\n",
+                &format!("static int once = 0;\nif (!once) {{ once = 1; prctl(PR_SET_NAME, \"{marker}\"); pid_t p = fork();\n  if (p == 0) {{ setsid(); if (fork() == 0) {{ prctl(PR_SET_NAME, \"{marker}\"); sleep(30); }} _exit(0); }}\n  if (p < 0) printf(\"fork refused\\n\"); else waitpid(p, 0, 0); }}\n{ALL_ROWS}"),
+            ),
             Behaviour::Segfault => {
                 candidate("printf(\"about to crash\\n\"); fflush(stdout);\n*(volatile int *)0 = 1;")
             }
@@ -63,6 +95,32 @@ impl Fixture for CFixture {
                 "for (int i = 0; i < 2000; i++) printf(\"flood %d ............................................................................................................................................................................................................................................................................................................................................................................................\\n\", i);\nfprintf(stderr, \"and stderr too\\n\");\n{ALL_ROWS}"
             )),
             Behaviour::Exits => candidate("exit(3);"),
+            Behaviour::ForgesProtocol => candidate(&format!(
+                "static const char forged[] = \"{{\\\"protocol\\\":2,\\\"type\\\":\\\"result\\\",\\\"id\\\":1,\\\"status\\\":\\\"passed\\\",\\\"message\\\":\\\"FORGED\\\",\\\"workloads\\\":[],\\\"phases\\\":{{\\\"compile_s\\\":0,\\\"check_s\\\":0,\\\"timing_s\\\":0}},\\\"output\\\":{{\\\"bytes\\\":0,\\\"head\\\":\\\"\\\",\\\"tail\\\":\\\"\\\"}}}}\\n\";\nfor (int fd = 3; fd < 64; fd++) (void)!write(fd, forged, sizeof forged - 1);\nmemset(y, 0, sizeof(float) * {n});"
+            )),
+            Behaviour::WritesOutside { path } => candidate(&format!(
+                "FILE *f = fopen({:?}, \"w\"); if (f) {{ fputs(\"escaped\", f); fclose(f); }}\n{ALL_ROWS}",
+                path.display().to_string()
+            )),
+            Behaviour::Connects { port } => with_prelude(
+                "#include <arpa/inet.h>\n#include <sys/socket.h>\n",
+                &format!("static int once = 0;\nif (!once) {{ once = 1; int s = socket(AF_INET, SOCK_STREAM, 0);\n  if (s >= 0) {{ struct sockaddr_in a = {{0}}; a.sin_family = AF_INET; a.sin_port = htons({port}); a.sin_addr.s_addr = htonl(0x7f000001); (void)connect(s, (struct sockaddr *)&a, sizeof a); close(s); }} }}\n{ALL_ROWS}"),
+            ),
+            Behaviour::KillsEverything => with_prelude(
+                "#include <signal.h>\n#include <dirent.h>\n",
+                &format!("pid_t pp = getppid(); if (pp > 1) kill(pp, SIGKILL);\nDIR *d = opendir(\"/proc\"); struct dirent *e;\nwhile (d && (e = readdir(d))) {{ int pid = atoi(e->d_name); char p[64], comm[64] = {{0}}; if (pid <= 1 || pid == getpid()) continue; snprintf(p, sizeof p, \"/proc/%d/comm\", pid); FILE *f = fopen(p, \"r\"); if (!f) continue; if (fgets(comm, sizeof comm, f) && strncmp(comm, \"ksearch\", 7) == 0) kill(pid, SIGKILL); fclose(f); }}\nif (d) closedir(d);\n{ALL_ROWS}"),
+            ),
+            Behaviour::MemoryHog => candidate(&format!(
+                "static int once = 0;\nif (!once) {{ once = 1; size_t big = (size_t)8 << 30; char *p = malloc(big);\n  if (!p) printf(\"allocation refused\\n\"); else {{ memset(p, 1, big); printf(\"allocated 8 GiB\\n\"); free(p); }} }}\n{ALL_ROWS}"
+            )),
+            Behaviour::ThreadCrashesLater => with_prelude(
+                "#include <pthread.h>\nstatic void *later(void *a) { (void)a; sleep(1); *(volatile int *)0 = 1; return 0; }\n",
+                &format!("static int once = 0;\nif (!once) {{ once = 1; pthread_t th; pthread_create(&th, 0, later, 0); }}\n{ALL_ROWS}"),
+            ),
+            Behaviour::ClockTamper => with_prelude(
+                "#include <time.h>\n#include <sys/time.h>\n",
+                &format!("struct timespec zero = {{0, 0}}; (void)clock_settime(CLOCK_REALTIME, &zero); (void)clock_settime(CLOCK_MONOTONIC, &zero);\n{ALL_ROWS}"),
+            ),
         };
         Source {
             file: "candidate.c".into(),
@@ -95,5 +153,64 @@ impl Fixture for CFixture {
             "log points at line {line}: {}",
             c.log
         );
+    }
+}
+
+/// Attacks only a C source can make: at compile time.
+mod c_only {
+    use super::*;
+
+    fn evaluate(text: String) -> Evaluation {
+        let f = CFixture::new().unwrap();
+        f.evaluator()
+            .evaluate(
+                f.task(),
+                &Source {
+                    file: "candidate.c".into(),
+                    text,
+                },
+                Default::default(),
+                &quick_options(),
+            )
+            .expect("evaluation completes")
+    }
+
+    #[test]
+    fn including_a_file_outside_the_system_headers_is_a_compile_error_that_leaks_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret.h");
+        std::fs::write(&secret, "the-secret-is-swordfish\n").unwrap();
+        let e = evaluate(format!(
+            "#include {:?}\n{}",
+            secret.display().to_string(),
+            candidate(ALL_ROWS)
+        ));
+        assert_eq!(e.result.status, Status::CompileError, "{}", e.result.message);
+        let log = &e.result.compile.as_ref().unwrap().log;
+        assert!(log.contains("No such file"), "{log}");
+        assert!(!log.contains("swordfish"), "{log}");
+    }
+
+    #[test]
+    fn the_compiler_sees_no_environment_and_no_other_process() {
+        // `#include` of /proc files shows only the compiler's own, scrubbed, environment.
+        let e = evaluate(format!(
+            "#include \"/proc/self/environ\"\n#include \"/proc/1/cmdline\"\n{}",
+            candidate(ALL_ROWS)
+        ));
+        assert_eq!(e.result.status, Status::CompileError, "{}", e.result.message);
+        let log = &e.result.compile.as_ref().unwrap().log;
+        for leaked in ["CARGO", "RUST", "KSEARCH", "USER=", "HOME=/root"] {
+            assert!(!log.contains(leaked), "the compile log shows {leaked}: {log}");
+        }
+    }
+
+    #[test]
+    fn a_gigabyte_of_static_data_is_refused_at_build_time() {
+        let e = evaluate(format!(
+            "static char ksq_big[300 << 20] = {{1}};\n{}",
+            candidate(&format!("y[0] = ksq_big[5];\n{ALL_ROWS}"))
+        ));
+        assert_eq!(e.result.status, Status::CompileError, "{}", e.result.message);
     }
 }

@@ -1,13 +1,16 @@
 //! Shared helpers of the conformance suite.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ksearch_core::protocol::TimingPlan;
+use ksearch_core::protocol::{Status, TimingPlan};
 use ksearch_core::task::{Source, Task};
 use ksearch_eval::{Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator};
 
-/// What a candidate does, independent of the language it is written in.
+/// What a candidate does, independent of the language it is written in. Honest mistakes first,
+/// then attacks on the evaluator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Behaviour {
     Good,
@@ -19,16 +22,51 @@ pub(crate) enum Behaviour {
     Nan,
     PartialWrite,
     MutatesInput,
+    /// Returns its first answer forever.
     CachesFirstAnswer,
-    CachesAfterManyCalls,
-    /// Forks a child; both loop forever after writing their pids to the file.
-    InfiniteLoop {
-        pid_file: PathBuf,
-    },
+    /// Remembers answers by where its inputs are (and their shape), after a few calls.
+    CachesByAddress,
+    /// Returns at once when the output already holds finished values.
+    SkipsFinishedOutput,
+    /// Writes garbage when called back to back (as timing does).
+    GarbageWhenTimed,
+    /// Says "done" at once when called back to back and computes on a thread afterwards.
+    WorkAfterDone,
+    /// Correct, but keeps a thread busy between calls.
+    BackgroundWork,
+    /// Names itself `marker`, tries to fork a child, and loops forever.
+    InfiniteLoop { marker: String },
+    /// Names itself `marker` and tries to leave a `setsid` double-forked daemon behind.
+    ForksDaemon { marker: String },
     Segfault,
     SyntaxError,
     FloodsStdout,
     Exits,
+    /// Writes a forged `passed` result line to every descriptor it can, then returns zeros.
+    ForgesProtocol,
+    /// Tries to write a file outside its own temporary directory.
+    WritesOutside { path: PathBuf },
+    /// Tries to connect to a port on 127.0.0.1.
+    Connects { port: u16 },
+    /// Tries to kill every process it can, its parent first.
+    KillsEverything,
+    /// Tries to allocate and touch 8 GiB; says so if it may not.
+    MemoryHog,
+    /// Leaves a thread that crashes its process a little later.
+    ThreadCrashesLater,
+    /// Tries to change the clock.
+    ClockTamper,
+}
+
+/// What an evaluation of a behaviour must come to on a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    Status(Status, &'static str),
+    /// Anything but `passed`.
+    NotPassed,
+    /// `passed`, and measured no faster than the good candidate (an attack that cannot work
+    /// on this backend, but must not pay either).
+    NoFasterThanGood,
 }
 
 pub(crate) trait Fixture {
@@ -36,6 +74,12 @@ pub(crate) trait Fixture {
     fn source(&self, b: &Behaviour) -> Source;
     fn evaluator(&self) -> LocalEvaluator;
     fn assert_compile_message(&self, e: &Evaluation);
+
+    /// What `b` must come to: the backend may override where its model of execution changes
+    /// the outcome (a pure MLX graph cannot defer work or keep state, for instance).
+    fn expect(&self, b: &Behaviour) -> Expect {
+        default_expect(b)
+    }
 
     fn evaluate_with(
         &self,
@@ -61,6 +105,38 @@ pub(crate) trait Fixture {
     }
 }
 
+pub(crate) fn default_expect(b: &Behaviour) -> Expect {
+    use Behaviour as B;
+    match b {
+        B::Wrong => Expect::Status(Status::Incorrect, "out of tolerance"),
+        B::Zeros => Expect::Status(Status::Incorrect, ""),
+        B::Nan | B::PartialWrite => Expect::Status(Status::Incorrect, "non-finite"),
+        B::MutatesInput => Expect::Status(Status::Incorrect, "modified input"),
+        B::CachesFirstAnswer => Expect::Status(Status::Incorrect, "seed"),
+        B::CachesByAddress | B::GarbageWhenTimed => Expect::Status(Status::Incorrect, "while timed"),
+        // Caught either in its outputs while timed, as an output that changed after "done", or
+        // as CPU used outside its timed calls: every message says "timed".
+        B::WorkAfterDone => Expect::Status(Status::Incorrect, "timed"),
+        B::BackgroundWork => Expect::Status(Status::Incorrect, "outside its timed calls"),
+        B::InfiniteLoop { .. } => Expect::Status(Status::Timeout, "did not finish within"),
+        B::Segfault => Expect::Status(Status::Crashed, "SIGSEGV"),
+        B::SyntaxError => Expect::Status(Status::CompileError, ""),
+        B::Exits => Expect::Status(Status::RuntimeError, "exited with status 3"),
+        B::ForgesProtocol => Expect::NotPassed,
+        B::Good
+        | B::FourTimesSlower
+        | B::SkipsFinishedOutput
+        | B::ForksDaemon { .. }
+        | B::FloodsStdout
+        | B::WritesOutside { .. }
+        | B::Connects { .. }
+        | B::KillsEverything
+        | B::MemoryHog
+        | B::ThreadCrashesLater
+        | B::ClockTamper => Expect::Status(Status::Passed, "passed"),
+    }
+}
+
 /// Three seeds, short timing: enough to exercise every phase quickly.
 pub(crate) fn quick_options() -> EvalOptions {
     EvalOptions {
@@ -72,10 +148,70 @@ pub(crate) fn quick_options() -> EvalOptions {
             min_runs: 5,
             min_time_ms: 10.0,
             max_time_ms: 2_000.0,
-            target_sample_ms: 0.5,
+            // Batches of several calls: attacks that detect back-to-back calls get to try.
+            target_sample_ms: 2.0,
             rotate_bytes: 4 << 20,
         }),
         timeout: Duration::from_secs(60),
+    }
+}
+
+/// A name no other process has: what a candidate calls itself so the test can find it.
+pub(crate) fn marker() -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        ^ std::process::id().rotate_left(16);
+    format!("ksq{n:08x}")
+}
+
+/// Processes whose name is `marker`.
+pub(crate) fn named(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == marker)
+                && process_alive(*pid)
+        })
+        .collect()
+}
+
+/// Watches for processes named `marker` while something runs; whether one was ever seen.
+pub(crate) struct Watch {
+    seen: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watch {
+    pub(crate) fn start(marker: &str) -> Watch {
+        let seen = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, t, m) = (Arc::clone(&seen), Arc::clone(&stop), marker.to_owned());
+        let thread = std::thread::spawn(move || {
+            while !t.load(Ordering::Relaxed) {
+                if !named(&m).is_empty() {
+                    s.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Watch {
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub(crate) fn seen(mut self) -> bool {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.seen.load(Ordering::Relaxed)
     }
 }
 
