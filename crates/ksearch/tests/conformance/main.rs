@@ -225,7 +225,13 @@ fn outcome<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evaluation {
         Expect::NotPassed => {
             assert_ne!(e.result.status, Status::Passed, "{b:?}: {}", e.result.message);
         }
-        Expect::NoFasterThanGood => return no_faster_than_good(f, b),
+        Expect::CaughtOrNoFaster(part) => {
+            if e.result.status == Status::Incorrect {
+                assert!(e.result.message.contains(part), "{b:?}: {}", e.result.message);
+            } else {
+                return no_faster_than_good(f, b);
+            }
+        }
     }
     e
 }
@@ -255,14 +261,16 @@ fn no_faster_than_good<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evalua
     let mut opts = quick_options();
     if let Some(t) = opts.timing.as_mut() {
         t.min_runs = 15;
-        t.min_time_ms = 100.0;
+        t.min_time_ms = 200.0;
     }
     let good = f.source(&Behaviour::Good);
     let e = f.evaluate_with(&mut f.evaluator(), b, Some(&good), &opts);
     assert_eq!(e.result.status, Status::Passed, "{b:?}: {}", e.result.message);
     let vs_good = e.speedup_vs_parent.as_ref().expect("timed against the good one").geomean;
+    // Loose bounds: a loaded two-core machine blurs paired timings by up to 2× (seen); the
+    // attacks this guards against would gain far more.
     assert!(
-        (0.2..1.6).contains(&vs_good),
+        (0.2..2.5).contains(&vs_good),
         "{b:?} measured {vs_good:.2}× the good candidate it wraps"
     );
     e

@@ -75,7 +75,7 @@ impl Fixture for NumpyFixture {
         match b {
             // A Python thread takes turns with the runner's (one interpreter lock, one CPU): it
             // may go unseen, but it only slows the candidate down.
-            Behaviour::BackgroundWork => Expect::NoFasterThanGood,
+            Behaviour::BackgroundWork => Expect::CaughtOrNoFaster("outside its timed calls"),
             other => default_expect(other),
         }
     }
