@@ -177,14 +177,19 @@ fn run(
         observer: &mut observer,
         stop: Arc::new(AtomicBool::new(false)),
     };
-    let mut engine =
-        Engine::create(&dir.path().join("run"), task(), config(window), parts).unwrap();
-    let summary = engine
-        .run(Budget {
-            rounds: Some(rounds),
-            until: None,
-        })
-        .unwrap();
+    let budget = Budget {
+        rounds: Some(rounds),
+        until: None,
+    };
+    let mut engine = Engine::create(
+        &dir.path().join("run"),
+        task(),
+        config(window),
+        budget,
+        parts,
+    )
+    .unwrap();
+    let summary = engine.run().unwrap();
     (dir, summary)
 }
 
