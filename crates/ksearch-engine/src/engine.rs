@@ -1533,3 +1533,184 @@ fn gate_note(c: Option<Comparison>) -> String {
         None => "not timed against the parent".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksearch_core::protocol::{ContenderTiming, WorkloadReport};
+    use ksearch_core::score::{Speedup, WorkloadSpeedup};
+    use ksearch_core::stats::TimingStats;
+
+    fn evaluation(candidate_ms: f64, baseline_ms: f64) -> Evaluation {
+        let timing = |role, ms: f64| ContenderTiming {
+            role,
+            label: format!("{role:?}"),
+            stats: TimingStats::from_samples(vec![ms; 5], 1),
+        };
+        Evaluation {
+            result: EvaluateResult {
+                id: 1,
+                status: Status::Passed,
+                message: String::new(),
+                compile: None,
+                workloads: vec![WorkloadReport {
+                    name: "small".into(),
+                    status: Status::Passed,
+                    message: None,
+                    errors: None,
+                    timings: vec![
+                        timing(Role::Candidate, candidate_ms),
+                        timing(Role::Baseline, baseline_ms),
+                    ],
+                }],
+                phases: Phases::default(),
+                output: CapturedOutput::default(),
+            },
+            speedup: Some(Speedup {
+                geomean: baseline_ms / candidate_ms,
+                workloads: vec![WorkloadSpeedup {
+                    workload: "small".into(),
+                    candidate_ms,
+                    other_ms: baseline_ms,
+                    speedup: baseline_ms / candidate_ms,
+                }],
+            }),
+            speedup_vs_parent: None,
+            baseline: "reference".into(),
+            wall_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn plausible_evaluations_are_admitted_and_impossible_ones_named() {
+        assert_eq!(implausible(&evaluation(0.5, 1.0)), None);
+        // A time of zero: an infinite speedup.
+        let e = implausible(&evaluation(0.0, 1.0)).unwrap();
+        assert!(
+            e.contains("not finite") && e.contains("speedup.geomean"),
+            "{e}"
+        );
+        let mut nan = evaluation(0.5, 1.0);
+        nan.result.workloads[0].timings[1].stats.p90_ms = f64::NAN;
+        let e = implausible(&nan).unwrap();
+        assert!(
+            e.contains("result.workloads[0].timings[1].stats.p90_ms"),
+            "{e}"
+        );
+        let mut negative = evaluation(0.5, 1.0);
+        negative.result.workloads[0].timings[0].stats.samples_ms[2] = -0.1;
+        assert!(implausible(&negative).unwrap().contains("not positive"));
+        let mut zero_speedup = evaluation(0.5, 1.0);
+        zero_speedup.speedup.as_mut().unwrap().geomean = 0.0;
+        assert!(implausible(&zero_speedup).unwrap().contains("not positive"));
+    }
+
+    #[test]
+    fn comparisons_that_are_not_finite_are_dropped() {
+        let c = |ratio, lo, hi| {
+            Some(Comparison {
+                ratio,
+                interval: (lo, hi),
+                verdict: Gate::Better,
+            })
+        };
+        assert!(finite(c(1.5, 1.2, 1.8)).is_some());
+        assert!(finite(c(f64::INFINITY, 1.2, 1.8)).is_none());
+        assert!(finite(c(1.5, f64::NAN, 1.8)).is_none());
+        assert!(finite(c(1.5, 1.2, f64::INFINITY)).is_none());
+        assert!(finite(c(0.0, 0.0, 0.0)).is_none());
+        assert!(finite(None).is_none());
+    }
+
+    fn state(stop: Option<StopReason>) -> EngineState {
+        EngineState {
+            next_round: 4,
+            next_cycle: 2,
+            current_cycle: None,
+            next_node: 5,
+            initialized: true,
+            round_budget: Some(3),
+            wall_s: 1.0,
+            eval_s: 0.5,
+            sessions: 2,
+            stop_reason: stop,
+            empty_cycles: 0,
+            evaluating: None,
+        }
+    }
+
+    fn end(session: u32, reason: StopReason, calls: u64) -> SessionEnd {
+        SessionEnd {
+            session,
+            reason,
+            at: Position {
+                calls,
+                evaluations: 3,
+                next_round: 3,
+                next_cycle: 2,
+            },
+            abandoned_round: None,
+            cost: (reason == StopReason::Cost).then_some(CostStop {
+                call: calls,
+                spent_usd: 0.01,
+                next_usd: 0.005,
+                cap_usd: 0.012,
+            }),
+        }
+    }
+
+    fn snapshot(ends: &[SessionEnd]) -> Snapshot {
+        Snapshot {
+            nodes: Vec::new(),
+            cycles: Vec::new(),
+            attempts: Vec::new(),
+            events: ends
+                .iter()
+                .map(|e| {
+                    (
+                        3,
+                        SESSION_ENDED.to_owned(),
+                        serde_json::to_value(e).unwrap(),
+                    )
+                })
+                .chain([(3, "edit".to_owned(), serde_json::json!({"ops": []}))])
+                .collect(),
+            llm_calls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_replay_plan_is_every_recorded_session_end() {
+        let dir = Path::new("/runs/x");
+        let ends = [
+            end(1, StopReason::Cost, 5),
+            end(2, StopReason::Iterations, 9),
+        ];
+        let plan =
+            ReplayPlan::of(dir, &state(Some(StopReason::Iterations)), &snapshot(&ends)).unwrap();
+        assert_eq!(plan.sessions, ends);
+        assert_eq!(plan.cost_stops().len(), 1);
+        assert_eq!(plan.cost_stops()[0].call, 5);
+        assert_eq!(
+            plan.end,
+            Position {
+                calls: 0,
+                evaluations: 0,
+                next_round: 4,
+                next_cycle: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_run_that_did_not_stop_cleanly_or_recorded_no_sessions_is_not_replayed() {
+        let dir = Path::new("/runs/x");
+        let ends = [end(1, StopReason::Iterations, 9)];
+        let e = ReplayPlan::of(dir, &state(None), &snapshot(&ends)).unwrap_err();
+        assert!(e.to_string().contains("did not stop cleanly"), "{e}");
+        let e = ReplayPlan::of(dir, &state(Some(StopReason::Time)), &snapshot(&[])).unwrap_err();
+        assert!(e.to_string().contains("older ksearch"), "{e}");
+        let e = ReplayPlan::of(dir, &state(Some(StopReason::Time)), &snapshot(&ends)).unwrap_err();
+        assert!(e.to_string().contains("stopped (time)"), "{e}");
+    }
+}

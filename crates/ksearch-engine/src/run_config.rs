@@ -42,11 +42,11 @@ pub fn check_range(
     if value.is_finite() && above && value <= hi {
         return Ok(());
     }
-    let from = if lo_open { "greater than" } else { "from" };
-    let allowed = if hi == f64::MAX {
-        format!("a number of {unit} {from} {lo}")
-    } else {
-        format!("a number of {unit} {from} {lo} and at most {hi}")
+    let allowed = match (lo_open, hi == f64::MAX) {
+        (true, true) => format!("a number of {unit} greater than {lo}"),
+        (true, false) => format!("a number of {unit} greater than {lo} and at most {hi}"),
+        (false, true) => format!("a number of {unit} from {lo} up"),
+        (false, false) => format!("a number of {unit} from {lo} to {hi}"),
     };
     Err(ConfigError {
         field,
@@ -129,15 +129,15 @@ impl EvalSettings {
             });
         }
         if let Some(t) = &self.timing {
-            let ms = MAX_TIMING_MS;
-            check_range("eval.timing.warmup_ms", t.warmup_ms, 0.0, false, ms, "ms")?;
+            let (ms, unit) = (MAX_TIMING_MS, "milliseconds");
+            check_range("eval.timing.warmup_ms", t.warmup_ms, 0.0, false, ms, unit)?;
             check_range(
                 "eval.timing.min_time_ms",
                 t.min_time_ms,
                 0.0,
                 false,
                 ms,
-                "ms",
+                unit,
             )?;
             check_range(
                 "eval.timing.max_time_ms",
@@ -145,7 +145,7 @@ impl EvalSettings {
                 0.0,
                 true,
                 ms,
-                "ms",
+                unit,
             )?;
             check_range(
                 "eval.timing.target_sample_ms",
@@ -153,7 +153,7 @@ impl EvalSettings {
                 0.0,
                 true,
                 ms,
-                "ms",
+                unit,
             )?;
         }
         Ok(())
@@ -344,4 +344,140 @@ pub struct SessionEnd {
     /// closing of the current cycle the cap refused (the cycle then stays open).
     #[serde(default)]
     pub cost: Option<CostStop>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> RunConfig {
+        RunConfig {
+            format: RUN_FORMAT,
+            ksearch_version: "test".into(),
+            proposer: "builtin".into(),
+            llm: None,
+            seed: 0,
+            window: DEFAULT_WINDOW,
+            max_cycle_attempts: 15,
+            eval: EvalSettings::default(),
+            created_unix: 0,
+            hardware: "test".into(),
+        }
+    }
+
+    fn field_of(c: &RunConfig) -> Option<&'static str> {
+        c.validate().err().map(|e| e.field)
+    }
+
+    #[test]
+    fn the_default_configuration_is_valid() {
+        assert_eq!(config().validate(), Ok(()));
+    }
+
+    #[test]
+    fn every_bad_number_is_named_by_its_field() {
+        let bad_f64 = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 1e20];
+        for v in bad_f64 {
+            let mut c = config();
+            c.eval.timeout_s = v;
+            assert_eq!(field_of(&c), Some("eval.timeout_s"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().warmup_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.warmup_ms"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().min_time_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.min_time_ms"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().max_time_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.max_time_ms"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().target_sample_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.target_sample_ms"), "{v}");
+        }
+        let mut c = config();
+        c.eval.timeout_s = 0.0;
+        assert_eq!(field_of(&c), Some("eval.timeout_s"));
+        let mut c = config();
+        c.eval.timing.as_mut().unwrap().max_time_ms = 0.0;
+        assert_eq!(field_of(&c), Some("eval.timing.max_time_ms"));
+        let mut c = config();
+        c.eval.seeds = 0;
+        assert_eq!(field_of(&c), Some("eval.seeds"));
+        let mut c = config();
+        c.window = 0;
+        assert_eq!(field_of(&c), Some("window"));
+        let mut c = config();
+        c.max_cycle_attempts = 0;
+        assert_eq!(field_of(&c), Some("max_cycle_attempts"));
+        let mut c = config();
+        c.llm = Some(LlmModels {
+            reasoning: "openai:m".into(),
+            codegen: "openai:m".into(),
+            base_url: None,
+            max_cost_usd: Some(f64::NAN),
+            reasoning_effort: None,
+            max_output_tokens: 100,
+            knowledge: "full".into(),
+        });
+        assert_eq!(field_of(&c), Some("llm.max_cost_usd"));
+        // Zero warm-up and minimum time are allowed; so are the largest values.
+        let mut c = config();
+        let t = c.eval.timing.as_mut().unwrap();
+        t.warmup_ms = 0.0;
+        t.min_time_ms = 0.0;
+        t.max_time_ms = MAX_TIMING_MS;
+        c.eval.timeout_s = MAX_TIMEOUT_S;
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_message_says_the_value_and_the_range() {
+        let mut c = config();
+        c.eval.timeout_s = 1e20;
+        let e = c.validate().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "`eval.timeout_s` is 100000000000000000000; it must be a number of seconds greater than 0 and at most 604800"
+        );
+    }
+
+    #[test]
+    fn options_never_panic_whatever_the_timeout() {
+        for v in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1e20, 5.0] {
+            let s = EvalSettings {
+                timeout_s: v,
+                ..EvalSettings::default()
+            };
+            let t = s.options().timeout;
+            assert!(
+                t.as_secs_f64() > 0.0 && t.as_secs_f64() <= MAX_TIMEOUT_S,
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn stop_reason_names_are_the_serialized_ones() {
+        for r in [
+            StopReason::Iterations,
+            StopReason::Time,
+            StopReason::Interrupted,
+            StopReason::Exhausted,
+            StopReason::Cost,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&r).unwrap(),
+                format!("\"{}\"", r.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn an_older_state_reads_with_nothing_in_flight() {
+        let old = r#"{"next_round":3,"next_cycle":2,"current_cycle":null,"next_node":4,
+            "initialized":true,"round_budget":5,"wall_s":1.0,"eval_s":0.5,"sessions":1,
+            "stop_reason":"iterations"}"#;
+        let s: EngineState = serde_json::from_str(old).unwrap();
+        assert_eq!((s.empty_cycles, s.evaluating), (0, None));
+    }
 }

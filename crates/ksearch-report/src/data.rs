@@ -39,7 +39,9 @@ impl ReportError {
     /// of ksearch itself.
     pub fn is_input(&self) -> bool {
         match self {
-            ReportError::Engine(EngineError::Store(_) | EngineError::Incomplete { .. })
+            ReportError::Engine(
+                EngineError::Store(_) | EngineError::Incomplete { .. } | EngineError::Config { .. },
+            )
             | ReportError::Store(_)
             | ReportError::NoSuchNode { .. }
             | ReportError::BadNode { .. }
