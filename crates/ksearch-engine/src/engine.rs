@@ -614,9 +614,10 @@ impl<'e> Engine<'e> {
         self.state.evaluating = None;
         match result {
             Ok(evaluation) => self.admit(round, evaluation),
-            Err(EngineError::Eval(EvalError::Cancelled)) => Err(EvalError::Cancelled.into()),
             Err(e) => {
-                // The orchestrator did not die: say so on disk, so a resume re-runs it as new.
+                // Abandoned (Ctrl-C) or failed, but the orchestrator did not die: say so on
+                // disk, so that a resume runs it again as new. (Best effort: the error that
+                // stops the run is the one to report.)
                 let _ = self.commit(&[], &[]);
                 Err(e)
             }
@@ -760,6 +761,10 @@ impl<'e> Engine<'e> {
             self.target = Some(end.clone());
             let result = self.session();
             self.target = None;
+            if self.stop.load(Ordering::Relaxed) && result.is_ok() {
+                // Ctrl-C during the replay: it stops there, saved, like any run.
+                return Ok(self.summary());
+            }
             let session = self.state.sessions;
             let ended = result.map_err(|e| match e {
                 EngineError::Diverged { .. } => e,

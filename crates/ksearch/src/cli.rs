@@ -163,8 +163,10 @@ pub(crate) struct RunArgs {
     /// Stop starting new rounds after this long (e.g. `20m`, `1h30m`).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) time: Option<std::time::Duration>,
-    /// Re-run a finished run from its journal: model answers and evaluations come from RUN_DIR's
-    /// record, without network or hardware; the run reaches the same tree.
+    /// Re-run a recorded run from its journal: model answers and evaluations come from RUN_DIR's
+    /// record, without network or hardware. Every recorded session is replayed and stopped
+    /// where and why it stopped, to the end of the record: the same tree, the same stop
+    /// reason. A replay that needs something the record lacks stops and says where.
     #[arg(long, value_name = "RUN_DIR")]
     pub(crate) replay: Option<PathBuf>,
     /// Where the run is stored; default `ksearch-runs/<task>-<UTC time>`.

@@ -323,14 +323,13 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         }
     };
     let plan = match &replay {
-        Some((dir, run, snap, state)) => {
+        Some((dir, _, snap, state)) => {
             if args.iterations.is_some() || args.time.is_some() {
                 anyhow::bail!(
                     "--replay reproduces {} as recorded, to its end: it takes no --iterations or --time",
                     dir.display()
                 );
             }
-            let _ = run;
             Some(ReplayPlan::of(dir, state, snap)?)
         }
         None => None,

@@ -357,3 +357,44 @@ fn a_stored_config_with_bad_numbers_is_an_error_naming_the_field() {
         }
     }
 }
+
+#[test]
+fn ctrl_c_during_the_seed_is_no_death_of_the_orchestrator() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let child = spawn(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "2",
+        "--workload",
+        "small",
+        "--min-runs",
+        "5",
+        "--min-time-ms",
+        "600",
+        "--warmup-ms",
+        "5",
+        "--max-time-ms",
+        "2000",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(wait_for_state(&rd, |s| s.evaluating
+        == Some(InFlight { round: 0, lost: 0 })));
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("interrupted before the run was initialised"),
+        "{stderr}"
+    );
+    let s = state(&rd).unwrap();
+    assert_eq!(
+        s.evaluating, None,
+        "an abandoned evaluation is not a lost one"
+    );
+    assert_eq!(s.round_budget, Some(2));
+}
