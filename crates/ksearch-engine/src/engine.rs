@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use ksearch_core::gate::{self, Comparison};
-use ksearch_core::protocol::{Role, Status};
+use ksearch_core::protocol::{CapturedOutput, EvaluateResult, Phases, Role, Status};
 use ksearch_core::record::{
     AttemptKind, AttemptRecord, CycleOutcome, CycleRecord, Evaluation, LlmCallRecord,
 };
@@ -27,7 +27,7 @@ use ksearch_core::task::{Source, Task};
 use ksearch_core::tree::{Gate, NodeId, ROOT, Solution, Tree};
 use ksearch_core::tree_edit::{self, EditOp, EditScript};
 use ksearch_eval::{Compare, EvalError, Evaluator};
-use ksearch_store::{RunStore, Snapshot, StoreError};
+use ksearch_store::{RunStore, Snapshot, StoreError, non_finite_path};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -35,7 +35,9 @@ use crate::observer::{Observer, Progress};
 use crate::proposer::{
     CycleEvidence, Evaluated, GenerateRequest, ProposeContext, ProposeError, Proposer, TooHard,
 };
-use crate::run_config::{EngineState, RunConfig, StopReason};
+use crate::run_config::{
+    ConfigError, CostStop, EngineState, InFlight, Position, RunConfig, SessionEnd, StopReason,
+};
 use crate::summary::{RunSummary, summarize};
 
 /// The proposer's view of the engine, borrowing only the fields it needs so the proposer itself
@@ -59,6 +61,12 @@ const META_CONFIG: &str = "config";
 pub const MAX_FAILED_CYCLES: u32 = 3;
 /// Cycles in a row that made no attempt at all before the search counts as exhausted.
 const MAX_EMPTY_CYCLES: u32 = 25;
+/// Times the orchestrator may die during one evaluation: after the first the evaluation runs
+/// again on resume (the death may have had another cause); after the second the attempt is
+/// recorded as `crashed` and never run again.
+pub const MAX_LOST_EVALUATIONS: u32 = 2;
+/// The event recorded when a session stops cleanly (data: [`SessionEnd`]).
+pub const SESSION_ENDED: &str = "session_ended";
 
 #[derive(Debug, Error)]
 pub enum EngineError {
@@ -74,12 +82,26 @@ pub enum EngineError {
     InterruptedDuringSetup,
     #[error("the run in {} is incomplete: {what}", dir.display())]
     Incomplete { dir: PathBuf, what: String },
+    #[error("the run in {} has an invalid stored configuration: {source}", dir.display())]
+    Config {
+        dir: PathBuf,
+        #[source]
+        source: ConfigError,
+    },
+    #[error("invalid configuration: {0}")]
+    BadConfig(#[source] ConfigError),
+    #[error("{} cannot be replayed: {why}", dir.display())]
+    NotReplayable { dir: PathBuf, why: String },
+    #[error("the replay diverged from the recorded run in session {session}: {detail}")]
+    Diverged { session: u32, detail: String },
 }
 
 /// Budgets of one session of a run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Budget {
-    /// Total rounds the run may reach (rounds already done count).
+    /// Rounds this session may add: the run's round budget becomes the rounds already done
+    /// plus these. `None` keeps the run's budget (a new run then has none). Recorded before
+    /// anything is measured, so it survives a kill at any point.
     pub rounds: Option<u64>,
     /// Stop starting attempts after this instant.
     pub until: Option<Instant>,
@@ -93,9 +115,18 @@ pub struct StoredRun {
     pub config: RunConfig,
 }
 
-/// Open a run directory and read what it is.
+/// Open a run directory to read it (no lock: works while a run is going).
 pub fn open_run(dir: &Path) -> Result<StoredRun, EngineError> {
-    let store = RunStore::open(dir)?;
+    stored_run(dir, RunStore::open(dir)?)
+}
+
+/// Open a run directory to continue it, holding its writer lock: fails at once when another
+/// process is running or resuming it.
+pub fn open_run_writer(dir: &Path) -> Result<StoredRun, EngineError> {
+    stored_run(dir, RunStore::open_writer(dir)?)
+}
+
+fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, EngineError> {
     let incomplete = |what: &str| EngineError::Incomplete {
         dir: dir.to_owned(),
         what: what.to_owned(),
@@ -106,6 +137,10 @@ pub fn open_run(dir: &Path) -> Result<StoredRun, EngineError> {
     let config = store
         .meta::<RunConfig>(META_CONFIG)?
         .ok_or_else(|| incomplete("no configuration recorded"))?;
+    config.validate().map_err(|source| EngineError::Config {
+        dir: dir.to_owned(),
+        source,
+    })?;
     Ok(StoredRun {
         store,
         task,
@@ -126,9 +161,14 @@ pub struct RunRecords {
     /// `(round, kind, data)` in the order written.
     pub events: Vec<(u64, String, serde_json::Value)>,
     pub llm_calls: Vec<LlmCallRecord>,
+    /// Candidate sources by content hash: every attempt's and solution's whose artifact is
+    /// present, each verified against its hash.
+    pub sources: BTreeMap<String, String>,
 }
 
-/// Read a finished or running run whole, for display.
+/// Read a finished or running run whole, for display. Every artifact the run refers to is
+/// read and checked against its hash: a tampered one is an error naming it; a missing one is
+/// left out of `sources`.
 pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
     let run = open_run(dir)?;
     let snap = run.store.snapshot()?;
@@ -143,6 +183,28 @@ pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
         });
     }
     let tree = Tree::from_nodes(snap.nodes, state.next_node);
+    let mut sources = BTreeMap::new();
+    let hashes = snap
+        .attempts
+        .iter()
+        .map(|a| (&a.source_hash, &a.source_file))
+        .chain(
+            tree.nodes()
+                .filter_map(|n| n.solution.as_ref())
+                .map(|s| (&s.source_hash, &s.source_file)),
+        );
+    for (hash, file) in hashes {
+        if sources.contains_key(hash) {
+            continue;
+        }
+        match run.store.read_artifact(hash, file) {
+            Ok(src) => {
+                sources.insert(hash.clone(), src.text);
+            }
+            Err(StoreError::MissingArtifact { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     let summary = summarize(
         dir,
         &run.task,
@@ -162,6 +224,7 @@ pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
         cycles: snap.cycles,
         events: snap.events,
         llm_calls: snap.llm_calls,
+        sources,
     })
 }
 
@@ -185,11 +248,24 @@ pub struct Engine<'e> {
     stop: Arc<AtomicBool>,
     wall_base: f64,
     session_start: Instant,
-    empty_cycles: u32,
+    /// This session's time budget.
+    until: Option<Instant>,
     /// Events waiting for the next commit.
     events: Vec<(String, serde_json::Value)>,
-    /// The journal of model calls, all sessions.
+    /// The journal of model calls, all sessions (committed).
     llm_calls: Vec<LlmCallRecord>,
+    /// Calls taken from the proposer and not yet committed.
+    uncommitted_calls: Vec<LlmCallRecord>,
+    /// Replaying: how the recorded session being replayed ended.
+    target: Option<SessionEnd>,
+}
+
+/// What one step came to.
+enum Step {
+    Continue,
+    Stop(StopReason),
+    /// Ctrl-C abandoned the evaluation of this round.
+    Abandoned(u64),
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -212,13 +288,16 @@ pub struct Parts<'e> {
 }
 
 impl<'e> Engine<'e> {
-    /// Start a new run in `dir`: record it, measure the seed, build the initial world model.
+    /// Start a new run in `dir`: record it with its round budget, measure the seed, build the
+    /// initial world model.
     pub fn create(
         dir: &Path,
         task: Task,
         config: RunConfig,
+        budget: Budget,
         parts: Parts<'e>,
     ) -> Result<Self, EngineError> {
+        config.validate().map_err(EngineError::BadConfig)?;
         let mut store = RunStore::create(dir)?;
         let state = EngineState {
             next_round: 1,
@@ -226,11 +305,13 @@ impl<'e> Engine<'e> {
             current_cycle: None,
             next_node: 1,
             initialized: false,
-            round_budget: None,
+            round_budget: budget.rounds,
             wall_s: 0.0,
             eval_s: 0.0,
             sessions: 1,
             stop_reason: None,
+            empty_cycles: 0,
+            evaluating: None,
         };
         let seed_hash = store.put_artifact(&task.seed)?;
         let seed_attempt = AttemptRecord {
@@ -258,24 +339,61 @@ impl<'e> Engine<'e> {
             events: Vec::new(),
             llm_calls: Vec::new(),
         };
-        Self::assemble(store, task, config, state, snap, parts)
+        let mut engine = Self::assemble(store, task, config, state, snap, budget, parts);
+        engine.initialize()?;
+        Ok(engine)
     }
 
-    /// Continue a stored run.
-    pub fn resume(run: StoredRun, parts: Parts<'e>) -> Result<Self, EngineError> {
+    /// Continue a stored run (opened with [`open_run_writer`]). `budget.rounds` more rounds
+    /// are recorded as the run's budget before anything else happens. An evaluation the
+    /// orchestrator died during is counted: it runs once more, and after a second death the
+    /// attempt is recorded as `crashed`.
+    pub fn resume(run: StoredRun, budget: Budget, parts: Parts<'e>) -> Result<Self, EngineError> {
         let StoredRun {
             store,
             task,
             config,
         } = run;
+        if !store.is_writer() {
+            return Err(EngineError::Incomplete {
+                dir: store.dir().to_owned(),
+                what: "opened for reading only; a run is continued through open_run_writer".into(),
+            });
+        }
         let snap = store.snapshot()?;
         let mut state: EngineState = store.state()?.ok_or_else(|| EngineError::Incomplete {
             dir: store.dir().to_owned(),
             what: "no engine state".into(),
         })?;
         state.sessions += 1;
-        state.stop_reason = None;
-        Self::assemble(store, task, config, state, snap, parts)
+        if state.stop_reason.take().is_some() {
+            // A session that stopped cleanly: the next one starts counting afresh. After a
+            // kill the count goes on, as it would have without the kill.
+            state.empty_cycles = 0;
+        }
+        let mut engine = Self::assemble(store, task, config, state, snap, budget, parts);
+        if let Some(n) = budget.rounds {
+            engine.state.round_budget = Some(engine.rounds_done().saturating_add(n));
+        }
+        if let Some(mut lost) = engine.state.evaluating {
+            lost.lost += 1;
+            engine.state.evaluating = Some(lost);
+            let outcome = if lost.lost >= MAX_LOST_EVALUATIONS {
+                "recorded as crashed"
+            } else {
+                "evaluated again"
+            };
+            engine.event(
+                "evaluation_lost",
+                &serde_json::json!({ "round": lost.round, "times": lost.lost, "outcome": outcome }),
+            )?;
+        }
+        // The budget (and any lost evaluation) is on disk before anything is measured.
+        engine.commit(&[], &[])?;
+        if !engine.state.initialized {
+            engine.initialize()?;
+        }
+        Ok(engine)
     }
 
     fn assemble(
@@ -284,11 +402,12 @@ impl<'e> Engine<'e> {
         config: RunConfig,
         state: EngineState,
         snap: Snapshot,
+        budget: Budget,
         mut parts: Parts<'e>,
-    ) -> Result<Self, EngineError> {
+    ) -> Self {
         // Answers already paid for are reused rather than asked again.
         parts.proposer.restore_records(&snap.llm_calls);
-        let mut engine = Self {
+        Self {
             task,
             config,
             store,
@@ -303,13 +422,11 @@ impl<'e> Engine<'e> {
             observer: parts.observer,
             stop: parts.stop,
             session_start: Instant::now(),
-            empty_cycles: 0,
+            until: budget.until,
             events: Vec::new(),
-        };
-        if !engine.state.initialized {
-            engine.initialize()?;
+            uncommitted_calls: Vec::new(),
+            target: None,
         }
-        Ok(engine)
     }
 
     fn source_of(&self, hash: &str, file: &str) -> Result<Source, EngineError> {
@@ -331,7 +448,7 @@ impl<'e> Engine<'e> {
             Some(e) => e,
             None => {
                 let source = self.source_of(&seed.source_hash, &seed.source_file)?;
-                match self.timed_evaluate(&source, Compare::default()) {
+                match self.evaluate_round(0, &source, Compare::default()) {
                     Err(EngineError::Eval(EvalError::Cancelled)) => {
                         return Err(EngineError::InterruptedDuringSetup);
                     }
@@ -340,6 +457,8 @@ impl<'e> Engine<'e> {
             }
         };
         if evaluation.result.status != Status::Passed {
+            // Not recorded: a resume measures the seed again (unless the orchestrator died
+            // during it twice, which the state still says).
             return Err(EngineError::SeedFailed {
                 status: evaluation.result.status,
                 message: evaluation.result.message.clone(),
@@ -378,7 +497,7 @@ impl<'e> Engine<'e> {
             }
             .into());
         }
-        self.event("world_model", &serde_json::json!({ "actions": ids }));
+        self.event("world_model", &serde_json::json!({ "actions": ids }))?;
         self.state.initialized = true;
         self.commit(&[seed], &[])?;
         Ok(())
@@ -391,11 +510,47 @@ impl<'e> Engine<'e> {
         }
     }
 
-    fn event<T: Serialize>(&mut self, kind: &str, data: &T) {
-        self.events.push((
-            kind.to_owned(),
-            serde_json::to_value(data).expect("events serialize"),
-        ));
+    /// Queue an event for the next commit. Its data must hold no NaN or infinity (JSON would
+    /// turn one into `null` on the way in); one that does is a bug, refused here.
+    fn event<T: Serialize>(&mut self, kind: &str, data: &T) -> Result<(), EngineError> {
+        if let Some(at) = non_finite_path(data) {
+            return Err(StoreError::NonFinite {
+                path: self.store.dir().join(ksearch_store::DB_FILE),
+                what: format!("event `{kind}`"),
+                at,
+            }
+            .into());
+        }
+        let value = serde_json::to_value(data).map_err(|source| StoreError::Corrupt {
+            path: self.store.dir().join(ksearch_store::DB_FILE),
+            what: format!("event `{kind}` (while writing it)"),
+            at: String::new(),
+            source,
+        })?;
+        self.events.push((kind.to_owned(), value));
+        Ok(())
+    }
+
+    /// Move the proposer's new journal entries into the engine, to be committed.
+    fn take_calls(&mut self) {
+        let calls = self.proposer.take_records();
+        self.uncommitted_calls.extend(calls);
+    }
+
+    /// Where the run stands now (model calls made, evaluations finished, next round and
+    /// cycle): what a replay matches to stop where a recorded session stopped.
+    fn position(&mut self) -> Position {
+        self.take_calls();
+        Position {
+            calls: (self.llm_calls.len() + self.uncommitted_calls.len()) as u64,
+            evaluations: self
+                .attempts
+                .iter()
+                .filter(|a| a.evaluation.is_some())
+                .count() as u64,
+            next_round: self.state.next_round,
+            next_cycle: self.state.next_cycle,
+        }
     }
 
     /// Persist the tree, the given attempts and cycles, pending events and the state, in one
@@ -407,8 +562,9 @@ impl<'e> Engine<'e> {
     ) -> Result<(), EngineError> {
         self.state.wall_s = self.wall_base + self.session_start.elapsed().as_secs_f64();
         self.state.next_node = self.tree.next_id();
+        self.take_calls();
         let events = std::mem::take(&mut self.events);
-        let calls = self.proposer.take_records();
+        let calls = std::mem::take(&mut self.uncommitted_calls);
         let round = self.state.next_round.saturating_sub(1);
         let (tree, state) = (&self.tree, &self.state);
         self.store.transaction(|tx| {
@@ -429,6 +585,117 @@ impl<'e> Engine<'e> {
         })?;
         self.llm_calls.extend(calls);
         Ok(())
+    }
+
+    /// Evaluate the candidate of `round`, recording first that its evaluation is in flight. If
+    /// the orchestrator has already died during this evaluation [`MAX_LOST_EVALUATIONS`]
+    /// times, it is not run again: the outcome is `crashed`, saying so.
+    fn evaluate_round(
+        &mut self,
+        round: u64,
+        source: &Source,
+        compare: Compare<'_>,
+    ) -> Result<Evaluation, EngineError> {
+        if self.replay_abandons(round) {
+            return Err(EvalError::Cancelled.into());
+        }
+        let lost = self
+            .state
+            .evaluating
+            .filter(|f| f.round == round)
+            .map_or(0, |f| f.lost);
+        if lost >= MAX_LOST_EVALUATIONS {
+            self.state.evaluating = None;
+            return Ok(self.lost_evaluation(lost));
+        }
+        self.state.evaluating = Some(InFlight { round, lost });
+        self.commit(&[], &[])?;
+        let result = self.timed_evaluate(source, compare);
+        self.state.evaluating = None;
+        match result {
+            Ok(evaluation) => self.admit(round, evaluation),
+            Err(e) => {
+                // Abandoned (Ctrl-C) or failed, but the orchestrator did not die: say so on
+                // disk, so that a resume runs it again as new. (Best effort: the error that
+                // stops the run is the one to report.)
+                let _ = self.commit(&[], &[]);
+                Err(e)
+            }
+        }
+    }
+
+    /// The outcome of an evaluation that killed the orchestrator every time it ran.
+    fn lost_evaluation(&self, times: u32) -> Evaluation {
+        let baseline = self
+            .attempts
+            .iter()
+            .find(|a| a.round == 0)
+            .and_then(|a| a.evaluation.as_ref())
+            .map(|e| e.baseline.clone())
+            .unwrap_or_default();
+        Evaluation {
+            result: EvaluateResult {
+                id: 0,
+                status: Status::Crashed,
+                message: format!(
+                    "the orchestrator (ksearch) died {times} times while this candidate was being evaluated, and the run was resumed each time; it is recorded as crashed and not evaluated again"
+                ),
+                compile: None,
+                workloads: Vec::new(),
+                phases: Phases::default(),
+                output: CapturedOutput::default(),
+            },
+            speedup: None,
+            speedup_vs_parent: None,
+            baseline,
+            wall_s: 0.0,
+        }
+    }
+
+    /// Admit an evaluation into the run: one holding a number that is not finite, or a time
+    /// or speedup that is not positive, is not believed. It becomes `rejected`, saying which
+    /// number, and none of its numbers are kept.
+    fn admit(&mut self, round: u64, e: Evaluation) -> Result<Evaluation, EngineError> {
+        let Some(problem) = implausible(&e) else {
+            return Ok(e);
+        };
+        self.event(
+            "evaluation_not_admitted",
+            &serde_json::json!({ "round": round, "problem": problem }),
+        )?;
+        let compile = e
+            .result
+            .compile
+            .map(|c| ksearch_core::protocol::CompileReport {
+                seconds: if c.seconds.is_finite() {
+                    c.seconds
+                } else {
+                    0.0
+                },
+                ..c
+            });
+        Ok(Evaluation {
+            result: EvaluateResult {
+                id: e.result.id,
+                status: Status::Rejected,
+                message: format!(
+                    "the evaluation reported {problem} (it said `{}`: {}); no number from it is kept",
+                    e.result.status, e.result.message
+                ),
+                compile,
+                workloads: Vec::new(),
+                phases: Phases::default(),
+                output: e.result.output,
+            },
+            speedup: None,
+            speedup_vs_parent: None,
+            baseline: e.baseline,
+            wall_s: if e.wall_s.is_finite() && e.wall_s >= 0.0 {
+                e.wall_s
+            } else {
+                0.0
+            },
+        })
     }
 
     fn timed_evaluate(
@@ -455,6 +722,11 @@ impl<'e> Engine<'e> {
         &self.tree
     }
 
+    /// The engine's state (budgets, counters), as last changed.
+    pub fn state(&self) -> &EngineState {
+        &self.state
+    }
+
     pub fn summary(&self) -> RunSummary {
         summarize(
             self.store.dir(),
@@ -468,39 +740,151 @@ impl<'e> Engine<'e> {
         )
     }
 
-    /// Run until a budget is spent, the proposer runs dry, or `stop` is set.
-    pub fn run(&mut self, budget: Budget) -> Result<RunSummary, EngineError> {
-        if budget.rounds.is_some() {
-            self.state.round_budget = budget.rounds;
+    /// Run one session until a budget is spent, the proposer runs dry, or `stop` is set.
+    pub fn run(&mut self) -> Result<RunSummary, EngineError> {
+        self.session()?;
+        Ok(self.summary())
+    }
+
+    /// Replay a recorded run: every recorded session again, each stopped where and why the
+    /// recorded one stopped (the proposer answering from the recorded journal, the evaluator
+    /// from the recorded evaluations), until the record is used up. Anything else is a
+    /// divergence, reported with where it happened.
+    pub fn replay(&mut self, plan: &ReplayPlan) -> Result<RunSummary, EngineError> {
+        for (i, end) in plan.sessions.iter().enumerate() {
+            if i > 0 {
+                // What `resume` does after a clean stop.
+                self.state.sessions += 1;
+                self.state.stop_reason = None;
+                self.state.empty_cycles = 0;
+            }
+            self.target = Some(end.clone());
+            let result = self.session();
+            self.target = None;
+            if self.stop.load(Ordering::Relaxed) && result.is_ok() {
+                // Ctrl-C during the replay: it stops there, saved, like any run.
+                return Ok(self.summary());
+            }
+            let session = self.state.sessions;
+            let ended = result.map_err(|e| match e {
+                EngineError::Diverged { .. } => e,
+                other => EngineError::Diverged {
+                    session,
+                    detail: other.to_string(),
+                },
+            })?;
+            if ended.reason != end.reason
+                || ended.at != end.at
+                || ended.abandoned_round != end.abandoned_round
+            {
+                return Err(EngineError::Diverged {
+                    session,
+                    detail: format!(
+                        "the recorded session stopped ({}) at {}, the replay ({}) at {}",
+                        end.reason.as_str(),
+                        end.at,
+                        ended.reason.as_str(),
+                        ended.at
+                    ),
+                });
+            }
         }
+        let at = self.position();
+        if at != plan.end {
+            return Err(EngineError::Diverged {
+                session: self.state.sessions,
+                detail: format!(
+                    "the recorded run ended at {}, the replay at {at}: the record was not used up",
+                    plan.end
+                ),
+            });
+        }
+        Ok(self.summary())
+    }
+
+    /// Replaying, whether the recorded session stops at this loop top.
+    fn replay_stops_here(&mut self) -> Result<Option<StopReason>, EngineError> {
+        let Some(t) = self.target.clone() else {
+            return Ok(None);
+        };
+        let at = self.position();
+        let at_top = matches!(
+            t.reason,
+            StopReason::Iterations | StopReason::Time | StopReason::Interrupted
+        ) && t.abandoned_round.is_none();
+        if at_top && at == t.at {
+            return Ok(Some(t.reason));
+        }
+        if at.calls > t.at.calls
+            || at.evaluations > t.at.evaluations
+            || at.next_round > t.at.next_round
+            || at.next_cycle > t.at.next_cycle
+        {
+            return Err(EngineError::Diverged {
+                session: self.state.sessions,
+                detail: format!(
+                    "the recorded session stopped ({}) at {}, and the replay went past it to {at}",
+                    t.reason.as_str(),
+                    t.at
+                ),
+            });
+        }
+        Ok(None)
+    }
+
+    /// Replaying, whether the recorded session abandoned this round's evaluation (Ctrl-C).
+    fn replay_abandons(&mut self, round: u64) -> bool {
+        match self.target.clone() {
+            Some(t) if t.reason == StopReason::Interrupted && t.abandoned_round == Some(round) => {
+                self.position() == t.at
+            }
+            _ => false,
+        }
+    }
+
+    /// One session: loop until a stop, then record how it ended.
+    fn session(&mut self) -> Result<SessionEnd, EngineError> {
+        let mut abandoned = None;
+        let mut cost = None;
         let reason = loop {
             if self.stop.load(Ordering::Relaxed) {
                 break StopReason::Interrupted;
             }
-            if self
-                .state
-                .round_budget
-                .is_some_and(|b| self.rounds_done() >= b)
-            {
-                break StopReason::Iterations;
-            }
-            if budget.until.is_some_and(|t| Instant::now() >= t) {
-                break StopReason::Time;
+            if self.target.is_some() {
+                if let Some(reason) = self.replay_stops_here()? {
+                    break reason;
+                }
+            } else {
+                if self
+                    .state
+                    .round_budget
+                    .is_some_and(|b| self.rounds_done() >= b)
+                {
+                    break StopReason::Iterations;
+                }
+                if self.until.is_some_and(|t| Instant::now() >= t) {
+                    break StopReason::Time;
+                }
             }
             match self.step() {
-                Ok(Some(reason)) => break reason,
-                Ok(None) => {}
+                Ok(Step::Continue) => {}
+                Ok(Step::Stop(reason)) => break reason,
+                Ok(Step::Abandoned(round)) => {
+                    abandoned = Some(round);
+                    break StopReason::Interrupted;
+                }
                 Err(EngineError::Propose(ProposeError::Budget {
                     spent_usd,
                     next_usd,
                     cap_usd,
                 })) => {
-                    self.event("cost_cap", &serde_json::json!({ "spent_usd": spent_usd, "next_usd": next_usd, "cap_usd": cap_usd }));
+                    cost = Some(self.cost_stop(spent_usd, next_usd, cap_usd)?);
                     break StopReason::Cost;
                 }
                 Err(e) => return Err(e),
             }
         };
+        let at = self.position();
         // A budget ends the session, not the search: attach what the current cycle has found
         // so the result counts. An interrupted cycle stays open and resumes where it was; so
         // does one stopped by the cost cap, since closing it would need a model call.
@@ -512,21 +896,57 @@ impl<'e> Engine<'e> {
                 .iter()
                 .any(|a| a.cycle == c && a.evaluation.is_none())
         {
-            self.end_cycle(c)?;
+            match self.end_cycle(c) {
+                Ok(()) => {}
+                // The cap refuses the call that would close it: it stays open, as after a
+                // cost stop, and the next session closes it.
+                Err(EngineError::Propose(ProposeError::Budget {
+                    spent_usd,
+                    next_usd,
+                    cap_usd,
+                })) => cost = Some(self.cost_stop(spent_usd, next_usd, cap_usd)?),
+                Err(e) => return Err(e),
+            }
         }
+        let end = SessionEnd {
+            session: self.state.sessions,
+            reason,
+            at,
+            abandoned_round: abandoned,
+            cost,
+        };
         self.state.stop_reason = Some(reason);
+        self.state.evaluating = None;
+        self.event(SESSION_ENDED, &end)?;
         self.commit(&[], &[])?;
         self.observer.progress(&Progress::Stopped { reason });
-        Ok(self.summary())
+        Ok(end)
+    }
+
+    /// The cost cap refused a call: record it.
+    fn cost_stop(
+        &mut self,
+        spent_usd: f64,
+        next_usd: f64,
+        cap_usd: f64,
+    ) -> Result<CostStop, EngineError> {
+        let stop = CostStop {
+            call: self.position().calls,
+            spent_usd,
+            next_usd,
+            cap_usd,
+        };
+        self.event("cost_cap", &stop)?;
+        Ok(stop)
     }
 
     /// One step: start a cycle, or make and evaluate one attempt, or end a cycle.
-    fn step(&mut self) -> Result<Option<StopReason>, EngineError> {
+    fn step(&mut self) -> Result<Step, EngineError> {
         let cycle_id = match self.state.current_cycle {
             Some(c) => c,
             None => match self.start_cycle()? {
                 Some(c) => c,
-                None => return Ok(Some(StopReason::Exhausted)),
+                None => return Ok(Step::Stop(StopReason::Exhausted)),
             },
         };
         let cycle = self.cycle(cycle_id).clone();
@@ -570,24 +990,27 @@ impl<'e> Engine<'e> {
             node: attempt.node,
             title: &title,
         });
+        let round = attempt.round;
         match self.evaluate_attempt(attempt, &cycle) {
-            Err(EngineError::Eval(EvalError::Cancelled)) => {
-                return Ok(Some(StopReason::Interrupted));
-            }
+            Err(EngineError::Eval(EvalError::Cancelled)) => return Ok(Step::Abandoned(round)),
             other => other?,
         }
-        self.empty_cycles = 0;
+        self.state.empty_cycles = 0;
         let cycle = self.cycle(cycle_id).clone();
         if cycle.stagnation >= self.config.window
             || cycle.attempts >= self.config.max_cycle_attempts
         {
             self.end_cycle(cycle_id)?;
         }
-        Ok(None)
+        Ok(Step::Continue)
     }
 
-    fn exhausted(&self) -> Option<StopReason> {
-        (self.empty_cycles >= MAX_EMPTY_CYCLES).then_some(StopReason::Exhausted)
+    fn exhausted(&self) -> Step {
+        if self.state.empty_cycles >= MAX_EMPTY_CYCLES {
+            Step::Stop(StopReason::Exhausted)
+        } else {
+            Step::Continue
+        }
     }
 
     fn cycle(&self, id: u64) -> &CycleRecord {
@@ -649,7 +1072,7 @@ impl<'e> Engine<'e> {
         };
         self.state.next_cycle += 1;
         self.state.current_cycle = Some(cycle.id);
-        self.event("cycle_started", &serde_json::json!({ "cycle": cycle.id, "node": node, "ranking": selection::ranked(&self.tree) }));
+        self.event("cycle_started", &serde_json::json!({ "cycle": cycle.id, "node": node, "ranking": selection::ranked(&self.tree) }))?;
         self.cycles.push(cycle.clone());
         self.commit(&[], std::slice::from_ref(&cycle))?;
         let title = self
@@ -747,7 +1170,8 @@ impl<'e> Engine<'e> {
             }
             _ => None,
         };
-        let evaluation = self.timed_evaluate(
+        let evaluation = self.evaluate_round(
+            attempt.round,
             &source,
             Compare {
                 parent: Some(&parent),
@@ -756,11 +1180,11 @@ impl<'e> Engine<'e> {
         )?;
         let passed = evaluation.result.status == Status::Passed;
         let vs_incumbent = incumbent.as_ref().and_then(|_| {
-            gate::compare_in(
+            finite(gate::compare_in(
                 &evaluation.result,
                 Role::Incumbent,
                 self.config.seed ^ attempt.round,
-            )
+            ))
         });
         let improved = passed
             && (incumbent.is_none() || vs_incumbent.is_some_and(|c| c.verdict == Gate::Better));
@@ -770,7 +1194,7 @@ impl<'e> Engine<'e> {
             self.event(
                 "vs_incumbent",
                 &serde_json::json!({ "round": attempt.round, "comparison": c }),
-            );
+            )?;
         }
         let attempt = AttemptRecord {
             evaluation: Some(evaluation),
@@ -814,10 +1238,12 @@ impl<'e> Engine<'e> {
     /// can be ended again later.
     fn end_cycle(&mut self, cycle_id: u64) -> Result<(), EngineError> {
         let (tree, events) = (self.tree.clone(), self.events.len());
+        let empty_cycles = self.state.empty_cycles;
         let result = self.end_cycle_inner(cycle_id);
         if result.is_err() {
             self.tree = tree;
             self.events.truncate(events);
+            self.state.empty_cycles = empty_cycles;
         }
         result
     }
@@ -834,7 +1260,7 @@ impl<'e> Engine<'e> {
             .collect();
         let refs: Vec<&AttemptRecord> = attempts.iter().collect();
         if attempts.is_empty() {
-            self.empty_cycles += 1;
+            self.state.empty_cycles += 1;
         }
         let best = cycle
             .best_round
@@ -845,15 +1271,18 @@ impl<'e> Engine<'e> {
                 .evaluation
                 .as_ref()
                 .expect("the best attempt was evaluated");
-            let vs_parent =
-                gate::compare_in(&eval.result, Role::Parent, self.config.seed ^ best.round);
+            let vs_parent = finite(gate::compare_in(
+                &eval.result,
+                Role::Parent,
+                self.config.seed ^ best.round,
+            ));
             let solution = solution_of(best, eval, vs_parent);
             self.tree.attach(node, solution, round);
             self.tree.note(node, gate_note(vs_parent), round);
             self.event(
                 "attached",
                 &serde_json::json!({ "node": node, "round": best.round, "vs_parent": vs_parent }),
-            );
+            )?;
             let code = self.source_of(&best.source_hash, &best.source_file)?;
             let evidence = CycleEvidence {
                 node,
@@ -869,7 +1298,7 @@ impl<'e> Engine<'e> {
                 self.event(
                     "fallback_child",
                     &serde_json::json!({ "node": node, "child": id }),
-                );
+                )?;
             }
             cycle.outcome = Some(CycleOutcome::Passed);
         } else {
@@ -886,7 +1315,7 @@ impl<'e> Engine<'e> {
             self.event(
                 "too_hard",
                 &serde_json::json!({ "node": node, "decision": format!("{decision:?}") }),
-            );
+            )?;
             let op = match decision {
                 TooHard::Downgrade(changes) => EditOp::Update { node, changes },
                 TooHard::Split(into) => EditOp::Split { node, into },
@@ -921,14 +1350,14 @@ impl<'e> Engine<'e> {
                     self.event(
                         "edit",
                         &serde_json::json!({ "ops": script.ops, "created": ids }),
-                    );
+                    )?;
                     return Ok(ids);
                 }
                 Err(e) => {
                     self.event(
                         "edit_rejected",
                         &serde_json::json!({ "ops": script.ops, "error": e.to_string() }),
-                    );
+                    )?;
                     match self.proposer.revise_edit(&ctx!(self), &script, &e)? {
                         Some(revised) => script = revised,
                         None => return Ok(Vec::new()),
@@ -937,6 +1366,119 @@ impl<'e> Engine<'e> {
             }
         }
         Ok(Vec::new())
+    }
+}
+
+/// A comparison whose numbers are all finite, or none: a ratio that would be infinite (a
+/// time of zero) is not a measurement.
+fn finite(c: Option<Comparison>) -> Option<Comparison> {
+    c.filter(|c| {
+        c.ratio.is_finite() && c.ratio > 0.0 && c.interval.0.is_finite() && c.interval.1.is_finite()
+    })
+}
+
+/// Why an evaluation cannot be believed, if it cannot: a number that is not finite, or a time
+/// or speedup that is not positive.
+fn implausible(e: &Evaluation) -> Option<String> {
+    if let Some(at) = non_finite_path(e) {
+        return Some(format!("a number that is not finite (`{at}`)"));
+    }
+    for (name, s) in [
+        ("speedup", &e.speedup),
+        ("speedup_vs_parent", &e.speedup_vs_parent),
+    ] {
+        let Some(s) = s else { continue };
+        if s.geomean <= 0.0 {
+            return Some(format!("a speedup that is not positive (`{name}.geomean`)"));
+        }
+        for w in &s.workloads {
+            if w.speedup <= 0.0 || w.candidate_ms <= 0.0 || w.other_ms <= 0.0 {
+                return Some(format!(
+                    "a time or speedup that is not positive (`{name}`, workload `{}`)",
+                    w.workload
+                ));
+            }
+        }
+    }
+    for w in &e.result.workloads {
+        for t in &w.timings {
+            let s = &t.stats;
+            if s.median_ms <= 0.0 || s.samples_ms.iter().any(|x| *x <= 0.0) {
+                return Some(format!(
+                    "a time that is not positive (workload `{}`, {})",
+                    w.name, t.label
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// What a replay must reproduce of a recorded run: how each of its sessions ended, and where
+/// the whole record ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayPlan {
+    /// Every session that stopped cleanly, in order (sessions ended by a kill or an error left
+    /// no end: the next session simply went on from the last commit).
+    pub sessions: Vec<SessionEnd>,
+    /// Where the recorded run stands: every model call and evaluation it holds.
+    pub end: Position,
+}
+
+impl ReplayPlan {
+    /// The plan of the run recorded in `dir`: its `session_ended` events and final position.
+    pub fn of(dir: &Path, state: &EngineState, snap: &Snapshot) -> Result<Self, EngineError> {
+        let refuse = |why: String| EngineError::NotReplayable {
+            dir: dir.to_owned(),
+            why,
+        };
+        let Some(last) = state.stop_reason else {
+            return Err(refuse(
+                "it did not stop cleanly (it was killed, failed, or is still running); `ksearch resume` it until it stops, then replay it".into(),
+            ));
+        };
+        let sessions = snap
+            .events
+            .iter()
+            .filter(|(_, kind, _)| kind == SESSION_ENDED)
+            .map(|(_, _, data)| {
+                serde_json::from_value::<SessionEnd>(data.clone())
+                    .map_err(|e| refuse(format!("a recorded session end is unreadable: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        match sessions.last() {
+            None => {
+                return Err(refuse(
+                    "it was recorded by an older ksearch, which did not record where its sessions ended".into(),
+                ));
+            }
+            Some(end) if end.reason != last => {
+                return Err(refuse(format!(
+                    "its last recorded session ended ({}) but the run says it stopped ({})",
+                    end.reason.as_str(),
+                    last.as_str()
+                )));
+            }
+            Some(_) => {}
+        }
+        Ok(Self {
+            sessions,
+            end: Position {
+                calls: snap.llm_calls.len() as u64,
+                evaluations: snap
+                    .attempts
+                    .iter()
+                    .filter(|a| a.evaluation.is_some())
+                    .count() as u64,
+                next_round: state.next_round,
+                next_cycle: state.next_cycle,
+            },
+        })
+    }
+
+    /// The model calls the cost cap refused, in order: a replay refuses them again.
+    pub fn cost_stops(&self) -> Vec<CostStop> {
+        self.sessions.iter().filter_map(|s| s.cost).collect()
     }
 }
 
@@ -994,5 +1536,186 @@ fn gate_note(c: Option<Comparison>) -> String {
             }
         ),
         None => "not timed against the parent".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksearch_core::protocol::{ContenderTiming, WorkloadReport};
+    use ksearch_core::score::{Speedup, WorkloadSpeedup};
+    use ksearch_core::stats::TimingStats;
+
+    fn evaluation(candidate_ms: f64, baseline_ms: f64) -> Evaluation {
+        let timing = |role, ms: f64| ContenderTiming {
+            role,
+            label: format!("{role:?}"),
+            stats: TimingStats::from_samples(vec![ms; 5], 1),
+        };
+        Evaluation {
+            result: EvaluateResult {
+                id: 1,
+                status: Status::Passed,
+                message: String::new(),
+                compile: None,
+                workloads: vec![WorkloadReport {
+                    name: "small".into(),
+                    status: Status::Passed,
+                    message: None,
+                    errors: None,
+                    timings: vec![
+                        timing(Role::Candidate, candidate_ms),
+                        timing(Role::Baseline, baseline_ms),
+                    ],
+                }],
+                phases: Phases::default(),
+                output: CapturedOutput::default(),
+            },
+            speedup: Some(Speedup {
+                geomean: baseline_ms / candidate_ms,
+                workloads: vec![WorkloadSpeedup {
+                    workload: "small".into(),
+                    candidate_ms,
+                    other_ms: baseline_ms,
+                    speedup: baseline_ms / candidate_ms,
+                }],
+            }),
+            speedup_vs_parent: None,
+            baseline: "reference".into(),
+            wall_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn plausible_evaluations_are_admitted_and_impossible_ones_named() {
+        assert_eq!(implausible(&evaluation(0.5, 1.0)), None);
+        // A time of zero: an infinite speedup.
+        let e = implausible(&evaluation(0.0, 1.0)).unwrap();
+        assert!(
+            e.contains("not finite") && e.contains("speedup.geomean"),
+            "{e}"
+        );
+        let mut nan = evaluation(0.5, 1.0);
+        nan.result.workloads[0].timings[1].stats.p90_ms = f64::NAN;
+        let e = implausible(&nan).unwrap();
+        assert!(
+            e.contains("result.workloads[0].timings[1].stats.p90_ms"),
+            "{e}"
+        );
+        let mut negative = evaluation(0.5, 1.0);
+        negative.result.workloads[0].timings[0].stats.samples_ms[2] = -0.1;
+        assert!(implausible(&negative).unwrap().contains("not positive"));
+        let mut zero_speedup = evaluation(0.5, 1.0);
+        zero_speedup.speedup.as_mut().unwrap().geomean = 0.0;
+        assert!(implausible(&zero_speedup).unwrap().contains("not positive"));
+    }
+
+    #[test]
+    fn comparisons_that_are_not_finite_are_dropped() {
+        let c = |ratio, lo, hi| {
+            Some(Comparison {
+                ratio,
+                interval: (lo, hi),
+                verdict: Gate::Better,
+            })
+        };
+        assert!(finite(c(1.5, 1.2, 1.8)).is_some());
+        assert!(finite(c(f64::INFINITY, 1.2, 1.8)).is_none());
+        assert!(finite(c(1.5, f64::NAN, 1.8)).is_none());
+        assert!(finite(c(1.5, 1.2, f64::INFINITY)).is_none());
+        assert!(finite(c(0.0, 0.0, 0.0)).is_none());
+        assert!(finite(None).is_none());
+    }
+
+    fn state(stop: Option<StopReason>) -> EngineState {
+        EngineState {
+            next_round: 4,
+            next_cycle: 2,
+            current_cycle: None,
+            next_node: 5,
+            initialized: true,
+            round_budget: Some(3),
+            wall_s: 1.0,
+            eval_s: 0.5,
+            sessions: 2,
+            stop_reason: stop,
+            empty_cycles: 0,
+            evaluating: None,
+        }
+    }
+
+    fn end(session: u32, reason: StopReason, calls: u64) -> SessionEnd {
+        SessionEnd {
+            session,
+            reason,
+            at: Position {
+                calls,
+                evaluations: 3,
+                next_round: 3,
+                next_cycle: 2,
+            },
+            abandoned_round: None,
+            cost: (reason == StopReason::Cost).then_some(CostStop {
+                call: calls,
+                spent_usd: 0.01,
+                next_usd: 0.005,
+                cap_usd: 0.012,
+            }),
+        }
+    }
+
+    fn snapshot(ends: &[SessionEnd]) -> Snapshot {
+        Snapshot {
+            nodes: Vec::new(),
+            cycles: Vec::new(),
+            attempts: Vec::new(),
+            events: ends
+                .iter()
+                .map(|e| {
+                    (
+                        3,
+                        SESSION_ENDED.to_owned(),
+                        serde_json::to_value(e).unwrap(),
+                    )
+                })
+                .chain([(3, "edit".to_owned(), serde_json::json!({"ops": []}))])
+                .collect(),
+            llm_calls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_replay_plan_is_every_recorded_session_end() {
+        let dir = Path::new("/runs/x");
+        let ends = [
+            end(1, StopReason::Cost, 5),
+            end(2, StopReason::Iterations, 9),
+        ];
+        let plan =
+            ReplayPlan::of(dir, &state(Some(StopReason::Iterations)), &snapshot(&ends)).unwrap();
+        assert_eq!(plan.sessions, ends);
+        assert_eq!(plan.cost_stops().len(), 1);
+        assert_eq!(plan.cost_stops()[0].call, 5);
+        assert_eq!(
+            plan.end,
+            Position {
+                calls: 0,
+                evaluations: 0,
+                next_round: 4,
+                next_cycle: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_run_that_did_not_stop_cleanly_or_recorded_no_sessions_is_not_replayed() {
+        let dir = Path::new("/runs/x");
+        let ends = [end(1, StopReason::Iterations, 9)];
+        let e = ReplayPlan::of(dir, &state(None), &snapshot(&ends)).unwrap_err();
+        assert!(e.to_string().contains("did not stop cleanly"), "{e}");
+        let e = ReplayPlan::of(dir, &state(Some(StopReason::Time)), &snapshot(&[])).unwrap_err();
+        assert!(e.to_string().contains("older ksearch"), "{e}");
+        let e = ReplayPlan::of(dir, &state(Some(StopReason::Time)), &snapshot(&ends)).unwrap_err();
+        assert!(e.to_string().contains("stopped (time)"), "{e}");
     }
 }

@@ -11,8 +11,8 @@ mod run_config;
 mod summary;
 
 pub use engine::{
-    Budget, Engine, EngineError, MAX_FAILED_CYCLES, Parts, RunRecords, StoredRun, open_run,
-    read_run, read_summary,
+    Budget, Engine, EngineError, MAX_FAILED_CYCLES, MAX_LOST_EVALUATIONS, Parts, ReplayPlan,
+    RunRecords, SESSION_ENDED, StoredRun, open_run, open_run_writer, read_run, read_summary,
 };
 pub use observer::{Observer, Progress, Silent};
 pub use proposer::{
@@ -21,6 +21,8 @@ pub use proposer::{
 };
 pub use replay::ReplayEvaluator;
 pub use run_config::{
-    DEFAULT_WINDOW, EngineState, EvalSettings, LlmModels, RUN_FORMAT, RunConfig, StopReason,
+    ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
+    MAX_TIMEOUT_S, MAX_TIMING_MS, Position, RUN_FORMAT, RunConfig, SessionEnd, StopReason,
+    check_range,
 };
 pub use summary::{Best, LlmTotals, RunSummary, summarize};

@@ -14,6 +14,47 @@ pub const RUN_FORMAT: u32 = 1;
 /// Default stagnation window: a cycle ends after this many attempts without improvement.
 pub const DEFAULT_WINDOW: u32 = 5;
 
+/// The longest wall-clock limit one evaluation may have, in seconds (a week).
+pub const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
+/// The longest warm-up, minimum or maximum timing time per workload, in milliseconds (an hour).
+pub const MAX_TIMING_MS: f64 = 3_600_000.0;
+
+/// A configuration value out of its range: names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{field}` is {value}; it must be {allowed}")]
+pub struct ConfigError {
+    /// e.g. `eval.timeout_s`.
+    pub field: &'static str,
+    pub value: String,
+    pub allowed: String,
+}
+
+/// Check that `value` is finite and in `lo..=hi` (`lo` excluded when `lo_open`).
+pub fn check_range(
+    field: &'static str,
+    value: f64,
+    lo: f64,
+    lo_open: bool,
+    hi: f64,
+    unit: &str,
+) -> Result<(), ConfigError> {
+    let above = if lo_open { value > lo } else { value >= lo };
+    if value.is_finite() && above && value <= hi {
+        return Ok(());
+    }
+    let allowed = match (lo_open, hi == f64::MAX) {
+        (true, true) => format!("a number of {unit} greater than {lo}"),
+        (true, false) => format!("a number of {unit} greater than {lo} and at most {hi}"),
+        (false, true) => format!("a number of {unit} from {lo} up"),
+        (false, false) => format!("a number of {unit} from {lo} to {hi}"),
+    };
+    Err(ConfigError {
+        field,
+        value: value.to_string(),
+        allowed,
+    })
+}
+
 /// How candidates are evaluated during the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalSettings {
@@ -51,14 +92,71 @@ impl Default for EvalSettings {
 }
 
 impl EvalSettings {
+    /// What the evaluator is given. Never panics: a timeout out of range (which [`validate`]
+    /// refuses before a run starts or resumes) becomes the longest one allowed.
+    ///
+    /// [`validate`]: EvalSettings::validate
     pub fn options(&self) -> EvalOptions {
+        let timeout = if self.timeout_s.is_finite() && self.timeout_s > 0.0 {
+            self.timeout_s.min(MAX_TIMEOUT_S)
+        } else {
+            MAX_TIMEOUT_S
+        };
         EvalOptions {
             workloads: self.workloads.clone(),
             seeds: self.seeds,
             base_seed: self.base_seed,
             timing: self.timing,
-            timeout: Duration::from_secs_f64(self.timeout_s),
+            timeout: Duration::from_secs_f64(timeout),
         }
+    }
+
+    /// Every number in range: the timeout, the timing plan's times, the seed count.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_range(
+            "eval.timeout_s",
+            self.timeout_s,
+            0.0,
+            true,
+            MAX_TIMEOUT_S,
+            "seconds",
+        )?;
+        if self.seeds == 0 {
+            return Err(ConfigError {
+                field: "eval.seeds",
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
+        }
+        if let Some(t) = &self.timing {
+            let (ms, unit) = (MAX_TIMING_MS, "milliseconds");
+            check_range("eval.timing.warmup_ms", t.warmup_ms, 0.0, false, ms, unit)?;
+            check_range(
+                "eval.timing.min_time_ms",
+                t.min_time_ms,
+                0.0,
+                false,
+                ms,
+                unit,
+            )?;
+            check_range(
+                "eval.timing.max_time_ms",
+                t.max_time_ms,
+                0.0,
+                true,
+                ms,
+                unit,
+            )?;
+            check_range(
+                "eval.timing.target_sample_ms",
+                t.target_sample_ms,
+                0.0,
+                true,
+                ms,
+                unit,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -105,6 +203,31 @@ pub struct RunConfig {
     pub hardware: String,
 }
 
+impl RunConfig {
+    /// Every number in range, so that nothing read from a stored run can make ksearch panic.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.eval.validate()?;
+        if self.window == 0 {
+            return Err(ConfigError {
+                field: "window",
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
+        }
+        if self.max_cycle_attempts == 0 {
+            return Err(ConfigError {
+                field: "max_cycle_attempts",
+                value: "0".into(),
+                allowed: "at least 1".into(),
+            });
+        }
+        if let Some(cap) = self.llm.as_ref().and_then(|m| m.max_cost_usd) {
+            check_range("llm.max_cost_usd", cap, 0.0, true, f64::MAX, "US dollars")?;
+        }
+        Ok(())
+    }
+}
+
 /// Why a session of the run stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -119,6 +242,19 @@ pub enum StopReason {
     Exhausted,
     /// The next model call would exceed `--max-cost`.
     Cost,
+}
+
+impl StopReason {
+    /// The name as it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Iterations => "iterations",
+            StopReason::Time => "time",
+            StopReason::Interrupted => "interrupted",
+            StopReason::Exhausted => "exhausted",
+            StopReason::Cost => "cost",
+        }
+    }
 }
 
 /// The engine's state between steps, committed with every step.
@@ -138,4 +274,210 @@ pub struct EngineState {
     pub eval_s: f64,
     pub sessions: u32,
     pub stop_reason: Option<StopReason>,
+    /// Cycles in a row that made no attempt at all (the search is exhausted at 25). Kept
+    /// across a kill, so a resumed run counts on as an uninterrupted one would; a session
+    /// that stopped cleanly starts again from 0.
+    #[serde(default)]
+    pub empty_cycles: u32,
+    /// The evaluation in flight, committed before it starts and cleared when it ends or is
+    /// abandoned (Ctrl-C). Found set on resume, it means the orchestrator died during it.
+    #[serde(default)]
+    pub evaluating: Option<InFlight>,
+}
+
+/// An evaluation that has started and not finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// The attempt's round (0: the seed).
+    pub round: u64,
+    /// Times the orchestrator died while evaluating it. After the first, the evaluation runs
+    /// once more; after the second, the attempt is recorded as `crashed` and never run again.
+    pub lost: u32,
+}
+
+/// Where a run stands, in terms a replay reproduces exactly: model calls made, evaluations
+/// finished, the next round and cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// Model calls made so far (the journal's length), all sessions.
+    pub calls: u64,
+    /// Attempts whose evaluation finished, the seed included.
+    pub evaluations: u64,
+    pub next_round: u64,
+    pub next_cycle: u64,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} model calls, {} evaluations, next round {}, next cycle {}",
+            self.calls, self.evaluations, self.next_round, self.next_cycle
+        )
+    }
+}
+
+/// A model call refused because it could go above the cost cap.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CostStop {
+    /// Calls made before the refused one (its index in the journal).
+    pub call: u64,
+    pub spent_usd: f64,
+    pub next_usd: f64,
+    pub cap_usd: f64,
+}
+
+/// How a session of the run ended (the `session_ended` event): what a replay needs to stop
+/// where the recorded session stopped, for the same reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEnd {
+    /// 1 for the session that created the run.
+    pub session: u32,
+    pub reason: StopReason,
+    /// Where the run stood when the session decided to stop (before a cycle with a pass was
+    /// closed for a round or time budget).
+    pub at: Position,
+    /// Ctrl-C during an evaluation: the round whose evaluation was abandoned.
+    #[serde(default)]
+    pub abandoned_round: Option<u64>,
+    /// The call the cost cap refused: the reason `cost`, or a round or time budget whose
+    /// closing of the current cycle the cap refused (the cycle then stays open).
+    #[serde(default)]
+    pub cost: Option<CostStop>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> RunConfig {
+        RunConfig {
+            format: RUN_FORMAT,
+            ksearch_version: "test".into(),
+            proposer: "builtin".into(),
+            llm: None,
+            seed: 0,
+            window: DEFAULT_WINDOW,
+            max_cycle_attempts: 15,
+            eval: EvalSettings::default(),
+            created_unix: 0,
+            hardware: "test".into(),
+        }
+    }
+
+    fn field_of(c: &RunConfig) -> Option<&'static str> {
+        c.validate().err().map(|e| e.field)
+    }
+
+    #[test]
+    fn the_default_configuration_is_valid() {
+        assert_eq!(config().validate(), Ok(()));
+    }
+
+    #[test]
+    fn every_bad_number_is_named_by_its_field() {
+        let bad_f64 = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 1e20];
+        for v in bad_f64 {
+            let mut c = config();
+            c.eval.timeout_s = v;
+            assert_eq!(field_of(&c), Some("eval.timeout_s"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().warmup_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.warmup_ms"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().min_time_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.min_time_ms"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().max_time_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.max_time_ms"), "{v}");
+            let mut c = config();
+            c.eval.timing.as_mut().unwrap().target_sample_ms = v;
+            assert_eq!(field_of(&c), Some("eval.timing.target_sample_ms"), "{v}");
+        }
+        let mut c = config();
+        c.eval.timeout_s = 0.0;
+        assert_eq!(field_of(&c), Some("eval.timeout_s"));
+        let mut c = config();
+        c.eval.timing.as_mut().unwrap().max_time_ms = 0.0;
+        assert_eq!(field_of(&c), Some("eval.timing.max_time_ms"));
+        let mut c = config();
+        c.eval.seeds = 0;
+        assert_eq!(field_of(&c), Some("eval.seeds"));
+        let mut c = config();
+        c.window = 0;
+        assert_eq!(field_of(&c), Some("window"));
+        let mut c = config();
+        c.max_cycle_attempts = 0;
+        assert_eq!(field_of(&c), Some("max_cycle_attempts"));
+        let mut c = config();
+        c.llm = Some(LlmModels {
+            reasoning: "openai:m".into(),
+            codegen: "openai:m".into(),
+            base_url: None,
+            max_cost_usd: Some(f64::NAN),
+            reasoning_effort: None,
+            max_output_tokens: 100,
+            knowledge: "full".into(),
+        });
+        assert_eq!(field_of(&c), Some("llm.max_cost_usd"));
+        // Zero warm-up and minimum time are allowed; so are the largest values.
+        let mut c = config();
+        let t = c.eval.timing.as_mut().unwrap();
+        t.warmup_ms = 0.0;
+        t.min_time_ms = 0.0;
+        t.max_time_ms = MAX_TIMING_MS;
+        c.eval.timeout_s = MAX_TIMEOUT_S;
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_message_says_the_value_and_the_range() {
+        let mut c = config();
+        c.eval.timeout_s = 1e20;
+        let e = c.validate().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "`eval.timeout_s` is 100000000000000000000; it must be a number of seconds greater than 0 and at most 604800"
+        );
+    }
+
+    #[test]
+    fn options_never_panic_whatever_the_timeout() {
+        for v in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1e20, 5.0] {
+            let s = EvalSettings {
+                timeout_s: v,
+                ..EvalSettings::default()
+            };
+            let t = s.options().timeout;
+            assert!(
+                t.as_secs_f64() > 0.0 && t.as_secs_f64() <= MAX_TIMEOUT_S,
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn stop_reason_names_are_the_serialized_ones() {
+        for r in [
+            StopReason::Iterations,
+            StopReason::Time,
+            StopReason::Interrupted,
+            StopReason::Exhausted,
+            StopReason::Cost,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&r).unwrap(),
+                format!("\"{}\"", r.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn an_older_state_reads_with_nothing_in_flight() {
+        let old = r#"{"next_round":3,"next_cycle":2,"current_cycle":null,"next_node":4,
+            "initialized":true,"round_budget":5,"wall_s":1.0,"eval_s":0.5,"sessions":1,
+            "stop_reason":"iterations"}"#;
+        let s: EngineState = serde_json::from_str(old).unwrap();
+        assert_eq!((s.empty_cycles, s.evaluating), (0, None));
+    }
 }

@@ -112,7 +112,11 @@ pub fn summarize(
             node: best.id,
             title: best.action.title.clone(),
             speedup: best_speedup,
-            speedup_vs_seed: best_speedup.zip(speedup(root)).map(|(b, s)| b / s),
+            // A ratio that is not a finite number is no speedup at all.
+            speedup_vs_seed: best_speedup
+                .zip(speedup(root))
+                .map(|(b, s)| b / s)
+                .filter(|r| r.is_finite()),
             latency_ms: best
                 .solution
                 .as_ref()

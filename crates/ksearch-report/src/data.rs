@@ -39,7 +39,9 @@ impl ReportError {
     /// of ksearch itself.
     pub fn is_input(&self) -> bool {
         match self {
-            ReportError::Engine(EngineError::Store(_) | EngineError::Incomplete { .. })
+            ReportError::Engine(
+                EngineError::Store(_) | EngineError::Incomplete { .. } | EngineError::Config { .. },
+            )
             | ReportError::Store(_)
             | ReportError::NoSuchNode { .. }
             | ReportError::BadNode { .. }
@@ -71,27 +73,9 @@ pub struct RunData {
 
 /// Read a run directory (`run.sqlite` and `artifacts/`).
 pub fn load(dir: &Path) -> Result<RunData, ReportError> {
+    // Every artifact is read and verified against its hash here: a tampered one is refused
+    // (naming it); a missing one only matters to the view that needs it, which says so.
     let r = ksearch_engine::read_run(dir)?;
-    let mut sources = BTreeMap::new();
-    let hashes = r
-        .attempts
-        .iter()
-        .map(|a| (&a.source_hash, &a.source_file))
-        .chain(
-            r.tree
-                .nodes()
-                .filter_map(|n| n.solution.as_ref())
-                .map(|s| (&s.source_hash, &s.source_file)),
-        );
-    for (hash, file) in hashes {
-        if sources.contains_key(hash) {
-            continue;
-        }
-        // A missing artifact only matters to the view that needs it; it says so there.
-        if let Ok(src) = r.run.store.read_artifact(hash, file) {
-            sources.insert(hash.clone(), src.text);
-        }
-    }
     Ok(RunData {
         dir: dir.to_owned(),
         task: r.run.task,
@@ -103,7 +87,7 @@ pub fn load(dir: &Path) -> Result<RunData, ReportError> {
         cycles: r.cycles,
         events: r.events,
         llm_calls: r.llm_calls,
-        sources,
+        sources: r.sources,
     })
 }
 

@@ -696,6 +696,8 @@ pub fn run_data(backend: BackendKind) -> RunData {
         eval_s: 9.75,
         sessions: 1,
         stop_reason: Some(StopReason::Iterations),
+        empty_cycles: 0,
+        evaluating: None,
     };
     let dir = PathBuf::from("/runs/softmax-sample");
     let call =

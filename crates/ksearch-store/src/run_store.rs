@@ -8,11 +8,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::StoreError;
+use crate::finite::non_finite_path;
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
 use crate::{StoreError as E, artifacts};
 
 pub const DB_FILE: &str = "run.sqlite";
 pub const ARTIFACTS_DIR: &str = "artifacts";
+/// Held (`flock`, exclusive) by the one process writing the run: `run` or `resume`. The OS
+/// releases it when that process ends, however it ends.
+pub const LOCK_FILE: &str = "writer.lock";
 
 /// An open run directory.
 #[derive(Debug)]
@@ -20,6 +24,8 @@ pub struct RunStore {
     conn: Connection,
     dir: PathBuf,
     db: PathBuf,
+    /// The writer's lock, held for the life of the store; `None` for a reader.
+    _lock: Option<std::fs::File>,
 }
 
 /// Everything stored, as read back.
@@ -34,31 +40,96 @@ pub struct Snapshot {
     pub llm_calls: Vec<LlmCallRecord>,
 }
 
+/// Take the run directory's writer lock, or say who holds it. Creates `dir` if needed.
+fn lock_writer(dir: &Path) -> Result<std::fs::File, StoreError> {
+    use std::io::{Read, Seek, Write};
+    std::fs::create_dir_all(dir).map_err(|source| E::Io {
+        action: "create",
+        path: dir.to_owned(),
+        source,
+    })?;
+    let path = dir.join(LOCK_FILE);
+    let io = |action| {
+        let path = path.clone();
+        move |source| E::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io("open"))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(E::Busy {
+                dir: dir.to_owned(),
+                holder: text.trim().parse().ok(),
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io("lock")(e)),
+    }
+    // Who holds it, for the message another writer gets.
+    file.set_len(0).map_err(io("write"))?;
+    file.rewind().map_err(io("write"))?;
+    write!(file, "{}", std::process::id()).map_err(io("write"))?;
+    Ok(file)
+}
+
 impl RunStore {
-    /// Create a new run in `dir` (created if needed). Fails if a run is already there.
+    /// Create a new run in `dir` (created if needed) and hold its writer lock. Fails if a run
+    /// is already there or another process is writing it.
     pub fn create(dir: &Path) -> Result<Self, StoreError> {
+        let lock = lock_writer(dir)?;
         let db = dir.join(DB_FILE);
         if db.exists() {
             return Err(E::Exists {
                 dir: dir.to_owned(),
             });
         }
-        Self::connect(dir, db)
+        Self::connect(dir, db, Some(lock))
     }
 
-    /// Open an existing run, migrating its store forward if it is older.
+    /// Open an existing run to read it, migrating its store forward if it is older. Takes no
+    /// lock: a reader works while a run is going.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let db = Self::existing(dir)?;
+        Self::connect(dir, db, None)
+    }
+
+    /// Open an existing run to continue it, holding its writer lock for the life of the store.
+    /// Fails at once, saying so, when another process is writing it.
+    pub fn open_writer(dir: &Path) -> Result<Self, StoreError> {
+        let db = Self::existing(dir)?;
+        let lock = lock_writer(dir)?;
+        Self::connect(dir, db, Some(lock))
+    }
+
+    /// Whether this store holds the run directory's writer lock.
+    pub fn is_writer(&self) -> bool {
+        self._lock.is_some()
+    }
+
+    fn existing(dir: &Path) -> Result<PathBuf, StoreError> {
         let db = dir.join(DB_FILE);
-        if !db.exists() {
-            return Err(E::Missing {
+        if db.exists() {
+            Ok(db)
+        } else {
+            Err(E::Missing {
                 dir: dir.to_owned(),
-            });
+            })
         }
-        Self::connect(dir, db)
     }
 
     /// Ensures `artifacts/` exists (creates the run directory too), then opens the database.
-    fn connect(dir: &Path, db: PathBuf) -> Result<Self, StoreError> {
+    fn connect(dir: &Path, db: PathBuf, lock: Option<std::fs::File>) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir.join(ARTIFACTS_DIR)).map_err(|source| E::Io {
             action: "create",
             path: dir.join(ARTIFACTS_DIR),
@@ -81,6 +152,7 @@ impl RunStore {
             conn,
             dir: dir.to_owned(),
             db,
+            _lock: lock,
         };
         store.migrate()?;
         Ok(store)
@@ -142,6 +214,8 @@ impl RunStore {
         artifacts::put(&self.dir.join(ARTIFACTS_DIR), &source.text)
     }
 
+    /// A stored source, verified against its hash: an artifact changed since it was written is
+    /// refused ([`StoreError::TamperedArtifact`], naming the file and both hashes).
     pub fn read_artifact(&self, hash: &str, file: &str) -> Result<Source, StoreError> {
         let text = artifacts::get(&self.dir.join(ARTIFACTS_DIR), hash)?;
         Ok(Source {
@@ -169,12 +243,19 @@ impl RunStore {
         Ok(out)
     }
 
+    /// A record read back; an error names the record and the field that failed.
     fn decode<T: DeserializeOwned>(&self, what: &str, text: &str) -> Result<T, StoreError> {
-        serde_json::from_str(text).map_err(|source| E::Corrupt {
+        let corrupt = |at: String, source| E::Corrupt {
             path: self.db.clone(),
             what: what.to_owned(),
+            at,
             source,
-        })
+        };
+        let mut de = serde_json::Deserializer::from_str(text);
+        let value: T = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| corrupt(e.path().to_string(), e.into_inner()))?;
+        de.end().map_err(|e| corrupt(String::new(), e))?;
+        Ok(value)
     }
 
     pub fn meta<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StoreError> {
@@ -238,11 +319,25 @@ pub struct Tx<'a> {
     db: &'a Path,
 }
 
-fn json<T: Serialize>(v: &T) -> String {
-    serde_json::to_string(v).expect("records serialize")
-}
-
 impl Tx<'_> {
+    /// A record as JSON. One holding NaN or an infinity is refused: JSON would write it as
+    /// `null`, and the run could no longer be read.
+    fn json<T: Serialize + ?Sized>(&self, what: &str, v: &T) -> Result<String, StoreError> {
+        if let Some(at) = non_finite_path(v) {
+            return Err(E::NonFinite {
+                path: self.db.to_owned(),
+                what: what.to_owned(),
+                at,
+            });
+        }
+        serde_json::to_string(v).map_err(|source| E::Corrupt {
+            path: self.db.to_owned(),
+            what: format!("{what} (while writing it)"),
+            at: String::new(),
+            source,
+        })
+    }
+
     fn run(&self, sql: &str, params: impl rusqlite::Params) -> Result<(), StoreError> {
         self.tx
             .execute(sql, params)
@@ -254,23 +349,26 @@ impl Tx<'_> {
     }
 
     pub fn set_meta<T: Serialize>(&self, key: &str, value: &T) -> Result<(), StoreError> {
+        let data = self.json(&format!("meta `{key}`"), value)?;
         self.run(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-            params![key, json(value)],
+            params![key, data],
         )
     }
 
     pub fn set_state<T: Serialize>(&self, state: &T) -> Result<(), StoreError> {
+        let data = self.json("engine state", state)?;
         self.run(
             "INSERT OR REPLACE INTO state (id, data) VALUES (1, ?1)",
-            params![json(state)],
+            params![data],
         )
     }
 
     pub fn put_node(&self, n: &Node) -> Result<(), StoreError> {
+        let data = self.json(&format!("node {}", n.id), n)?;
         self.run(
             "INSERT OR REPLACE INTO nodes (id, parent, title, closed, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![n.id, n.parent, n.action.title, !n.is_open(), json(n)],
+            params![n.id, n.parent, n.action.title, !n.is_open(), data],
         )
     }
 
@@ -291,16 +389,18 @@ impl Tx<'_> {
     }
 
     pub fn put_cycle(&self, c: &CycleRecord) -> Result<(), StoreError> {
+        let data = self.json(&format!("cycle {}", c.id), c)?;
         self.run(
             "INSERT OR REPLACE INTO cycles (id, node, data) VALUES (?1, ?2, ?3)",
-            params![c.id as i64, c.node, json(c)],
+            params![c.id as i64, c.node, data],
         )
     }
 
     pub fn put_attempt(&self, a: &AttemptRecord) -> Result<(), StoreError> {
+        let data = self.json(&format!("attempt (round {})", a.round), a)?;
         self.run(
             "INSERT OR REPLACE INTO attempts (round, node, cycle, status, speedup, source_hash, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![a.round as i64, a.node, a.cycle as i64, a.status().map(ksearch_core::protocol::Status::as_str), a.speedup(), a.source_hash, json(a)],
+            params![a.round as i64, a.node, a.cycle as i64, a.status().map(ksearch_core::protocol::Status::as_str), a.speedup(), a.source_hash, data],
         )
     }
 
@@ -309,9 +409,10 @@ impl Tx<'_> {
             ksearch_core::record::ModelRole::Reasoning => "reasoning",
             ksearch_core::record::ModelRole::Codegen => "codegen",
         };
+        let data = self.json(&format!("model call ({}, round {})", c.purpose, c.round), c)?;
         self.run(
             "INSERT INTO llm_calls (key, round, role, model, purpose, cost_usd, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![c.key, c.round as i64, role, c.model, c.purpose, c.cost_usd, json(c)],
+            params![c.key, c.round as i64, role, c.model, c.purpose, c.cost_usd, data],
         )
     }
 
@@ -321,9 +422,10 @@ impl Tx<'_> {
         kind: &str,
         data: &T,
     ) -> Result<(), StoreError> {
+        let data = self.json(&format!("event `{kind}`"), data)?;
         self.run(
             "INSERT INTO events (round, kind, data) VALUES (?1, ?2, ?3)",
-            params![round as i64, kind, json(data)],
+            params![round as i64, kind, data],
         )
     }
 }
@@ -495,5 +597,152 @@ mod tests {
             Err(StoreError::MissingArtifact { .. })
         ));
         assert!(s.read_artifact("../../etc/passwd", "x").is_err());
+    }
+
+    #[test]
+    fn one_writer_at_a_time_and_readers_never_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = RunStore::create(dir.path()).unwrap();
+        assert!(writer.is_writer());
+        let held = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
+        assert_eq!(held, std::process::id().to_string());
+
+        // A second writer is refused at once, told who holds the run.
+        let e = RunStore::open_writer(dir.path()).unwrap_err();
+        assert!(
+            matches!(e, StoreError::Busy { holder: Some(p), .. } if p == std::process::id()),
+            "{e}"
+        );
+        assert!(e.to_string().contains("in use by another ksearch"), "{e}");
+        // Even one trying to create it again: busy first, not "exists".
+        assert!(matches!(
+            RunStore::create(dir.path()),
+            Err(StoreError::Busy { .. })
+        ));
+        // A reader opens it meanwhile and sees what the writer committed.
+        let mut writer = writer;
+        writer
+            .transaction(|tx| tx.set_meta("task", &"cpu/softmax"))
+            .unwrap();
+        let reader = RunStore::open(dir.path()).unwrap();
+        assert!(!reader.is_writer());
+        assert_eq!(
+            reader.meta::<String>("task").unwrap().as_deref(),
+            Some("cpu/softmax")
+        );
+        // The lock goes with the writer.
+        drop(writer);
+        let again = RunStore::open_writer(dir.path()).unwrap();
+        assert!(again.is_writer());
+    }
+
+    #[test]
+    fn a_tampered_artifact_is_refused_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RunStore::create(dir.path()).unwrap();
+        let src = Source {
+            file: "k.c".into(),
+            text: "int x;".into(),
+        };
+        let h = s.put_artifact(&src).unwrap();
+        let path = dir.path().join(ARTIFACTS_DIR).join(&h);
+        std::fs::write(&path, "int x; /* backdoor */").unwrap();
+        let e = s.read_artifact(&h, "k.c").unwrap_err();
+        match &e {
+            StoreError::TamperedArtifact {
+                path: p,
+                expected,
+                actual,
+            } => {
+                assert_eq!(p, &path);
+                assert_eq!(expected, &h);
+                assert_eq!(actual, &crate::content_hash("int x; /* backdoor */"));
+            }
+            other => panic!("{other}"),
+        }
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&path.display().to_string()) && msg.contains(&h),
+            "{msg}"
+        );
+        // Storing the same source again does not paper over it either.
+        assert!(matches!(
+            s.put_artifact(&src),
+            Err(StoreError::TamperedArtifact { .. })
+        ));
+    }
+
+    #[test]
+    fn a_record_holding_nan_or_infinity_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = RunStore::create(dir.path()).unwrap();
+        let mut bad = attempt(1);
+        bad.payload = serde_json::json!({"ok": 1.0});
+        let mut sol = seed_solution();
+        sol.speedup = Some(f64::INFINITY);
+        let tree = Tree::new(Vec::new(), sol);
+        let e = s
+            .transaction(|tx| {
+                tx.put_attempt(&bad)?;
+                tx.put_node(tree.root())
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&e, StoreError::NonFinite { what, at, .. } if what == "node 0" && at == "solution.speedup"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("a bug"), "{e}");
+        let snap = s.snapshot().unwrap();
+        assert!(snap.attempts.is_empty() && snap.nodes.is_empty());
+        // State, events and meta go through the same check.
+        #[derive(serde::Serialize)]
+        struct State {
+            wall_s: f64,
+        }
+        assert!(matches!(
+            s.transaction(|tx| tx.set_state(&State { wall_s: f64::NAN })),
+            Err(StoreError::NonFinite { .. })
+        ));
+        assert!(matches!(
+            s.transaction(|tx| tx.add_event(
+                1,
+                "x",
+                &State {
+                    wall_s: f64::NEG_INFINITY
+                }
+            )),
+            Err(StoreError::NonFinite { .. })
+        ));
+        assert!(matches!(
+            s.transaction(|tx| tx.set_meta("config", &State { wall_s: f64::NAN })),
+            Err(StoreError::NonFinite { .. })
+        ));
+        assert_eq!(s.state::<serde_json::Value>().unwrap(), None);
+    }
+
+    #[test]
+    fn a_corrupt_record_names_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = RunStore::create(dir.path()).unwrap();
+        s.transaction(|tx| {
+            tx.set_meta("config", &serde_json::json!({"eval": {"timeout_s": null}}))
+        })
+        .unwrap();
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Eval {
+            timeout_s: f64,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Config {
+            eval: Eval,
+        }
+        let e = s.meta::<Config>("config").unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Corrupt { at, .. } if at == "eval.timeout_s"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("field `eval.timeout_s`"), "{e}");
     }
 }

@@ -3,6 +3,39 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use ksearch_engine::{MAX_TIMEOUT_S, MAX_TIMING_MS, check_range};
+
+/// A number flag in a range: a usage error (exit code 2) naming the flag and the range
+/// otherwise, so that no NaN, infinity or out-of-range value reaches a run's configuration.
+fn number_in(text: &str, lo: f64, lo_open: bool, hi: f64, unit: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    check_range("", value, lo, lo_open, hi, unit)
+        .map(|()| value)
+        .map_err(|e| format!("it must be {}", e.allowed))
+}
+
+/// `--timeout`: seconds, more than 0, at most a week.
+fn timeout_s(text: &str) -> Result<f64, String> {
+    number_in(text, 0.0, true, MAX_TIMEOUT_S, "seconds")
+}
+
+/// `--warmup-ms`, `--min-time-ms`: milliseconds, 0 to an hour.
+fn ms(text: &str) -> Result<f64, String> {
+    number_in(text, 0.0, false, MAX_TIMING_MS, "milliseconds")
+}
+
+/// `--max-time-ms`: milliseconds, more than 0, at most an hour.
+fn positive_ms(text: &str) -> Result<f64, String> {
+    number_in(text, 0.0, true, MAX_TIMING_MS, "milliseconds")
+}
+
+/// `--max-cost`: US dollars, more than 0.
+fn usd(text: &str) -> Result<f64, String> {
+    number_in(text, 0.0, true, f64::MAX, "US dollars")
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -99,8 +132,8 @@ pub(crate) struct EvalFlags {
     /// First input seed; the others follow it.
     #[arg(long, default_value_t = 1)]
     pub(crate) input_seed: u64,
-    /// Wall-clock limit of one evaluation, in seconds.
-    #[arg(long, default_value_t = 300.0)]
+    /// Wall-clock limit of one evaluation, in seconds (more than 0, at most 604800: a week).
+    #[arg(long, default_value_t = 300.0, value_parser = timeout_s)]
     pub(crate) timeout: f64,
     /// Check correctness only; do not time.
     #[arg(long)]
@@ -108,14 +141,15 @@ pub(crate) struct EvalFlags {
     /// Minimum timed samples per contender and workload.
     #[arg(long, default_value_t = 10)]
     pub(crate) min_runs: u32,
-    /// Minimum measured time per contender and workload, in milliseconds.
-    #[arg(long, default_value_t = 300.0)]
+    /// Minimum measured time per contender and workload, in milliseconds (0 to 3600000).
+    #[arg(long, default_value_t = 300.0, value_parser = ms)]
     pub(crate) min_time_ms: f64,
-    /// Time budget per workload, in milliseconds (every contender still gets 3 samples).
-    #[arg(long, default_value_t = 10_000.0)]
+    /// Time budget per workload, in milliseconds (every contender still gets 3 samples; more
+    /// than 0, at most 3600000).
+    #[arg(long, default_value_t = 10_000.0, value_parser = positive_ms)]
     pub(crate) max_time_ms: f64,
-    /// Warm-up per contender and workload, in milliseconds.
-    #[arg(long, default_value_t = 50.0)]
+    /// Warm-up per contender and workload, in milliseconds (0 to 3600000).
+    #[arg(long, default_value_t = 50.0, value_parser = ms)]
     pub(crate) warmup_ms: f64,
     /// mlx tasks: the GPU target, `metal` or `cuda` [default: the GPU MLX finds].
     #[arg(long)]
@@ -141,8 +175,10 @@ pub(crate) struct RunArgs {
     /// Stop starting new rounds after this long (e.g. `20m`, `1h30m`).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) time: Option<std::time::Duration>,
-    /// Re-run a finished run from its journal: model answers and evaluations come from RUN_DIR's
-    /// record, without network or hardware; the run reaches the same tree.
+    /// Re-run a recorded run from its journal: model answers and evaluations come from RUN_DIR's
+    /// record, without network or hardware. Every recorded session is replayed and stopped
+    /// where and why it stopped, to the end of the record: the same tree, the same stop
+    /// reason. A replay that needs something the record lacks stops and says where.
     #[arg(long, value_name = "RUN_DIR")]
     pub(crate) replay: Option<PathBuf>,
     /// Where the run is stored; default `ksearch-runs/<task>-<UTC time>`.
@@ -179,7 +215,7 @@ pub(crate) struct ModelFlags {
     #[arg(long)]
     pub(crate) base_url: Option<String>,
     /// Stop cleanly before a model call could take the run's spend above this many US dollars.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = usd)]
     pub(crate) max_cost: Option<f64>,
     /// Reasoning effort for models that take one (`low`, `medium`, `high`).
     #[arg(long)]
@@ -200,7 +236,7 @@ pub(crate) struct ResumeArgs {
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) time: Option<std::time::Duration>,
     /// Raise or set the spending cap for this session, in US dollars.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = usd)]
     pub(crate) max_cost: Option<f64>,
     /// Base URL of an OpenAI-compatible server, if it moved since the run started.
     #[arg(long)]

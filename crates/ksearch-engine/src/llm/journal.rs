@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use ksearch_core::record::LlmCallRecord;
+
+use crate::run_config::CostStop;
 use ksearch_llm::{Completion, CompletionRequest, ModelSpec};
 use sha2::{Digest, Sha256};
 
@@ -26,6 +28,10 @@ pub struct Journal {
     pub replay_only: bool,
     /// Money spent on network calls in this run, all sessions.
     pub spent_usd: f64,
+    /// Calls recorded through this journal (answered from the pool or the network).
+    answered: u64,
+    /// A replay: the calls the recorded run's cost cap refused, by index, oldest first.
+    refusals: VecDeque<CostStop>,
 }
 
 impl Journal {
@@ -50,7 +56,26 @@ impl Journal {
         c
     }
 
+    /// A replay refuses the calls the recorded run's cost cap refused, at the same places.
+    pub fn refuse_as_recorded(&mut self, stops: impl IntoIterator<Item = CostStop>) {
+        self.refusals.extend(stops);
+    }
+
+    /// The recorded refusal due before the next call, if there is one.
+    pub(crate) fn refusal_due(&mut self) -> Option<CostStop> {
+        if self
+            .refusals
+            .front()
+            .is_some_and(|r| r.call == self.answered)
+        {
+            self.refusals.pop_front()
+        } else {
+            None
+        }
+    }
+
     pub(crate) fn record(&mut self, r: LlmCallRecord) {
+        self.answered += 1;
         if !r.replayed {
             self.spent_usd += r.cost_usd.unwrap_or(0.0);
         }

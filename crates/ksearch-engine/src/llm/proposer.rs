@@ -118,6 +118,13 @@ impl LlmProposer {
             temperature: None,
         };
         let key = request_key(&spec, &request);
+        if let Some(r) = self.journal.refusal_due() {
+            return Err(ProposeError::Budget {
+                spent_usd: r.spent_usd,
+                next_usd: r.next_usd,
+                cap_usd: r.cap_usd,
+            });
+        }
         let started = Instant::now();
         let (completion, replayed) = match self.journal.take_answer(&key) {
             Some(c) => (c, true),

@@ -45,6 +45,19 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
 /// Errors in what the user gave us get their own exit code.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
     for cause in err.chain() {
+        // A record holding NaN or infinity is a bug in ksearch, never the user's input.
+        let non_finite = matches!(
+            cause.downcast_ref::<ksearch_store::StoreError>(),
+            Some(ksearch_store::StoreError::NonFinite { .. })
+        ) || matches!(
+            cause.downcast_ref::<ksearch_engine::EngineError>(),
+            Some(ksearch_engine::EngineError::Store(
+                ksearch_store::StoreError::NonFinite { .. }
+            ))
+        );
+        if non_finite {
+            return exit_codes::INTERNAL;
+        }
         if cause.is::<LoadError>() || cause.is::<ksearch_store::StoreError>() {
             return exit_codes::INPUT;
         }
@@ -64,7 +77,10 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         }
         // A run directory that holds no (complete) run is the user's input.
         if let Some(
-            ksearch_engine::EngineError::Store(_) | ksearch_engine::EngineError::Incomplete { .. },
+            ksearch_engine::EngineError::Store(_)
+            | ksearch_engine::EngineError::Incomplete { .. }
+            | ksearch_engine::EngineError::Config { .. }
+            | ksearch_engine::EngineError::NotReplayable { .. },
         ) = cause.downcast_ref()
         {
             return exit_codes::INPUT;

@@ -11,8 +11,9 @@ use ksearch_engine::builtin::BuiltinProposer;
 use ksearch_engine::builtin::machine;
 use ksearch_engine::llm::{KnowledgeSource, LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
 use ksearch_engine::{
-    Budget, DEFAULT_WINDOW, Engine, EvalSettings, LlmModels, Parts, Proposer, RUN_FORMAT,
-    ReplayEvaluator, RunConfig, RunSummary, StopReason, open_run,
+    Budget, DEFAULT_WINDOW, Engine, EngineState, EvalSettings, LlmModels, Parts, Proposer,
+    RUN_FORMAT, ReplayEvaluator, ReplayPlan, RunConfig, RunSummary, StopReason, open_run,
+    open_run_writer,
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
 use ksearch_knowledge::{ContextRequest, Level, Target};
@@ -56,10 +57,13 @@ fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmM
         m.parse::<ModelSpec>()
             .with_context(|| format!("invalid model `{m}`"))?;
     }
-    if let Some(c) = flags.max_cost
+    // The flag is checked by the command line; the config file's value here.
+    if let Some(c) = cfg.budget.max_cost_usd
         && !(c.is_finite() && c > 0.0)
     {
-        anyhow::bail!("--max-cost must be a positive number of US dollars");
+        anyhow::bail!(
+            "budget.max_cost_usd in the config is {c}; it must be a positive number of US dollars"
+        );
     }
     Ok(Some(LlmModels {
         reasoning,
@@ -165,13 +169,14 @@ fn knowledge_source(
     }))
 }
 
-/// The proposer of a run. `replay`: answer every model call from these recorded calls.
+/// The proposer of a run. `replay`: answer every model call from these recorded calls, and
+/// refuse the calls the recorded run's cost cap refused.
 fn proposer_for(
     task: &Task,
     models: Option<&LlmModels>,
     cfg: &Config,
     eval: &EvalSettings,
-    replay: Option<&[LlmCallRecord]>,
+    replay: Option<(&[LlmCallRecord], &ReplayPlan)>,
 ) -> anyhow::Result<Box<dyn Proposer>> {
     let Some(m) = models else {
         return Ok(Box::new(BuiltinProposer::for_task(
@@ -197,9 +202,10 @@ fn proposer_for(
         max_output_tokens: m.max_output_tokens,
         repairs: 2,
     });
-    if let Some(records) = replay {
+    if let Some((records, plan)) = replay {
         proposer.journal.restore(records, false);
         proposer.journal.replay_only = true;
+        proposer.journal.refuse_as_recorded(plan.cost_stops());
     }
     Ok(Box::new(proposer))
 }
@@ -260,6 +266,11 @@ fn time_budget(flag: Option<Duration>, cfg: &Config) -> anyhow::Result<Option<Du
     }
 }
 
+/// When a time budget that starts now ends; one too long to represent is no limit at all.
+fn deadline(budget: Option<Duration>) -> Option<Instant> {
+    budget.and_then(|t| Instant::now().checked_add(t))
+}
+
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let cfg = config::load()?;
     let now = SystemTime::now()
@@ -270,12 +281,19 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         Some(dir) => {
             let run = open_run(dir)?;
             let snap = run.store.snapshot()?;
-            Some((dir.clone(), run, snap))
+            let state: EngineState =
+                run.store
+                    .state()?
+                    .ok_or_else(|| ksearch_engine::EngineError::Incomplete {
+                        dir: dir.clone(),
+                        what: "no engine state".into(),
+                    })?;
+            Some((dir.clone(), run, snap, state))
         }
         None => None,
     };
     let (task, mut config) = match &replay {
-        Some((dir, run, _)) => {
+        Some((dir, run, _, _)) => {
             if run.config.llm.is_none() {
                 anyhow::bail!(
                     "{} was made by the builtin proposer; replay is for LLM-driven runs (the builtin proposer needs no journal)",
@@ -304,24 +322,36 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             (task, config)
         }
     };
+    let plan = match &replay {
+        Some((dir, _, snap, state)) => {
+            if args.iterations.is_some() || args.time.is_some() {
+                anyhow::bail!(
+                    "--replay reproduces {} as recorded, to its end: it takes no --iterations or --time",
+                    dir.display()
+                );
+            }
+            Some(ReplayPlan::of(dir, state, snap)?)
+        }
+        None => None,
+    };
+    // The round budget: for a replay, the recorded run's (it stops where the record ends).
     let iterations = match &replay {
-        Some((_, _, snap)) => args.iterations.unwrap_or_else(|| {
-            snap.attempts
-                .iter()
-                .filter(|a| a.round > 0 && a.evaluation.is_some())
-                .count() as u64
-        }),
-        None => args
-            .iterations
-            .or(cfg.budget.iterations)
-            .unwrap_or(DEFAULT_ITERATIONS),
+        Some((_, _, _, state)) => state.round_budget,
+        None => Some(
+            args.iterations
+                .or(cfg.budget.iterations)
+                .unwrap_or(DEFAULT_ITERATIONS),
+        ),
     };
     let proposer = proposer_for(
         &task,
         config.llm.as_ref(),
         &cfg,
         &config.eval,
-        replay.as_ref().map(|(_, _, s)| s.llm_calls.as_slice()),
+        replay
+            .as_ref()
+            .zip(plan.as_ref())
+            .map(|((_, _, s, _), plan)| (s.llm_calls.as_slice(), plan)),
     )?;
     config.proposer = proposer.name();
     let run_dir = args.run_dir.clone().unwrap_or_else(|| {
@@ -331,7 +361,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let mut local;
     let mut replayed;
     let evaluator: &mut dyn Evaluator = match &replay {
-        Some((_, _, snap)) => {
+        Some((_, _, snap, _)) => {
             replayed = ReplayEvaluator::from_attempts(&snap.attempts);
             &mut replayed
         }
@@ -341,27 +371,33 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             &mut local
         }
     };
-    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, Some(iterations));
-    let started = Instant::now();
-    let until = time_budget(args.time, &cfg)?.map(|t| started + t);
+    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, iterations);
+    let until = match &plan {
+        Some(_) => None,
+        None => deadline(time_budget(args.time, &cfg)?),
+    };
     let parts = Parts {
         proposer,
         evaluator,
         observer: &mut observer,
         stop,
     };
-    let mut engine = Engine::create(&run_dir, task, config, parts)
-        .with_context(|| format!("failed to start the run in {}", run_dir.display()))?;
-    let summary = engine.run(Budget {
-        rounds: Some(iterations),
+    let budget = Budget {
+        rounds: iterations,
         until,
-    })?;
+    };
+    let mut engine = Engine::create(&run_dir, task, config, budget, parts)
+        .with_context(|| format!("failed to start the run in {}", run_dir.display()))?;
+    let summary = match &plan {
+        Some(plan) => engine.replay(plan)?,
+        None => engine.run()?,
+    };
     report(&summary, &args.output)
 }
 
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let cfg = config::load()?;
-    let run = open_run(&args.run_dir)?;
+    let run = open_run_writer(&args.run_dir)?;
     let mut models = run.config.llm.clone();
     if let Some(m) = models.as_mut() {
         if args.max_cost.is_some() {
@@ -375,25 +411,34 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let mut evaluator = evaluator_for(&run.task, &run.config.eval)?;
     let stop = stop_flag();
     evaluator.set_cancel(stop.clone());
-    let done = ksearch_engine::read_summary(&args.run_dir)
-        .map(|(s, _, _)| s.rounds)
-        .unwrap_or(0);
-    let budget_rounds = args.iterations.map(|n| done + n);
-    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, budget_rounds);
-    let started = Instant::now();
-    let until = time_budget(args.time, &cfg)?.map(|t| started + t);
+    // The round budget the progress line shows: the engine records the same.
+    let done = run
+        .store
+        .snapshot()?
+        .attempts
+        .iter()
+        .filter(|a| a.round > 0 && a.evaluation.is_some())
+        .count() as u64;
+    let stored = run
+        .store
+        .state::<EngineState>()?
+        .and_then(|s| s.round_budget);
+    let shown_budget = args.iterations.map(|n| done + n).or(stored);
+    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, shown_budget);
+    let until = deadline(time_budget(args.time, &cfg)?);
     let parts = Parts {
         proposer,
         evaluator: &mut evaluator,
         observer: &mut observer,
         stop,
     };
-    let mut engine = Engine::resume(run, parts)
-        .with_context(|| format!("failed to resume the run in {}", args.run_dir.display()))?;
-    let summary = engine.run(Budget {
-        rounds: budget_rounds,
+    let budget = Budget {
+        rounds: args.iterations,
         until,
-    })?;
+    };
+    let mut engine = Engine::resume(run, budget, parts)
+        .with_context(|| format!("failed to resume the run in {}", args.run_dir.display()))?;
+    let summary = engine.run()?;
     report(&summary, &args.output)
 }
 

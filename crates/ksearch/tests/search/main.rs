@@ -6,5 +6,7 @@ mod kernels;
 
 mod cli_runs;
 mod llm_run;
+mod replay;
+mod run_dir;
 mod scripted;
 mod support;

@@ -177,14 +177,19 @@ fn run(
         observer: &mut observer,
         stop: Arc::new(AtomicBool::new(false)),
     };
-    let mut engine =
-        Engine::create(&dir.path().join("run"), task(), config(window), parts).unwrap();
-    let summary = engine
-        .run(Budget {
-            rounds: Some(rounds),
-            until: None,
-        })
-        .unwrap();
+    let budget = Budget {
+        rounds: Some(rounds),
+        until: None,
+    };
+    let mut engine = Engine::create(
+        &dir.path().join("run"),
+        task(),
+        config(window),
+        budget,
+        parts,
+    )
+    .unwrap();
+    let summary = engine.run().unwrap();
     (dir, summary)
 }
 
@@ -343,4 +348,101 @@ fn a_rejected_edit_goes_back_to_the_proposer_with_the_error() {
         .filter(|k| k.starts_with("edit"))
         .collect();
     assert_eq!(kinds, ["edit_rejected", "edit"]);
+}
+
+/// Passes every evaluation through, but from the second on reports what a forged or broken
+/// result would: an infinite speedup, then a time of zero.
+struct Forging {
+    inner: LocalEvaluator,
+    calls: usize,
+}
+
+impl ksearch_eval::Evaluator for Forging {
+    fn evaluate(
+        &mut self,
+        task: &Task,
+        candidate: &Source,
+        compare: ksearch_eval::Compare<'_>,
+        options: &ksearch_eval::EvalOptions,
+    ) -> Result<ksearch_core::record::Evaluation, ksearch_eval::EvalError> {
+        let mut e = self.inner.evaluate(task, candidate, compare, options)?;
+        self.calls += 1;
+        match self.calls {
+            1 => {}
+            2 => e.speedup.as_mut().unwrap().geomean = f64::INFINITY,
+            _ => {
+                let t = &mut e.result.workloads[0].timings[0].stats;
+                t.samples_ms[0] = 0.0;
+            }
+        }
+        Ok(e)
+    }
+}
+
+#[test]
+fn an_evaluation_with_a_non_finite_or_impossible_number_is_rejected_and_never_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let mut evaluator = Forging {
+        inner: LocalEvaluator::new(Box::new(CBackend {
+            ksearch_exe: env!("CARGO_BIN_EXE_ksearch").into(),
+        })),
+        calls: 0,
+    };
+    let mut p = Scripted::new(kernels::good(), Rc::new(RefCell::new(Vec::new())));
+    p.debug = Some(kernels::good());
+    let mut observer = Silent;
+    let parts = Parts {
+        proposer: Box::new(p),
+        evaluator: &mut evaluator,
+        observer: &mut observer,
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let budget = Budget {
+        rounds: Some(2),
+        until: None,
+    };
+    let mut engine = Engine::create(&rd, task(), config(5), budget, parts).unwrap();
+    let summary = engine.run().unwrap();
+    assert_eq!(summary.rounds, 2);
+    drop(engine);
+
+    // The run reads back whole: nothing was written as `null`.
+    let snap = ksearch_store::RunStore::open(&rd)
+        .unwrap()
+        .snapshot()
+        .unwrap();
+    let rejected: Vec<(Option<ksearch_core::protocol::Status>, String)> = snap
+        .attempts
+        .iter()
+        .skip(1)
+        .map(|a| {
+            (
+                a.status(),
+                a.evaluation.as_ref().unwrap().result.message.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(rejected.len(), 2);
+    use ksearch_core::protocol::Status::Rejected;
+    assert_eq!(rejected[0].0, Some(Rejected));
+    assert!(
+        rejected[0].1.contains("not finite") && rejected[0].1.contains("speedup.geomean"),
+        "{}",
+        rejected[0].1
+    );
+    assert_eq!(rejected[1].0, Some(Rejected));
+    assert!(rejected[1].1.contains("not positive"), "{}", rejected[1].1);
+    assert!(snap.attempts.iter().skip(1).all(|a| a.speedup().is_none()));
+    assert_eq!(
+        snap.events
+            .iter()
+            .filter(|(_, k, _)| k == "evaluation_not_admitted")
+            .count(),
+        2
+    );
+    // Nothing it reported became progress.
+    assert_eq!(summary.best.node, ROOT);
+    let (s, _, _) = ksearch_engine::read_summary(&rd).unwrap();
+    assert_eq!(s.best.node, ROOT);
 }

@@ -1,0 +1,400 @@
+//! The run directory as a user meets it: one writer at a time, viewers beside it, artifacts
+//! verified on every read, a round budget that survives a kill, and bad numbers refused
+//! before they are stored (and named when a stored run holds them).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ksearch_engine::{EngineState, InFlight};
+use ksearch_store::RunStore;
+
+use crate::support::{QUICK, json, ksearch, run_ok, spawn, wait_for_store};
+
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = extra.to_vec();
+    v.extend_from_slice(QUICK);
+    v
+}
+
+fn state(dir: &Path) -> Option<EngineState> {
+    RunStore::open(dir).ok()?.state().ok()?
+}
+
+/// Wait until the stored engine state satisfies `cond`.
+fn wait_for_state(dir: &Path, cond: impl Fn(&EngineState) -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if state(dir).is_some_and(|s| cond(&s)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+fn kill(child: &mut std::process::Child) {
+    // SAFETY: killing our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_second_writer_is_refused_at_once_while_viewers_work_and_a_killed_writer_frees_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let rds = rd.to_str().unwrap();
+    let mut child = spawn(&args(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "200",
+        "--run-dir",
+        rds,
+        "--quiet",
+    ]));
+    // Once the seed is measured and a round is under way:
+    assert!(wait_for_store(&rd, Duration::from_secs(120), |s| s
+        .attempts
+        .iter()
+        .any(|a| a.round >= 1)));
+
+    for second in [
+        vec!["resume", rds, "--iterations", "1"],
+        vec!["run", "cpu/softmax", "--run-dir", rds, "--iterations", "1"],
+    ] {
+        let started = Instant::now();
+        let out = ksearch(&second).output().unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a second writer exits at once"
+        );
+        assert_eq!(out.status.code(), Some(3), "{second:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("in use by another ksearch")
+                && stderr.contains(&format!("process {}", child.id())),
+            "{second:?}: {stderr}"
+        );
+    }
+
+    // Viewers need no lock.
+    let tree = json(&["tree", rds, "--json"]);
+    assert!(!tree["nodes"].as_array().unwrap().is_empty());
+    let page = dir.path().join("report.html");
+    run_ok(&["report", rds, "-o", page.to_str().unwrap(), "--quiet"]);
+    assert!(page.exists());
+    run_ok(&["show", rds, "seed"]);
+    run_ok(&[
+        "export",
+        rds,
+        "-o",
+        dir.path().join("export").to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run is still going"
+    );
+
+    // A writer that dies (SIGKILL: no cleanup at all) leaves the run free to resume.
+    kill(&mut child);
+    let j = json(&["resume", rds, "--iterations", "1", "--json", "--quiet"]);
+    assert_eq!(j["stop_reason"], "iterations", "{j}");
+}
+
+#[test]
+fn a_tampered_artifact_is_refused_by_every_reader_and_by_resume_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let rds = rd.to_str().unwrap();
+    run_ok(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "3",
+        "--no-timing",
+        "--workload",
+        "small",
+        "--run-dir",
+        rds,
+        "--quiet",
+    ]);
+    let snap = RunStore::open(&rd).unwrap().snapshot().unwrap();
+    // Rewrite every solution's source: what `export` ships and what the engine builds on.
+    let mut hashes: Vec<String> = snap
+        .nodes
+        .iter()
+        .filter_map(|n| n.solution.as_ref().map(|s| s.source_hash.clone()))
+        .collect();
+    hashes.sort();
+    hashes.dedup();
+    for h in &hashes {
+        let path = rd.join("artifacts").join(h);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("\n/* backdoor */\n");
+        std::fs::write(&path, text).unwrap();
+    }
+    let named = |stderr: &str| {
+        hashes.iter().any(|h| {
+            let path = rd.join("artifacts").join(h);
+            stderr.contains(&path.display().to_string())
+                && stderr.contains(&format!("expected {h}"))
+        }) && stderr.contains("modified after it was stored")
+    };
+    let out_dir = dir.path().join("out");
+    let html = dir.path().join("r.html");
+    for cmd in [
+        vec!["tree", rds],
+        vec!["tree", rds, "--json"],
+        vec!["report", rds, "-o", html.to_str().unwrap()],
+        vec!["show", rds, "best"],
+        vec!["show", rds, "seed", "--json"],
+        vec!["export", rds, "-o", out_dir.to_str().unwrap()],
+        vec!["resume", rds, "--iterations", "2"],
+    ] {
+        let out = ksearch(&cmd).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{cmd:?}: {stderr}");
+        assert!(
+            named(&stderr),
+            "{cmd:?} names the file and its hashes: {stderr}"
+        );
+    }
+    assert!(!out_dir.exists(), "nothing was exported");
+    assert!(!html.exists(), "no report was written");
+    let after = RunStore::open(&rd).unwrap().snapshot().unwrap();
+    assert_eq!(
+        after.attempts.len(),
+        snap.attempts.len(),
+        "the resume did nothing"
+    );
+}
+
+#[test]
+fn the_round_budget_survives_a_kill_while_the_seed_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    // Slow timing, so the seed's measurement lasts long enough to be killed in.
+    let mut child = spawn(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "2",
+        "--workload",
+        "small",
+        "--min-runs",
+        "5",
+        "--min-time-ms",
+        "600",
+        "--warmup-ms",
+        "5",
+        "--max-time-ms",
+        "2000",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(
+        wait_for_state(&rd, |s| s.evaluating
+            == Some(InFlight { round: 0, lost: 0 })),
+        "the seed was never seen in flight"
+    );
+    kill(&mut child);
+    let s = state(&rd).unwrap();
+    assert!(!s.initialized);
+    assert_eq!(s.round_budget, Some(2), "the budget was recorded first");
+
+    let j = json(&["resume", rd.to_str().unwrap(), "--json", "--quiet"]);
+    assert_eq!(
+        (j["rounds"].as_u64(), j["stop_reason"].as_str()),
+        (Some(2), Some("iterations")),
+        "resume honours the original budget: {j}"
+    );
+}
+
+/// Every timing flag refuses NaN, infinities, negative and out-of-range values with a usage
+/// error that names the flag and the range, in `run` and `eval`.
+#[test]
+fn bad_timing_flags_are_usage_errors_naming_the_flag_and_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("--timeout", &["nan", "inf", "-1", "0", "1e20"], "604800"),
+        ("--min-time-ms", &["NaN", "-inf", "-0.5", "1e12"], "3600000"),
+        (
+            "--max-time-ms",
+            &["nan", "infinity", "0", "-3", "4e6"],
+            "3600000",
+        ),
+        ("--warmup-ms", &["nan", "inf", "-1", "1e300"], "3600000"),
+    ];
+    for (flag, values, range) in cases {
+        for value in *values {
+            let arg = format!("{flag}={value}");
+            for cmd in [
+                vec![
+                    "run",
+                    "cpu/softmax",
+                    "--run-dir",
+                    rd.to_str().unwrap(),
+                    &arg,
+                ],
+                vec!["eval", "cpu/softmax", &arg],
+            ] {
+                let out = ksearch(&cmd).output().unwrap();
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(2), "{cmd:?}: {stderr}");
+                assert!(
+                    stderr.contains(flag) && stderr.contains(range),
+                    "{cmd:?}: {stderr}"
+                );
+                assert!(!stderr.contains("panicked"), "{stderr}");
+            }
+        }
+    }
+    assert!(!rd.exists(), "no run was started");
+    for cmd in [
+        vec!["resume", rd.to_str().unwrap(), "--max-cost=nan"],
+        vec!["resume", rd.to_str().unwrap(), "--max-cost=-1"],
+        vec![
+            "run",
+            "cpu/softmax",
+            "--model",
+            "openai:m",
+            "--max-cost=inf",
+        ],
+    ] {
+        let out = ksearch(&cmd).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {stderr}");
+        assert!(stderr.contains("--max-cost"), "{stderr}");
+    }
+    // The largest allowed timeout is fine (and does not overflow a Duration).
+    let out = ksearch(&[
+        "eval",
+        "cpu/softmax",
+        "--timeout",
+        "604800",
+        "--no-timing",
+        "--workload",
+        "small",
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A stored configuration holding what older versions could store (a timeout too large for a
+/// `Duration`, a NaN written as `null`) is an error naming the field, never a panic.
+#[test]
+fn a_stored_config_with_bad_numbers_is_an_error_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let rds = rd.to_str().unwrap();
+    run_ok(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--no-timing",
+        "--workload",
+        "small",
+        "--run-dir",
+        rds,
+        "--quiet",
+    ]);
+    let original: serde_json::Value = RunStore::open(&rd)
+        .unwrap()
+        .meta("config")
+        .unwrap()
+        .unwrap();
+    type Edit = fn(&mut serde_json::Value);
+    let edits: &[(&str, Edit, &str)] = &[
+        (
+            "a timeout of 1e20 s",
+            |c| c["eval"]["timeout_s"] = 1e20.into(),
+            "`eval.timeout_s` is 100000000000000000000",
+        ),
+        (
+            "a negative warm-up",
+            |c| {
+                c["eval"]["timing"] = serde_json::json!({"warmup_ms": -1.0, "min_runs": 5,
+                    "min_time_ms": 20.0, "max_time_ms": 500.0, "target_sample_ms": 1.0, "rotate_bytes": 0});
+            },
+            "`eval.timing.warmup_ms` is -1",
+        ),
+        (
+            "a NaN stored as null",
+            |c| {
+                c["eval"]["timing"] = serde_json::json!({"warmup_ms": 5.0, "min_runs": 5,
+                    "min_time_ms": null, "max_time_ms": 500.0, "target_sample_ms": 1.0, "rotate_bytes": 0});
+            },
+            "field `eval.timing.min_time_ms`",
+        ),
+    ];
+    for (what, edit, expected) in edits {
+        let mut config = original.clone();
+        edit(&mut config);
+        let mut store = RunStore::open(&rd).unwrap();
+        store
+            .transaction(|tx| tx.set_meta("config", &config))
+            .unwrap();
+        drop(store);
+        for cmd in [
+            vec!["resume", rds, "--iterations", "1"],
+            vec!["tree", rds],
+            vec!["show", rds, "best"],
+        ] {
+            let out = ksearch(&cmd).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "{what}, {cmd:?}: {stderr}");
+            assert!(stderr.contains(expected), "{what}, {cmd:?}: {stderr}");
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_during_the_seed_is_no_death_of_the_orchestrator() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let child = spawn(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "2",
+        "--workload",
+        "small",
+        "--min-runs",
+        "5",
+        "--min-time-ms",
+        "600",
+        "--warmup-ms",
+        "5",
+        "--max-time-ms",
+        "2000",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(wait_for_state(&rd, |s| s.evaluating
+        == Some(InFlight { round: 0, lost: 0 })));
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("interrupted before the run was initialised"),
+        "{stderr}"
+    );
+    let s = state(&rd).unwrap();
+    assert_eq!(
+        s.evaluating, None,
+        "an abandoned evaluation is not a lost one"
+    );
+    assert_eq!(s.round_budget, Some(2));
+}
