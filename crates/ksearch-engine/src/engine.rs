@@ -644,6 +644,7 @@ impl<'e> Engine<'e> {
                 workloads: Vec::new(),
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
+                sandbox: None,
             },
             speedup: None,
             speedup_vs_parent: None,
@@ -686,6 +687,7 @@ impl<'e> Engine<'e> {
                 workloads: Vec::new(),
                 phases: Phases::default(),
                 output: e.result.output,
+                sandbox: e.result.sandbox,
             },
             speedup: None,
             speedup_vs_parent: None,
@@ -1570,6 +1572,7 @@ mod tests {
                 }],
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
+                sandbox: None,
             },
             speedup: Some(Speedup {
                 geomean: baseline_ms / candidate_ms,
