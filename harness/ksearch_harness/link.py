@@ -17,6 +17,8 @@ import time
 MAX_HEADER = 1 << 20
 MAX_PAYLOAD = 1 << 34
 SANDBOX_EXE_VAR = "KSEARCH_SANDBOX_EXE"
+# The kernel stamps each message on a clock socket with the time it was sent (Linux).
+SO_TIMESTAMPNS = 35
 # Variables a runner may inherit from the judge (whose environment ksearch already scrubbed).
 PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LANG", "LC_ALL")
 PASS_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "MLX_", "OMP_", "OPENBLAS_")
@@ -112,7 +114,16 @@ class Runner:
     def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None):
         exe = os.environ.get(SANDBOX_EXE_VAR)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        args = ["-m", "ksearch_harness.runner", mode, "--target", target, "--fd", str(theirs.fileno())]
+        # A second pair carries only "done" after a timed batch: its kernel timestamp stops the
+        # judge's clock, so the judge's own scheduling does not count.
+        self.clock, clock_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.clock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self.stamped = True
+        except OSError:
+            self.stamped = False
+        args = ["-m", "ksearch_harness.runner", mode, "--target", target, "--fd", str(theirs.fileno()),
+                "--clock-fd", str(clock_theirs.fileno())]
         self.confinement = None
         self.pid = None
         self.sock = ours
@@ -135,16 +146,17 @@ class Runner:
                 "report_fd": 0,
             }
             r, w = os.pipe()
-            spec["keep_fds"] = [theirs.fileno()]
+            spec["keep_fds"] = [theirs.fileno(), clock_theirs.fileno()]
             spec["report_fd"] = w
             self.proc = subprocess.Popen(
                 [exe, "sandbox", json.dumps(spec)],
                 stdin=subprocess.DEVNULL,
                 env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
-                pass_fds=[theirs.fileno(), w],
+                pass_fds=[theirs.fileno(), clock_theirs.fileno(), w],
             )
             os.close(w)
             theirs.close()
+            clock_theirs.close()
             with os.fdopen(r, "r") as report:
                 for line in report:
                     try:
@@ -169,10 +181,11 @@ class Runner:
                 [sys.executable] + args,
                 stdin=subprocess.DEVNULL,
                 env=env2,
-                pass_fds=[theirs.fileno()],
+                pass_fds=[theirs.fileno(), clock_theirs.fileno()],
                 start_new_session=True,
             )
             theirs.close()
+            clock_theirs.close()
             self.pid = self.proc.pid
             self.confinement = {"user_namespace": False, "pid_namespace": False, "network_namespace": False,
                                 "private_root": False, "seccomp": False, "uid": os.getuid(),
@@ -249,11 +262,29 @@ class Runner:
         return self.receive()
 
     def timed(self, header):
-        """Send `header` and wait for the answer; the seconds between, by this process's clock."""
-        t0 = time.perf_counter()
+        """Send `header` (a timed batch) and wait for the answer. The seconds from the send to
+        the kernel's stamp of the runner's "done" on the clock socket (or, without stamps, to
+        its arrival here)."""
+        t0 = time.time_ns()
+        p0 = time.perf_counter()
         self.send(header)
+        stamp = None
+        try:
+            data, anc, _, _ = self.clock.recvmsg(16, 256)
+        except OSError:
+            data, anc = b"", []
+        arrived = time.perf_counter()
+        if data:
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                    sec, nsec = struct.unpack("qq", raw[:16])
+                    stamp = sec * 1_000_000_000 + nsec
         reply, payload = self.receive()
-        return time.perf_counter() - t0, reply, payload
+        if stamp is not None and stamp > t0:
+            seconds = (stamp - t0) / 1e9
+        else:
+            seconds = arrived - p0
+        return seconds, reply, payload
 
     def kill(self):
         try:
@@ -266,10 +297,11 @@ class Runner:
             self.proc.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):
             pass
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        for s in (self.sock, self.clock):
+            try:
+                s.close()
+            except OSError:
+                pass
 
 
 def signal_name(sig):

@@ -43,6 +43,15 @@ def outputs_of(result, n):
     return outs
 
 
+CLOCK = [None]
+
+
+def tick():
+    """Say "done" on the clock socket, at once: its kernel timestamp stops the judge's clock."""
+    if CLOCK[0] is not None:
+        CLOCK[0].send(b"d")
+
+
 def direct(sock, target):
     """Run a module on shared-memory inputs; copy its outputs into shared memory."""
     from .shared import Layout
@@ -95,16 +104,23 @@ def direct(sock, target):
                         if o.dtype != dtype:
                             raise CandidateError(f"output `{name}` has dtype {o.dtype}; the task declares {dtype}")
                         np.copyto(d, o)
-                    if checked:
-                        for name, x, b in zip(names["inputs"], ins, before):
-                            if not np.array_equal(x, b, equal_nan=True):
-                                flat = int(np.flatnonzero(~((x == b) | (np.isnan(x) & np.isnan(b))))[0]) if x.dtype.kind == "f" else int(np.flatnonzero(x != b)[0])
-                                idx = "".join(f"[{i}]" for i in np.unravel_index(flat, x.shape))
-                                raise CandidateError(f"modified input `{name}` (first at {name}{idx}); inputs must not be written")
+                    if not checked:
+                        continue
+                    for name, x, b in zip(names["inputs"], ins, before):
+                        if not np.array_equal(x, b, equal_nan=True):
+                            flat = int(np.flatnonzero(~((x == b) | (np.isnan(x) & np.isnan(b))))[0]) if x.dtype.kind == "f" else int(np.flatnonzero(x != b)[0])
+                            idx = "".join(f"[{i}]" for i in np.unravel_index(flat, x.shape))
+                            raise CandidateError(f"modified input `{name}` (first at {name}{idx}); inputs must not be written")
+                if not checked:
+                    tick()
                 reply(sock, {"op": "done"})
             except CandidateError as e:
+                if not checked:
+                    tick()
                 reply(sock, {"op": "bad_output", "message": str(e)})
             except Exception:  # noqa: BLE001 - candidate code failed
+                if not checked:
+                    tick()
                 error_reply(sock)
         else:
             reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
@@ -218,8 +234,11 @@ def execute(sock, target):
             elif op == "go":
                 r = rounds[h["workload"]]
                 fn = fns[h["workload"]]
-                outs = [fn(*r["sets"][j]) for j in range(h["k"])]
-                mx.eval(outs)
+                try:
+                    outs = [fn(*r["sets"][j]) for j in range(h["k"])]
+                    mx.eval(outs)
+                finally:
+                    tick()
                 r["outs"] = outs
                 reply(sock, {"op": "done"})
             elif op == "sample":
@@ -266,8 +285,10 @@ def main():
     ap.add_argument("mode", choices=["direct", "trace", "exec"])
     ap.add_argument("--target", required=True)
     ap.add_argument("--fd", type=int, required=True, help="the socket to the judge")
+    ap.add_argument("--clock-fd", type=int, required=True, help="where to say \"done\" after a timed batch")
     args = ap.parse_args()
     sock = socket.socket(fileno=args.fd)
+    CLOCK[0] = socket.socket(fileno=args.clock_fd)
     link.send(sock, {"op": "hello", "pid": os.getpid()})
     {"direct": direct, "trace": trace, "exec": execute}[args.mode](sock, args.target)
 

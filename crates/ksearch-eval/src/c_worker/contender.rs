@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::futex;
 use super::link::{
-    CONTROL_BYTES, Control, FromRunner, Layout, RUNNER_SOCKET_FD, SEQ_MASK, SLEEPING, ToRunner, recv,
-    send, socket_pair,
+    BATCH_OFFSET, CONTROL_BYTES, Control, FromRunner, Layout, MAX_BATCH, RUNNER_SOCKET_FD, SEQ_MASK,
+    SLEEPING, ToRunner, now_ns, recv, recv_stamped, send, socket_pair, stamp_messages,
 };
 use super::runner::RUNNER_CONTROL_FD;
 use crate::sandbox::{Confinement, Limits, Sandbox, SandboxSpec, Sandboxed};
@@ -72,6 +72,7 @@ impl Runner {
         env: &[(String, String)],
     ) -> Result<Runner, String> {
         let (ours, theirs) = socket_pair().map_err(|e| format!("socketpair: {e}"))?;
+        stamp_messages(ours.as_fd()).map_err(|e| format!("socket timestamps: {e}"))?;
         let control = Shared::create("ksearch-control", CONTROL_BYTES)
             .map_err(|e| format!("control page: {e}"))?;
         let control_fd = control.fd().map_err(|e| format!("control page: {e}"))?;
@@ -271,17 +272,27 @@ impl Runner {
     }
 
     /// A timed batch: the runner is armed (untimed), then the clock runs from the doorbell's
-    /// `go` to the runner's `done`. `expected` is how long the batch should take, for how long
-    /// to spin before sleeping.
-    pub(crate) fn timed(&mut self, pool: u32, sets: &[u32], expected: Duration) -> Result<Duration, Lost> {
+    /// `go` to the kernel's timestamp of the runner's "done" message, so neither the judge's
+    /// own scheduling nor the time it takes to read the answer counts.
+    pub(crate) fn timed(&mut self, pool: u32, sets: &[u32]) -> Result<Duration, Lost> {
         if let Some(l) = &self.lost {
             return Err(l.clone());
         }
+        assert!(sets.len() <= MAX_BATCH, "a batch of {} calls", sets.len());
         self.seq = (self.seq + 1) & SEQ_MASK;
         let seq = self.seq;
+        // SAFETY: the control region holds MAX_BATCH u32s at BATCH_OFFSET; the runner reads
+        // them only after receiving `Arm`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                sets.as_ptr(),
+                self.control.ptr().add(BATCH_OFFSET).cast::<u32>(),
+                sets.len(),
+            );
+        }
         let msg = ToRunner::Arm {
             pool,
-            sets: sets.to_vec(),
+            count: sets.len() as u32,
             seq,
             spin: self.spin,
         };
@@ -289,35 +300,47 @@ impl Runner {
             return Err(self.lose("its socket closed"));
         }
         // Start the clock only while the runner spins: if it fell asleep, ask it to spin again.
-        let armed = self.await_word(|c| &c.armed, |v| v & SEQ_MASK == seq, Duration::from_millis(50))?;
+        let armed = self.await_armed(|v| v & SEQ_MASK == seq)?;
         if armed != seq && self.spin {
             let control = self.control();
             control.go.store(seq | SLEEPING, Ordering::Release);
             futex::wake(&control.go);
-            self.await_word(|c| &c.armed, |v| v == seq, Duration::from_millis(50))?;
+            self.await_armed(|v| v == seq)?;
         }
         let control = self.control();
-        let start = Instant::now();
+        let start = now_ns();
+        let started = Instant::now();
         control.go.store(seq, Ordering::Release);
         futex::wake(&control.go);
-        self.await_word(|c| &c.done, |v| v == seq, expected * 2 + Duration::from_micros(200))?;
-        Ok(start.elapsed())
+        match recv_stamped::<FromRunner>(self.sock.as_fd()) {
+            Ok(Some((FromRunner::Done, _, stamp))) => {
+                let ns = stamp.map_or(-1, |s| s - start);
+                // A stamp from before the start (a clock step) falls back to this clock.
+                Ok(if ns > 0 {
+                    Duration::from_nanos(ns as u64)
+                } else {
+                    started.elapsed()
+                })
+            }
+            Ok(Some((other, _, _))) => Err(self.protocol(&other)),
+            Ok(None) => Err(self.lose("its socket closed")),
+            Err(e) => {
+                let why = format!("it sent a malformed answer: {e}");
+                self.process.kill();
+                Err(self.lose(&why))
+            }
+        }
     }
 
-    /// Wait until a word of the control page reads `seq`: spin for up to `spin_for` when the
-    /// runner has a CPU of its own, then sleep on the futex, checking the runner is alive.
-    fn await_word(
-        &mut self,
-        word: fn(&Control) -> &std::sync::atomic::AtomicU32,
-        done: impl Fn(u32) -> bool,
-        spin_for: Duration,
-    ) -> Result<u32, Lost> {
-        let spin_until = Instant::now() + if self.spin { spin_for } else { Duration::ZERO };
+    /// Wait until `armed` satisfies `ok`: spin briefly when the runner has a CPU of its own,
+    /// then sleep on the futex, checking the runner is alive.
+    fn await_armed(&mut self, ok: impl Fn(u32) -> bool) -> Result<u32, Lost> {
+        let spin_until = Instant::now() + if self.spin { Duration::from_micros(50) } else { Duration::ZERO };
         let mut n = 0u32;
         loop {
-            let w = word(self.control());
+            let w = &self.control().armed;
             let v = w.load(Ordering::Acquire);
-            if done(v) {
+            if ok(v) {
                 return Ok(v);
             }
             n = n.wrapping_add(1);

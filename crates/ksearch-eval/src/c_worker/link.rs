@@ -34,12 +34,13 @@ pub(crate) enum ToRunner {
     DropPool { id: u32 },
     /// Call the kernel once on each of these sets, then answer `Done`.
     Call { pool: u32, sets: Vec<u32> },
-    /// A timed batch: set `armed` to `seq`, wait for `go` to reach `seq` (spinning when the
-    /// judge and the runner have CPUs of their own), call the kernel on each set, set `done` to
-    /// `seq`.
+    /// A timed batch on the `count` sets listed in the control region: set `armed` to `seq`,
+    /// wait for `go` to reach `seq` (spinning a little when the judge and the runner have CPUs
+    /// of their own), call the kernel on each set, answer `Done` at once. The judge's clock runs
+    /// from its `go` to the kernel's timestamp of that answer.
     Arm {
         pool: u32,
-        sets: Vec<u32>,
+        count: u32,
         seq: u32,
         spin: bool,
     },
@@ -124,8 +125,9 @@ impl Layout {
     }
 }
 
-/// The control page: the judge rings `go`, the runner answers `armed` and `done`. Each field
-/// on its own cache line, so neither side's writes slow the other's reads.
+/// The control page: the judge rings `go`, the runner answers `armed`. Each field on its own
+/// cache line, so neither side's writes slow the other's reads. The sets of a timed batch
+/// follow the page (`BATCH_OFFSET`).
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub(crate) struct Control {
@@ -133,14 +135,45 @@ pub(crate) struct Control {
     _pad0: [u8; 60],
     pub(crate) armed: AtomicU32,
     _pad1: [u8; 60],
-    pub(crate) done: AtomicU32,
-    _pad2: [u8; 60],
     /// Set by the runner's fault handler: the address of an invalid access, with `fault` = 1.
     pub(crate) fault: AtomicU32,
     pub(crate) fault_addr: AtomicU64,
 }
 
-pub(crate) const CONTROL_BYTES: usize = 4096;
+/// The most calls in one timed batch.
+pub(crate) const MAX_BATCH: usize = 8192;
+/// Where a timed batch's set numbers (`u32`s) lie in the control region.
+pub(crate) const BATCH_OFFSET: usize = 4096;
+pub(crate) const CONTROL_BYTES: usize = BATCH_OFFSET + 4 * MAX_BATCH;
+
+/// `SO_TIMESTAMPNS`: the kernel stamps each message with the time it was sent.
+const SO_TIMESTAMPNS: libc::c_int = 35;
+
+/// Ask the kernel to stamp every message this socket receives with its send time.
+pub(crate) fn stamp_messages(sock: BorrowedFd<'_>) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with a valid int.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_TIMESTAMPNS,
+            (&raw const on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Now, on the clock the kernel stamps messages with (nanoseconds since the epoch).
+pub(crate) fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
 
 /// In `armed`: the runner stopped spinning and sleeps until `go` changes. In `go`: "spin
 /// again" (the judge starts the clock only while the runner spins, so that no wake-up latency
@@ -148,7 +181,7 @@ pub(crate) const CONTROL_BYTES: usize = 4096;
 pub(crate) const SLEEPING: u32 = 1 << 31;
 /// Batch numbers use the other bits.
 pub(crate) const SEQ_MASK: u32 = SLEEPING - 1;
-const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
+const _: () = assert!(std::mem::size_of::<Control>() <= BATCH_OFFSET);
 
 /// Send one message with descriptors attached.
 pub(crate) fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
@@ -194,6 +227,14 @@ pub(crate) fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[BorrowedF
 pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
     sock: BorrowedFd<'_>,
 ) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
+    Ok(recv_stamped(sock)?.map(|(m, fds, _)| (m, fds)))
+}
+
+/// Like [`recv`], with the kernel's stamp of when the message was sent (nanoseconds since the
+/// epoch), where the socket asked for stamps ([`stamp_messages`]).
+pub(crate) fn recv_stamped<T: for<'de> Deserialize<'de>>(
+    sock: BorrowedFd<'_>,
+) -> io::Result<Option<(T, Vec<OwnedFd>, Option<i128>)>> {
     let mut buf = vec![0u8; MAX_MESSAGE];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -218,10 +259,15 @@ pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
         }
     };
     let mut fds = Vec::new();
+    let mut stamp = None;
     // SAFETY: walking the control messages the kernel wrote into `cbuf`.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&raw const hdr);
         while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_TIMESTAMPNS {
+                let ts = libc::CMSG_DATA(c).cast::<libc::timespec>().read_unaligned();
+                stamp = Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec));
+            }
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(c).cast::<RawFd>();
                 let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
@@ -241,7 +287,7 @@ pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
     }
     let msg = serde_json::from_slice(&buf[..n])
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    Ok(Some((msg, fds)))
+    Ok(Some((msg, fds, stamp)))
 }
 
 /// A connected pair of sequenced-packet sockets (message boundaries kept).
@@ -304,5 +350,24 @@ mod tests {
         assert_eq!(fds.len(), 1);
         drop(a);
         assert!(recv::<FromRunner>(b.as_fd()).unwrap().is_none());
+    }
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_message_carries_the_time_it_was_sent() {
+        let (a, b) = socket_pair().unwrap();
+        stamp_messages(b.as_fd()).unwrap();
+        let sent = now_ns();
+        send(a.as_fd(), &FromRunner::Done, &[]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let (_, _, stamp) = recv_stamped::<FromRunner>(b.as_fd()).unwrap().unwrap();
+        let stamp = stamp.expect("stamped");
+        // Stamped when sent, not when received 30 ms later.
+        assert!((stamp - sent).abs() < 10_000_000, "{} µs", (stamp - sent) / 1000);
     }
 }

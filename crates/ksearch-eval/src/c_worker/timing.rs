@@ -25,9 +25,9 @@ use super::pool::{Pool, Slots};
 /// Upper bounds on rotation, so tiny workloads do not allocate thousands of sets.
 const MAX_SETS: usize = 64;
 const MAX_ROTATION_BYTES: usize = 2 << 30;
-/// Sets allowed beyond `MAX_SETS` so that a batch of a very short kernel still sees a fresh
-/// set on every call.
-const MAX_BATCH: usize = 8192;
+// Sets allowed beyond `MAX_SETS` so that a batch of a very short kernel still sees a fresh set
+// on every call: up to `MAX_BATCH`.
+use super::link::MAX_BATCH;
 /// A contender gets at least this many samples even when `max_time_ms` runs out.
 const MIN_SAMPLES_FLOOR: usize = 3;
 /// Elements of each output of each timed call read at "done".
@@ -138,7 +138,7 @@ pub(crate) fn time_workload(
             let set = [(calls % warm_sets) as u32];
             spent += c
                 .runner
-                .timed(warm.id, &set, Duration::from_millis(10))
+                .timed(warm.id, &set)
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
             calls += 1;
         }
@@ -204,12 +204,11 @@ pub(crate) fn time_workload(
             (0..n).rev().collect()
         };
         for i in turn {
-            let (k, per_call) = batch[i];
+            let k = batch[i].0;
             let c = &mut contenders[i];
-            let expected = Duration::from_secs_f64(per_call * k as f64 / 1e3);
             let t = c
                 .runner
-                .timed(pool.id, &used[..k], expected)
+                .timed(pool.id, &used[..k])
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
             if !c.trusted {
                 snapshots[i] = sample(spec, workload, &slots(c, &pool), &used[..k], &mut secret);

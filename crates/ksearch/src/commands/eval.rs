@@ -107,6 +107,8 @@ struct EvalJson<'a> {
     time_s: TimeJson,
     compile: Option<CompileJson<'a>>,
     output: &'a ksearch_core::protocol::CapturedOutput,
+    /// How the candidate was confined (absent when it never ran).
+    sandbox: Option<&'a ksearch_core::protocol::Confinement>,
 }
 
 #[derive(Serialize)]
@@ -217,6 +219,7 @@ impl<'a> EvalJson<'a> {
                 log: &c.log,
             }),
             output: &r.output,
+            sandbox: r.sandbox.as_ref(),
         }
     }
 }
@@ -308,6 +311,9 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
             r.output.bytes,
             r.output.head.chars().take(200).collect::<String>()
         );
+    }
+    if let Some(c) = r.sandbox.as_ref().filter(|c| !c.is_full()) {
+        let _ = writeln!(s, "\n  note: the candidate ran {}", c.summary());
     }
     let p = &r.phases;
     let _ = writeln!(

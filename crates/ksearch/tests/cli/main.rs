@@ -119,24 +119,44 @@ fn a_rejected_candidate_names_the_rule() {
 
 #[test]
 fn secrets_do_not_reach_candidate_code() {
-    // The candidate is correct only if it sees none of the secrets; a plain variable does arrive.
+    // The candidate looks for the secrets in its environment and in every process it can see
+    // (`/proc/*/environ` and `/proc/*/cmdline`: the orchestrator's hold them), prints what it
+    // finds, and is correct only if it finds nothing. Its environment is the runner's own: not
+    // even a plain variable of the user's arrives.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("snoop.c");
     std::fs::write(
         &path,
-        r#"#include <math.h>
+        r#"#include <dirent.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+static int scan(const char *file) {
+    FILE *f = fopen(file, "r"); if (!f) return 0;
+    char buf[1 << 16]; size_t n = fread(buf, 1, sizeof buf - 1, f); fclose(f);
+    for (size_t i = 0; i < n; i++) if (buf[i] == 0) buf[i] = ' ';
+    buf[n] = 0;
+    char *hit = strstr(buf, "sk-test-should-not-leak");
+    if (hit) printf("LEAKED from %s\n", file);
+    return hit != 0;
+}
 void softmax(const float *x, float *y, int64_t rows, int64_t cols) {
-    int leaked = getenv("OPENAI_API_KEY") || getenv("ANTHROPIC_API_KEY") || getenv("HF_TOKEN") || getenv("MY_SECRET");
-    int plain = getenv("KSEARCH_TEST_PLAIN_VAR") == 0 && getenv("PLAIN_VAR_FOR_TEST") != 0;
+    int leaked = getenv("OPENAI_API_KEY") || getenv("ANTHROPIC_API_KEY") || getenv("HF_TOKEN") || getenv("MY_SECRET") || getenv("PLAIN_VAR_FOR_TEST");
+    DIR *d = opendir("/proc"); struct dirent *e; char p[300];
+    while (d && (e = readdir(d))) {
+        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name); leaked |= scan(p);
+        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name); leaked |= scan(p);
+    }
+    if (d) closedir(d);
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols; float *yr = y + r * cols;
         float m = xr[0];
         for (int64_t c = 1; c < cols; c++) if (xr[c] > m) m = xr[c];
         float s = 0.0f;
         for (int64_t c = 0; c < cols; c++) { yr[c] = expf(xr[c] - m); s += yr[c]; }
-        for (int64_t c = 0; c < cols; c++) yr[c] = (leaked || !plain) ? 0.0f : yr[c] / s;
+        for (int64_t c = 0; c < cols; c++) yr[c] = leaked ? 0.0f : yr[c] / s;
     }
 }
 "#,
@@ -147,15 +167,12 @@ void softmax(const float *x, float *y, int64_t rows, int64_t cols) {
         ("ANTHROPIC_API_KEY", "sk-ant"),
         ("HF_TOKEN", "hf"),
         ("MY_SECRET", "s"),
-        (
-            "KSEARCH_TEST_PLAIN_VAR",
-            "dropped: KSEARCH_ variables are ksearch's own",
-        ),
-        ("PLAIN_VAR_FOR_TEST", "kept"),
+        ("PLAIN_VAR_FOR_TEST", "sk-test-should-not-leak too"),
     ];
     let (code, j) = eval_json("cpu/softmax", Some(&path), &env);
     assert_eq!(code, 0);
     assert_eq!(j["status"], "passed", "{j}");
+    assert!(!j.to_string().contains("LEAKED"), "{j}");
 }
 
 #[test]
