@@ -1,17 +1,21 @@
-"""Unit tests of the harness that need no GPU: protocol handling, candidate loading, the
-gauntlet's error paths, timing arithmetic. Run: python3 -m unittest discover -s harness/tests"""
+"""Unit tests of the harness that need no GPU: protocol handling, candidate loading, the judge's
+checks, the link to runners, shared memory, direct runners and timing arithmetic. Run:
+python3 -m unittest discover -s harness/tests (with KSEARCH_SANDBOX_EXE naming a ksearch binary,
+runners start in its sandbox; without it, as plain child processes)."""
 
 import json
 import os
+import socket
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np  # noqa: E402
 
-from ksearch_harness import candidates, gauntlet, protocol, stats, timing  # noqa: E402
-from ksearch_harness.arrays import NumpyBackend, draw  # noqa: E402
+from ksearch_harness import candidates, contenders, gauntlet, link, protocol, shared, stats, timing  # noqa: E402
+from ksearch_harness.arrays import draw  # noqa: E402
 
 TASK = {
     "inputs": [{"name": "x", "shape": ["r", "c"], "dtype": "f32", "init": {"uniform": [-1.0, 1.0]}}],
@@ -23,11 +27,28 @@ REF = "import numpy as np\ndef run(x, *, r, c):\n    return (x * 2).astype(np.fl
 
 
 def module(text, file="candidate.py"):
-    return candidates.load({"file": file, "text": text}, "numpy")
+    return candidates.load_module({"file": file, "text": text}, "numpy")
 
 
-def check(candidate_text):
-    return gauntlet.check_seed(NumpyBackend(), TASK, TOL, WORKLOAD, 7, module(REF, "reference.py"), module(candidate_text))
+def settings():
+    return contenders.Settings("numpy", tempfile.mkdtemp(prefix="sandbox-root-"), None)
+
+
+def direct(text, trusted=False):
+    return contenders.DirectContender(settings(), {"file": "candidate.py", "text": text}, "candidate", "candidate.py", trusted)
+
+
+def check(text):
+    """The outputs of one checked call of `text` on WORKLOAD (seed 7), as the judge sees them."""
+    c = direct(text)
+    pool = contenders.Pool(TASK, WORKLOAD, 1)
+    try:
+        c.map_pool(pool)
+        return c.check(pool, TASK, WORKLOAD, 7), pool.input_arrays(0)
+    finally:
+        c.drop_pool(pool)
+        c.stop()
+        pool.close()
 
 
 class Protocol(unittest.TestCase):
@@ -46,21 +67,21 @@ class Protocol(unittest.TestCase):
         return [json.loads(l) for l in data.decode().splitlines()]
 
     def test_malformed_and_wrong_version_requests_get_errors_and_are_skipped(self):
-        ch, fd = self.channel(["{not json", json.dumps({"protocol": 9, "type": "evaluate"}), json.dumps({"protocol": 1, "type": "shutdown"})])
+        ch, fd = self.channel(["{not json", json.dumps({"protocol": 9, "type": "evaluate"}), json.dumps({"protocol": 2, "type": "shutdown"})])
         got = list(ch.requests())
         self.assertEqual([m["type"] for m in got], ["shutdown"])
         replies = self.replies(fd, ch)
         self.assertEqual([r["type"] for r in replies], ["error", "error"])
         self.assertIn("malformed request", replies[0]["message"])
         self.assertIn("protocol version 9", replies[1]["message"])
-        self.assertTrue(all(r["protocol"] == 1 for r in replies))
+        self.assertTrue(all(r["protocol"] == 2 for r in replies))
 
     def test_messages_are_single_json_lines_without_nan(self):
         ch, fd = self.channel([])
         ch.send({"type": "progress", "id": 1, "phase": "check"})
         with self.assertRaises(ValueError):
             ch.send({"type": "result", "x": float("nan")})
-        self.assertEqual(self.replies(fd, ch), [{"protocol": 1, "type": "progress", "id": 1, "phase": "check"}])
+        self.assertEqual(self.replies(fd, ch), [{"protocol": 2, "type": "progress", "id": 1, "phase": "check"}])
 
 
 class Loading(unittest.TestCase):
@@ -87,33 +108,79 @@ class Loading(unittest.TestCase):
         self.assertFalse(candidates.is_build_failure("ValueError: shapes do not match"))
 
 
-class Gauntlet(unittest.TestCase):
-    def test_a_correct_candidate_passes(self):
-        errors, failure = check(REF)
-        self.assertIsNone(failure)
-        self.assertEqual(errors["max_abs_err"], 0.0)
+class Link(unittest.TestCase):
+    def test_messages_keep_their_payloads(self):
+        a, b = socket.socketpair()
+        link.send(a, {"op": "x", "n": 1}, b"\x00\x01payload")
+        header, payload, _ = link.recv(b)
+        self.assertEqual((header["op"], header["n"], payload), ("x", 1, b"\x00\x01payload"))
+        a.close()
+        self.assertIsNone(link.recv(b))
+
+    def test_an_oversized_header_is_refused(self):
+        a, b = socket.socketpair()
+        a.sendall((link.MAX_HEADER + 1).to_bytes(4, "little"))
+        with self.assertRaises(ValueError):
+            link.recv(b)
+
+
+class Shared(unittest.TestCase):
+    def test_guards_catch_a_write_past_an_output(self):
+        layout = shared.Layout(2, [((3, 5), np.float32)], [((3, 5), np.float32), ((7,), np.int32)])
+        region = shared.Region(layout.output_region())
+        shared.poison_slot(layout, region.map, 1)
+        self.assertIsNone(shared.broken_guard(layout, region.map, 1))
+        y = layout.output_views(region.map, 1)[0]
+        self.assertTrue(np.isnan(y).all())
+        region.map[layout.output_offset(1, 0) + y.nbytes] = 0
+        self.assertEqual(shared.broken_guard(layout, region.map, 1), 0)
+        region.close()
+
+    def test_a_runner_cannot_write_the_inputs(self):
+        pool = contenders.Pool(TASK, WORKLOAD, 1)
+        import mmap
+
+        view = mmap.mmap(pool.inputs.ro_fd, pool.layout.input_region(), mmap.MAP_SHARED, mmap.PROT_READ)
+        with self.assertRaises(TypeError):
+            view[0] = 1
+        with self.assertRaises((OSError, PermissionError)):
+            mmap.mmap(pool.inputs.ro_fd, pool.layout.input_region(), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        view.close()
+        pool.close()
+
+
+class DirectRunner(unittest.TestCase):
+    def test_a_correct_candidate_gives_the_reference_outputs(self):
+        (y,), (x,) = check(REF)
+        np.testing.assert_array_equal(y, (x * 2).astype(np.float32))
 
     def test_a_run_that_raises_is_a_candidate_error(self):
         with self.assertRaises(candidates.CandidateError) as e:
             check("def run(x, *, r, c):\n    raise ValueError('bad shapes')\n")
         self.assertIn("bad shapes", str(e.exception))
 
-    def test_wrong_shape_dtype_and_count_are_incorrect(self):
-        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    return (x * 2)[:2].astype(np.float32)\n")
-        self.assertIn("has shape (2, 5); the task declares (3, 5)", f)
-        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    return (x * 2).astype(np.float64)\n")
-        self.assertIn("dtype f64", f)
-        with self.assertRaises(candidates.CandidateError) as e:
-            check("def run(x, *, r, c):\n    return (x, x)\n")
-        self.assertIn("returned 2 output(s)", str(e.exception))
+    def test_wrong_shape_dtype_count_and_mutation_are_bad_outputs(self):
+        for text, part in [
+            ("import numpy as np\ndef run(x, *, r, c):\n    return (x * 2)[:2].astype(np.float32)\n", "has shape (2, 5); the task declares (3, 5)"),
+            ("import numpy as np\ndef run(x, *, r, c):\n    return (x * 2).astype(np.float64)\n", "dtype float64"),
+            ("def run(x, *, r, c):\n    return (x, x)\n", "returned 2 output(s)"),
+            ("import numpy as np\ndef run(x, *, r, c):\n    y = (x * 2).astype(np.float32)\n    x[0, 1] = 5\n    return y\n", "modified input `x` (first at x[0][1])"),
+        ]:
+            with self.assertRaises(contenders.BadOutput) as e:
+                check(text)
+            self.assertIn(part, str(e.exception))
 
-    def test_nan_zeros_and_mutation_are_incorrect(self):
-        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    y = (x * 2).astype(np.float32)\n    y[2, 4] = np.nan\n    return y\n")
+    def test_a_syntax_error_is_a_compile_error(self):
+        with self.assertRaises(candidates.CompileError):
+            direct("def run(x, *, r, c):\n    return = x\n")
+
+
+class Gauntlet(unittest.TestCase):
+    def test_nan_is_located(self):
+        y = np.full((3, 5), 0.5, dtype=np.float32)
+        y[2, 4] = np.nan
+        _, f = gauntlet.compare(TASK["outputs"][0], y, np.full((3, 5), 0.5), TOL["f32"])
         self.assertIn("y[2][4] = nan", f)
-        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    return np.zeros_like(x)\n")
-        self.assertIsNotNone(f)
-        _, f = check("import numpy as np\ndef run(x, *, r, c):\n    y = (x * 2).astype(np.float32)\n    x[0, 1] = 5\n    return y\n")
-        self.assertIn("modified input `x` (first at x[0][1])", f)
 
     def test_all_zero_output_fails_the_norm_check_even_under_atol(self):
         spec = TASK["outputs"][0]
@@ -148,21 +215,32 @@ class TimingArithmetic(unittest.TestCase):
         self.assertEqual(stats.batch_size(30.0, 10.0), 1)
         self.assertEqual(stats.batch_size(0.001, 10.0), 64)
 
-    def test_rotation_is_bounded(self):
-        self.assertEqual(timing.rotation_sets(100 << 20, 512 << 20), 6)
-        self.assertEqual(timing.rotation_sets(1, 0), timing.MAX_SETS)
-        self.assertEqual(timing.rotation_sets(1 << 30, 0), 1)
-
     def test_a_workload_is_timed_per_call_for_every_contender(self):
         plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
-        runs = [module(REF), module("import numpy as np\ndef run(x, *, r, c):\n    return (x + x).astype(np.float32)\n")]
-        out = timing.time_workload(NumpyBackend(), TASK, WORKLOAD, plan, 1, runs)
+        runs = [direct(REF), direct("import numpy as np\ndef run(x, *, r, c):\n    return (x + x).astype(np.float32)\n", trusted=True)]
+        try:
+            out = timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
+        finally:
+            for r in runs:
+                r.stop()
         self.assertEqual(len(out), 2)
         for s in out:
             self.assertGreaterEqual(s["runs"], 3)
             self.assertGreater(s["median_ms"], 0.0)
             self.assertLessEqual(s["p10_ms"], s["median_ms"])
             self.assertLessEqual(s["median_ms"], s["p90_ms"])
+
+    def test_a_wrong_timed_output_is_caught(self):
+        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        cheat = "import numpy as np\n_n = [0]\ndef run(x, *, r, c):\n    _n[0] += 1\n    return (x * (2 if _n[0] < 3 else 3)).astype(np.float32)\n"
+        runs = [direct(cheat), direct(REF, trusted=True)]
+        try:
+            with self.assertRaises(timing.TimedIncorrect) as e:
+                timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
+        finally:
+            for r in runs:
+                r.stop()
+        self.assertIn("while timed", e.exception.message)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ fn the_python_harness_unit_tests_pass() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("python3")
         .args(["-m", "unittest", "discover", "-s", "harness/tests"])
+        // Runners start in ksearch's sandbox, as they do under ksearch.
+        .env("KSEARCH_SANDBOX_EXE", env!("CARGO_BIN_EXE_ksearch"))
         .current_dir(&root)
         .output()
         .unwrap();

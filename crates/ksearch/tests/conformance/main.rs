@@ -101,12 +101,12 @@ macro_rules! conformance_suite {
             #[test]
             fn skipping_a_finished_output_gains_nothing() {
                 let Some(f) = fixture() else { return };
-                let _ = no_faster_than_good(&f, &Behaviour::SkipsFinishedOutput);
+                let _ = no_faster_than_good(&f, &Behaviour::SkipsFinishedOutput, None);
             }
             #[test]
             fn a_replaced_clock_changes_nothing() {
                 let Some(f) = fixture() else { return };
-                let _ = no_faster_than_good(&f, &Behaviour::ClockTamper);
+                let _ = no_faster_than_good(&f, &Behaviour::ClockTamper, None);
             }
             #[test]
             fn infinite_loop_times_out_and_leaves_no_process() {
@@ -229,7 +229,7 @@ fn outcome<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evaluation {
             if e.result.status == Status::Incorrect {
                 assert!(e.result.message.contains(part), "{b:?}: {}", e.result.message);
             } else {
-                return no_faster_than_good(f, b);
+                return no_faster_than_good(f, b, Some(part));
             }
         }
     }
@@ -256,8 +256,9 @@ fn unsafe_is_root() -> bool {
         .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
 }
 
-/// `b` passes, and is not measured faster than the good candidate it contains.
-fn no_faster_than_good<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evaluation {
+/// `b` passes, and is not measured faster than the good candidate it contains (or, when
+/// `caught` is given, is `incorrect` saying so).
+fn no_faster_than_good<F: Fixture>(f: &F, b: &Behaviour, caught: Option<&str>) -> ksearch_eval::Evaluation {
     let mut opts = quick_options();
     if let Some(t) = opts.timing.as_mut() {
         t.min_runs = 15;
@@ -265,6 +266,12 @@ fn no_faster_than_good<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evalua
     }
     let good = f.source(&Behaviour::Good);
     let e = f.evaluate_with(&mut f.evaluator(), b, Some(&good), &opts);
+    if let Some(part) = caught
+        && e.result.status == Status::Incorrect
+    {
+        assert!(e.result.message.contains(part), "{b:?}: {}", e.result.message);
+        return e;
+    }
     assert_eq!(e.result.status, Status::Passed, "{b:?}: {}", e.result.message);
     let vs_good = e.speedup_vs_parent.as_ref().expect("timed against the good one").geomean;
     // Loose bounds: a loaded two-core machine blurs paired timings by up to 2× (seen); the
