@@ -335,7 +335,7 @@ impl Runner {
     /// Wait until `armed` satisfies `ok`: spin briefly when the runner has a CPU of its own,
     /// then sleep on the futex, checking the runner is alive.
     fn await_armed(&mut self, ok: impl Fn(u32) -> bool) -> Result<u32, Lost> {
-        let spin_until = Instant::now() + if self.spin { Duration::from_micros(50) } else { Duration::ZERO };
+        let spin_until = Instant::now() + if self.spin { Duration::from_micros(200) } else { Duration::ZERO };
         let mut n = 0u32;
         loop {
             let w = &self.control().armed;

@@ -18,9 +18,10 @@ use crate::shm::Shared;
 /// Where the control page is passed.
 pub(crate) const RUNNER_CONTROL_FD: i32 = 4;
 
-/// How long to spin on the doorbell before sleeping on it: the judge rings within microseconds
-/// of seeing the runner armed, and spinning longer would be CPU used outside the timed calls.
-const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_micros(100);
+/// How long to spin on the doorbell before sleeping on it: a judge that is awake rings within
+/// a microsecond of seeing the runner armed; one that is not will ask the runner to spin again
+/// when it is. Spinning longer would be CPU used outside the timed calls.
+const SPIN_LIMIT: std::time::Duration = std::time::Duration::from_micros(20);
 
 struct Pool {
     /// Keeps the mappings alive while `pointers` points into them.
