@@ -252,7 +252,8 @@ class Runner:
             got = recv(self.sock)
         except (OSError, ValueError) as e:
             self.kill()
-            raise self.lose(f"it broke the protocol: {e}") from None
+            self.lost = RunnerLost(f"broke the protocol ({e}) and was stopped")
+            raise self.lost from None
         if got is None:
             raise self.lose("its socket closed")
         return got[0], got[1]

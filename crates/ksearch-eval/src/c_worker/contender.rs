@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::futex;
 use super::link::{
     BATCH_OFFSET, CONTROL_BYTES, Control, FromRunner, Layout, MAX_BATCH, RUNNER_SOCKET_FD, SEQ_MASK,
-    SLEEPING, ToRunner, now_ns, recv, recv_stamped, send, socket_pair, stamp_messages,
+    ToRunner, now_ns, recv, recv_stamped, send, socket_pair, stamp_messages,
 };
 use super::runner::RUNNER_CONTROL_FD;
 use crate::sandbox::{Confinement, Limits, Sandbox, SandboxSpec, Sandboxed};
@@ -148,6 +148,18 @@ impl Runner {
         self.process.cpu_time()
     }
 
+    /// Stop a runner that broke the protocol, and say so (it did not crash: it was stopped).
+    fn stop_for(&mut self, why: &str) -> Lost {
+        self.process.kill();
+        let lost = Lost {
+            message: format!("broke the protocol ({why}) and was stopped"),
+            signalled: false,
+            fault: None,
+        };
+        self.lost = Some(lost.clone());
+        lost
+    }
+
     /// How the runner ended, once it stopped answering.
     fn lose(&mut self, why: &str) -> Lost {
         if let Some(l) = &self.lost {
@@ -197,11 +209,7 @@ impl Runner {
         match recv::<FromRunner>(self.sock.as_fd()) {
             Ok(Some((reply, _))) => Ok(reply),
             Ok(None) => Err(self.lose("its socket closed")),
-            Err(e) => {
-                let why = format!("it sent a malformed answer: {e}");
-                self.process.kill();
-                Err(self.lose(&why))
-            }
+            Err(e) => Err(self.stop_for(&format!("a malformed answer: {e}"))),
         }
     }
 
@@ -252,9 +260,7 @@ impl Runner {
     }
 
     fn protocol(&mut self, got: &FromRunner) -> Lost {
-        let why = format!("it answered {got:?} out of turn");
-        self.process.kill();
-        self.lose(&why)
+        self.stop_for(&format!("it answered {got:?} out of turn"))
     }
 
     /// Call the kernel once on each of `sets`, untimed.
@@ -299,19 +305,21 @@ impl Runner {
         if send(self.sock.as_fd(), &msg, &[]).is_err() {
             return Err(self.lose("its socket closed"));
         }
-        // Start the clock only while the runner spins: if it fell asleep, ask it to spin again.
-        let armed = self.await_armed(|v| v & SEQ_MASK == seq)?;
-        if armed != seq && self.spin {
+        // Start the clock only while the runner spins: if it fell asleep, ring the bell so that
+        // it spins again (each ring costs it one short spin).
+        let mut armed = self.await_armed(|v| v & SEQ_MASK == seq, None)?;
+        while armed != seq && self.spin {
             let control = self.control();
-            control.go.store(seq | SLEEPING, Ordering::Release);
-            futex::wake(&control.go);
-            self.await_armed(|v| v == seq)?;
+            control.bell.fetch_add(1, Ordering::AcqRel);
+            futex::wake(&control.bell);
+            armed = self.await_armed(|v| v == seq, Some(Duration::from_millis(5)))?;
         }
         let control = self.control();
         let start = now_ns();
         let started = Instant::now();
         control.go.store(seq, Ordering::Release);
-        futex::wake(&control.go);
+        control.bell.fetch_add(1, Ordering::AcqRel);
+        futex::wake(&control.bell);
         match recv_stamped::<FromRunner>(self.sock.as_fd()) {
             Ok(Some((FromRunner::Done, _, stamp))) => {
                 let ns = stamp.map_or(-1, |s| s - start);
@@ -324,18 +332,16 @@ impl Runner {
             }
             Ok(Some((other, _, _))) => Err(self.protocol(&other)),
             Ok(None) => Err(self.lose("its socket closed")),
-            Err(e) => {
-                let why = format!("it sent a malformed answer: {e}");
-                self.process.kill();
-                Err(self.lose(&why))
-            }
+            Err(e) => Err(self.stop_for(&format!("a malformed answer: {e}"))),
         }
     }
 
-    /// Wait until `armed` satisfies `ok`: spin briefly when the runner has a CPU of its own,
-    /// then sleep on the futex, checking the runner is alive.
-    fn await_armed(&mut self, ok: impl Fn(u32) -> bool) -> Result<u32, Lost> {
-        let spin_until = Instant::now() + if self.spin { Duration::from_micros(200) } else { Duration::ZERO };
+    /// Wait until `armed` satisfies `ok` (or, with `limit`, until that much time has passed):
+    /// spin briefly when the runner has a CPU of its own, then sleep on the futex, checking the
+    /// runner is alive. Returns the last value read.
+    fn await_armed(&mut self, ok: impl Fn(u32) -> bool, limit: Option<Duration>) -> Result<u32, Lost> {
+        let start = Instant::now();
+        let spin_until = start + if self.spin { Duration::from_micros(200) } else { Duration::ZERO };
         let mut n = 0u32;
         loop {
             let w = &self.control().armed;
@@ -344,11 +350,14 @@ impl Runner {
                 return Ok(v);
             }
             n = n.wrapping_add(1);
+            if limit.is_some_and(|l| start.elapsed() >= l) {
+                return Ok(v);
+            }
             if n % 64 != 0 || Instant::now() < spin_until {
                 std::hint::spin_loop();
                 continue;
             }
-            futex::wait(w, v, Some(Duration::from_millis(10)));
+            futex::wait(w, v, Some(Duration::from_millis(limit.map_or(10, |_| 1))));
             if self.process.try_wait().is_some() {
                 return Err(self.lose("it died"));
             }

@@ -125,9 +125,9 @@ impl Layout {
     }
 }
 
-/// The control page: the judge rings `go`, the runner answers `armed`. Each field on its own
-/// cache line, so neither side's writes slow the other's reads. The sets of a timed batch
-/// follow the page (`BATCH_OFFSET`).
+/// The control page: the judge rings `go` (and `bell`, which a sleeping runner sleeps on), the
+/// runner answers `armed`. Each field on its own cache line, so neither side's writes slow the
+/// other's reads. The sets of a timed batch follow the page (`BATCH_OFFSET`).
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub(crate) struct Control {
@@ -135,6 +135,9 @@ pub(crate) struct Control {
     _pad0: [u8; 60],
     pub(crate) armed: AtomicU32,
     _pad1: [u8; 60],
+    /// Bumped by the judge with every `go`, and to ask a sleeping runner to spin again.
+    pub(crate) bell: AtomicU32,
+    _pad2: [u8; 60],
     /// Set by the runner's fault handler: the address of an invalid access, with `fault` = 1.
     pub(crate) fault: AtomicU32,
     pub(crate) fault_addr: AtomicU64,
@@ -175,9 +178,9 @@ pub(crate) fn now_ns() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
-/// In `armed`: the runner stopped spinning and sleeps until `go` changes. In `go`: "spin
-/// again" (the judge starts the clock only while the runner spins, so that no wake-up latency
-/// lands in a timed batch).
+/// In `armed`: the runner stopped spinning and sleeps until `bell` rings. The judge starts its
+/// clock only while the runner spins, so that no wake-up latency lands in a timed batch; when
+/// it finds the runner asleep, it rings `bell` without `go` to make it spin again.
 pub(crate) const SLEEPING: u32 = 1 << 31;
 /// Batch numbers use the other bits.
 pub(crate) const SEQ_MASK: u32 = SLEEPING - 1;

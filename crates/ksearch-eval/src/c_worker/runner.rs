@@ -63,18 +63,18 @@ fn install_fault_handler() {
 
 /// Get ready for batch `seq` and wait for the judge's `go`: announce `armed` and spin (when the
 /// judge has a CPU of its own), so that the judge can start its clock knowing the runner reacts
-/// at once; after `SPIN_LIMIT`, announce sleeping and sleep until the judge rings (`go` =
-/// `seq`) or asks for spinning again (`seq | SLEEPING`).
+/// at once; after `SPIN_LIMIT`, announce sleeping and sleep until the judge rings `bell`: with
+/// `go` (start) or without (spin again).
 fn await_go(control: &Control, seq: u32, spin: bool) {
     loop {
+        let bell = control.bell.load(Ordering::Acquire);
         if spin {
             control.armed.store(seq, Ordering::Release);
             super::futex::wake(&control.armed);
             let until = std::time::Instant::now() + SPIN_LIMIT;
             let mut spins = 0u32;
             loop {
-                let go = control.go.load(Ordering::Acquire);
-                if go == seq {
+                if control.go.load(Ordering::Acquire) == seq {
                     return;
                 }
                 spins = spins.wrapping_add(1);
@@ -87,14 +87,13 @@ fn await_go(control: &Control, seq: u32, spin: bool) {
         control.armed.store(seq | SLEEPING, Ordering::Release);
         super::futex::wake(&control.armed);
         loop {
-            let go = control.go.load(Ordering::Acquire);
-            if go == seq {
+            if control.go.load(Ordering::Acquire) == seq {
                 return;
             }
-            if go == seq | SLEEPING {
+            if control.bell.load(Ordering::Acquire) != bell {
                 break;
             }
-            super::futex::wait(&control.go, go, None);
+            super::futex::wait(&control.bell, bell, None);
         }
     }
 }
