@@ -42,19 +42,24 @@ class Settings:
 
 
 class DirectContender:
-    """A module run in a direct runner (numpy target)."""
+    """A module run in a direct runner (numpy target). Starting it spawns the runner;
+    `finish()` loads the module (so that several runners start at once)."""
 
     def __init__(self, settings, source, role, label, trusted, env=None):
         self.role, self.label, self.trusted = role, label, trusted
         self.settings = settings
+        self.source = source
         self.runner = Runner("direct", settings.target, settings.root_dir, False, settings.memory, settings.runner_cpu, env)
         self.confinement = self.runner.confinement
-        reply, _ = self.runner.request({"op": "load", "source": source})
+        self.pools = {}
+
+    def finish(self):
+        reply, _ = self.runner.request({"op": "load", "source": self.source})
         if reply["op"] == "compile_error":
             raise CompileError(reply["message"])
         if reply["op"] != "loaded":
             raise CandidateError(reply.get("message", repr(reply)))
-        self.pools = {}
+        return self
 
     def cpu_time(self):
         return self.runner.cpu_time()
@@ -134,11 +139,18 @@ class DirectContender:
 
 class GraphContender:
     """A module traced into graphs (in a tracer runner when untrusted, here when trusted) and
-    run by an executor runner (MLX targets)."""
+    run by an executor runner (MLX targets). Starting it spawns the runners; `finish()` traces
+    and loads (so that several runners start at once)."""
 
     def __init__(self, settings, source, role, label, trusted, task, workloads, env=None):
         self.role, self.label, self.trusted = role, label, trusted
-        self.task = task
+        self.task, self.workloads, self.source, self.settings = task, workloads, source, settings
+        self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
+        self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
+        self.confinement = (self.tracer or self.runner).confinement
+
+    def finish(self):
+        settings, source, task, workloads = self.settings, self.source, self.task, self.workloads
         specs = [
             {
                 "name": w["name"],
@@ -148,18 +160,16 @@ class GraphContender:
             }
             for w in workloads
         ]
-        if trusted:
+        if self.tracer is None:
             from .arrays import backend_for
             from .runner import export
 
             backend = backend_for(settings.target)
             run = load_module(source, settings.target)
             blobs = [export(backend.mx, backend, run, w) for w in specs]
-            self.confinement = None
         else:
-            tracer = Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
+            tracer = self.tracer
             try:
-                self.confinement = tracer.confinement
                 reply, _ = tracer.request({"op": "load", "source": source})
                 if reply["op"] == "compile_error":
                     raise CompileError(reply["message"])
@@ -177,9 +187,6 @@ class GraphContender:
                     pos += n
             finally:
                 tracer.kill()
-        self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
-        if self.confinement is None:
-            self.confinement = self.runner.confinement
         reply, _ = self.runner.request(
             {"op": "functions", "names": [w["name"] for w in workloads], "sizes": [len(b) for b in blobs]},
             b"".join(blobs),
@@ -191,6 +198,7 @@ class GraphContender:
             w["name"]: [{"name": s["name"], "shape": list(shape_of(s, w["axes"])), "dtype": s["dtype"]} for s in task["outputs"]]
             for w in workloads
         }
+        return self
 
     def cpu_time(self):
         return None
@@ -259,6 +267,8 @@ class GraphContender:
         return got
 
     def stop(self):
+        if self.tracer is not None:
+            self.tracer.kill()
         self.runner.kill()
 
 

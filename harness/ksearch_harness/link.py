@@ -191,9 +191,9 @@ class Runner:
                                 "private_root": False, "seccomp": False, "uid": os.getuid(),
                                 "missing": ["started without the sandbox launcher (KSEARCH_SANDBOX_EXE unset)"]}
         self.lost = None
-        hello = self.receive()
-        if hello[0].get("op") != "hello":
-            raise self.lose(f"it began with {hello[0]!r}")
+        # The runner's hello is read with its first answer, so that starting several runners
+        # overlaps their interpreters' start-up.
+        self.greeted = False
 
     def cpu_time(self):
         """`(seconds, precise)`: CPU time the runner has used (Linux), or None. Precise means the
@@ -242,6 +242,11 @@ class Runner:
             raise self.lose(f"its socket closed: {e}") from None
 
     def receive(self, timeout=None):
+        if not self.greeted:
+            self.greeted = True
+            hello = self.receive(timeout)
+            if hello[0].get("op") != "hello":
+                raise self.lose(f"it began with {hello[0]!r}")
         if self.lost is not None:
             raise self.lost
         if timeout is not None:

@@ -90,8 +90,20 @@ def run_phases(backend, req, channel, result, settings, contenders):
         reference = load_module(req["reference"], settings.target)
     except (CompileError, CandidateError) as e:
         raise TaskFault(f"the reference does not load: {e}") from None
+    # Every runner is started first, so their interpreters start side by side; each is then
+    # loaded in turn.
+    pending = []
     try:
-        candidate = start(settings, graph, req["candidate"], "candidate", req["candidate"]["file"], False, task, req["workloads"])
+        for c in [None] + req["compare"]:
+            if c is None:
+                pending.append(start(settings, graph, req["candidate"], "candidate", req["candidate"]["file"], False, task, req["workloads"]))
+            else:
+                pending.append(start(settings, graph, c["source"], c["role"], c["label"], c["role"] in TRUSTED_ROLES, task, req["workloads"], c.get("env")))
+            contenders.append(pending[-1])
+    except RunnerLost as e:
+        raise TaskFault(f"a runner could not be started: {e}") from None
+    try:
+        candidate = pending[0].finish()
     except CompileError as e:
         log = str(e)
         result["compile"] = compile_report(backend, log, t)
@@ -102,12 +114,11 @@ def run_phases(backend, req, channel, result, settings, contenders):
             result["compile"] = compile_report(backend, message, t)
             raise Outcome("compile_error", "the kernel does not build: " + message.splitlines()[-1]) from None
         raise lost("the candidate", e, "compile phase") from None
-    contenders.append(candidate)
     result["sandbox"] = candidate.confinement
-    for c in req["compare"]:
+    for c, contender in zip(req["compare"], pending[1:]):
         trusted = c["role"] in TRUSTED_ROLES
         try:
-            contenders.append(start(settings, graph, c["source"], c["role"], c["label"], trusted, task, req["workloads"], c.get("env")))
+            contender.finish()
         except (CompileError, CandidateError, RunnerLost) as e:
             if trusted:
                 raise TaskFault(f"the {c['role']} `{c['label']}` does not load: {e}") from None

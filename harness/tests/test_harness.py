@@ -35,7 +35,7 @@ def settings():
 
 
 def direct(text, trusted=False):
-    return contenders.DirectContender(settings(), {"file": "candidate.py", "text": text}, "candidate", "candidate.py", trusted)
+    return contenders.DirectContender(settings(), {"file": "candidate.py", "text": text}, "candidate", "candidate.py", trusted).finish()
 
 
 def check(text):

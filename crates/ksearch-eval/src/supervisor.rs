@@ -180,3 +180,87 @@ fn where_(place: &Option<(Phase, Option<String>)>) -> String {
         None => " before it reported any progress".to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksearch_core::protocol::{CheckPlan, Contender, Role, TimingPlan};
+    use ksearch_core::task::{Source, Workload, parse_task};
+
+    fn request(id: u64) -> EvaluateRequest {
+        let task = parse_task(include_str!("../../../tasks/cpu/softmax/task.toml"), "task.toml")
+            .expect("the softmax task parses");
+        let src = Source {
+            file: "x.c".into(),
+            text: String::new(),
+        };
+        EvaluateRequest {
+            id,
+            task,
+            reference: src.clone(),
+            candidate: src.clone(),
+            compare: vec![Contender {
+                role: Role::Baseline,
+                label: "reference".into(),
+                source: src,
+                libs: Vec::new(),
+                env: Default::default(),
+            }],
+            workloads: vec![Workload {
+                name: "small".into(),
+                axes: Default::default(),
+            }],
+            check: CheckPlan::from_base_seed(1, 3),
+            timing: Some(TimingPlan::default()),
+        }
+    }
+
+    /// A worker that says hello, reads one request, then writes `reply` on its message channel.
+    fn fake_worker(reply: &str) -> Supervisor {
+        let script = format!(
+            "echo '{{\"protocol\":2,\"type\":\"hello\",\"backend\":\"fake\",\"version\":\"0\",\"pid\":1}}' >&4; read line <&3; echo '{reply}' >&4; sleep 5"
+        );
+        Supervisor::new(WorkerCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script],
+            env: Vec::new(),
+            startup_timeout: Duration::from_secs(10),
+        })
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_protocol_message_voids_the_evaluation() {
+        let mut s = fake_worker("{\"protocol\":2,\"type\":\"result\" and then garbage");
+        let r = s.evaluate(&request(7), Duration::from_secs(20)).unwrap();
+        assert_eq!(r.status, Status::Rejected, "{}", r.message);
+        assert!(r.message.contains("not a protocol message"), "{}", r.message);
+    }
+
+    #[test]
+    fn a_result_that_does_not_answer_the_request_is_refused() {
+        // A well-formed `passed` result, but for another request and with an infinite speedup's
+        // zero time: neither may be believed.
+        let forged = r#"{"protocol":2,"type":"result","id":7,"status":"passed","message":"FORGED","workloads":[{"name":"small","status":"passed","errors":{"max_abs_err":0,"max_rel_err":0,"norm_rel_err":0,"seeds_checked":4},"timings":[{"role":"candidate","label":"x.c","stats":{"median_ms":0,"p10_ms":0,"p90_ms":0,"runs":5,"calls_per_sample":1,"samples_ms":[0,0,0,0,0]}},{"role":"baseline","label":"reference","stats":{"median_ms":1,"p10_ms":1,"p90_ms":1,"runs":5,"calls_per_sample":1,"samples_ms":[1,1,1,1,1]}}]}],"phases":{"compile_s":0,"check_s":0,"timing_s":0},"output":{"bytes":0,"head":"","tail":""}}"#;
+        let mut s = fake_worker(forged);
+        let r = s.evaluate(&request(7), Duration::from_secs(20)).unwrap();
+        assert_eq!(r.status, Status::Rejected, "{}", r.message);
+        assert!(r.message.contains("positive"), "{}", r.message);
+        assert!(r.workloads.is_empty());
+    }
+
+    #[test]
+    fn the_directory_of_a_killed_orchestrator_is_swept() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = std::env::temp_dir().join(format!("ksearch-worker-{dead}-test"));
+        std::fs::create_dir_all(stale.join("builds")).unwrap();
+        let mine = std::env::temp_dir().join(format!("ksearch-worker-{}-live", std::process::id()));
+        std::fs::create_dir_all(&mine).unwrap();
+        let mut s = fake_worker("{}");
+        let _ = s.evaluate(&request(1), Duration::from_secs(20));
+        assert!(!stale.exists(), "{} was left", stale.display());
+        assert!(mine.exists(), "a live orchestrator's directory was removed");
+        std::fs::remove_dir_all(mine).unwrap();
+    }
+}

@@ -151,7 +151,8 @@ pub(crate) struct EvalFlags {
     /// Warm-up per contender and workload, in milliseconds (0 to 3600000).
     #[arg(long, default_value_t = 50.0, value_parser = ms)]
     pub(crate) warmup_ms: f64,
-    /// mlx tasks: the GPU target, `metal` or `cuda` [default: the GPU MLX finds].
+    /// mlx tasks: the GPU target, `metal` or `cuda` (`numpy` and MLX's `cpu` run the test
+    /// suite's tasks without a GPU) [default: the GPU MLX finds].
     #[arg(long)]
     pub(crate) target: Option<String>,
     /// mlx tasks: the Python interpreter that has MLX [default: python3].

@@ -23,6 +23,13 @@ fn main() {
             });
         }
     };
+    // Nothing may read this process's memory or environment (it holds API keys), not even a
+    // process of the same user: /proc/<pid>/environ and /proc/<pid>/mem close.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl on ourselves.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
     let code = match commands::run(cli.command) {
         Ok(code) => code,
         Err(err) => {

@@ -64,8 +64,13 @@ pub fn run() -> i32 {
     };
     // SAFETY: no other thread exists yet that could read the environment.
     unsafe { std::env::remove_var(PROTOCOL_FDS_VAR) };
-    // SAFETY: the supervisor opened these descriptors for us and nothing else owns them.
-    let (requests, messages) = unsafe { (File::from_raw_fd(req_fd), File::from_raw_fd(msg_fd)) };
+    // SAFETY: the supervisor opened these descriptors for us and nothing else owns them. They
+    // are closed on exec, so no program this worker starts inherits them.
+    let (requests, messages) = unsafe {
+        libc::fcntl(req_fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(msg_fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        (File::from_raw_fd(req_fd), File::from_raw_fd(msg_fd))
+    };
     std::panic::set_hook(Box::new(move |info| {
         // SAFETY: the message fd stays open for the life of the process; ManuallyDrop keeps
         // this handle from closing it.

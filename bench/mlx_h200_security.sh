@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The hardened evaluator on the H200 through MLX's CUDA backend, in steps that fit one device
+# call each (MLX installed in /tmp/site by .device/mlx2/install.sh, see bench/mlx_h200.sh):
+#   probe   a GPU runner's confinement and the seeds of the three MLX tasks, timed
+#   sdpa    the SDPA cross-check (bench/mlx_sdpa_check.sh) with the new evaluator, and the wall
+#           time of one `eval mlx/attention` by the old and the new evaluator, alternately
+#   hostile bench/mlx_hostile.py against mlx/selective_state_update (workload b16)
+# Usage: bash bench/mlx_h200_security.sh STEP   (results in $OUT/STEP.tgz)
+set -uo pipefail
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+K=${KSEARCH:-.device/bin/ksearch}
+OLD=${KSEARCH_OLD:-.device/bin/ksearch-old}
+step=$1
+R=/tmp/ksearch-$step
+mkdir -p "$R"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$R/gpu.csv" 2>&1
+case "$step" in
+  probe)
+    # MLX on the GPU inside the sandbox, before anything else.
+    python3 - "$K" > "$R/sandbox-gpu.txt" 2>&1 <<'PY'
+import json, os, subprocess, sys, tempfile
+root = tempfile.mkdtemp()
+r, w = os.pipe()
+paths = sorted({p for p in sys.path if p.startswith('/') and os.path.exists(p)} | {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))})
+spec = dict(program=os.path.realpath(sys.executable), args=["-c", "import mlx.core as mx; print('cuda', mx.cuda.is_available()); a = mx.ones((1 << 20,)); mx.eval(a * 2); print('sum', (a * 2).sum().item())"],
+            env=[[k, v] for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH") or k.startswith(("CUDA_", "NVIDIA_"))] + [["HOME", "/tmp"]],
+            cwd="/tmp", root_dir=root, read_only=paths, writable=[], tmp_bytes=1 << 30, gpu=True, allow_fork=False, cpu=None,
+            limits=dict(memory_bytes=32 << 30, cpu_seconds=600, file_bytes=1 << 30, processes=1 << 16, open_files=4096), keep_fds=[], report_fd=w)
+p = subprocess.Popen([sys.argv[1], "sandbox", json.dumps(spec)], pass_fds=[w])
+os.close(w)
+print(os.fdopen(r).read()); print("exit", p.wait())
+PY
+    cat "$R/sandbox-gpu.txt"
+    for t in selective_state_update selective_scan attention; do
+      s=$(date +%s%N)
+      "$K" eval "mlx/$t" --target cuda --json > "$R/seed-$t.json" 2> "$R/seed-$t.err"
+      echo "$t: $(( ($(date +%s%N) - s) / 1000000 )) ms wall" >> "$R/seed-$t.err"
+      python3 -c "import json,sys; j=json.load(open('$R/seed-$t.json')); print('$t', j['status'], j['message'][:200]); print(' sandbox', j.get('sandbox')); [print(' ', w['name'], w['latency_ms'], w['baseline_latency_ms']) for w in j['workloads']]" || tail -20 "$R/seed-$t.err"
+      tail -1 "$R/seed-$t.err"
+    done
+    ;;
+  sdpa)
+    OUT="$R/sdpa" REPS=2 KSEARCH="$K" bash bench/mlx_sdpa_check.sh | tee "$R/sdpa.txt"
+    for i in 1 2; do
+      for b in "$OLD" "$K"; do
+        s=$(date +%s%N)
+        "$b" eval mlx/attention --target cuda --json > "$R/wall-$(basename "$b")-$i.json"
+        echo "$(basename "$b") $i $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$R/wall.txt"
+      done
+    done
+    ;;
+  hostile)
+    python3 bench/mlx_hostile.py "$K" mlx/selective_state_update cuda "$R/hostile" b16 | tee "$R/hostile.txt"
+    ;;
+esac
+tar czf "${OUT:-/tmp}/$step.tgz" -C "$R" .
