@@ -93,7 +93,8 @@ def recv(sock, with_fds=False):
 
 def python_paths():
     """What this interpreter needs to run, to expose read-only in a sandbox."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.abspath(sys.executable),
+             os.path.dirname(os.path.realpath(sys.executable))}
     paths.update(p for p in sys.path if p and os.path.isabs(p))
     for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         if p and os.path.isabs(p):
@@ -129,7 +130,9 @@ class Runner:
         self.sock = ours
         if exe:
             spec = {
-                "program": os.path.realpath(sys.executable),
+                # The interpreter as invoked (a virtual environment's is a link whose
+                # pyvenv.cfg sits beside it), not the file it links to.
+                "program": os.path.abspath(sys.executable),
                 "args": args,
                 "env": sorted(runner_env(env).items()),
                 "cwd": "/tmp",

@@ -102,6 +102,7 @@ def run_phases(backend, req, channel, result, settings, contenders):
             contenders.append(pending[-1])
     except RunnerLost as e:
         raise TaskFault(f"a runner could not be started: {e}") from None
+    result["sandbox"] = pending[0].confinement
     try:
         candidate = pending[0].finish()
     except CompileError as e:
@@ -114,7 +115,6 @@ def run_phases(backend, req, channel, result, settings, contenders):
             result["compile"] = compile_report(backend, message, t)
             raise Outcome("compile_error", "the kernel does not build: " + message.splitlines()[-1]) from None
         raise lost("the candidate", e, "compile phase") from None
-    result["sandbox"] = candidate.confinement
     for c, contender in zip(req["compare"], pending[1:]):
         trusted = c["role"] in TRUSTED_ROLES
         try:
