@@ -298,7 +298,11 @@ impl Confinement {
         if self.is_full() {
             format!(
                 "sandboxed (user, pid, network and mount namespaces{}, seccomp; uid {})",
-                if self.user_namespace { "" } else { " without a user namespace" },
+                if self.user_namespace {
+                    ""
+                } else {
+                    " without a user namespace"
+                },
                 self.uid
             )
         } else {
@@ -306,7 +310,6 @@ impl Confinement {
         }
     }
 }
-
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompileReport {

@@ -12,7 +12,6 @@ use ksearch_core::protocol::{
 use crate::error::EvalError;
 use crate::worker_process::{Incoming, WorkerCommand, WorkerProcess, describe_exit};
 
-
 /// Runs evaluations on one worker at a time, restarting it whenever it is lost.
 #[derive(Debug)]
 pub struct Supervisor {
@@ -188,8 +187,11 @@ mod tests {
     use ksearch_core::task::{Source, Workload, parse_task};
 
     fn request(id: u64) -> EvaluateRequest {
-        let task = parse_task(include_str!("../../../tasks/cpu/softmax/task.toml"), "task.toml")
-            .expect("the softmax task parses");
+        let task = parse_task(
+            include_str!("../../../tasks/cpu/softmax/task.toml"),
+            "task.toml",
+        )
+        .expect("the softmax task parses");
         let src = Source {
             file: "x.c".into(),
             text: String::new(),
@@ -233,7 +235,11 @@ mod tests {
         let mut s = fake_worker("{\"protocol\":2,\"type\":\"result\" and then garbage");
         let r = s.evaluate(&request(7), Duration::from_secs(20)).unwrap();
         assert_eq!(r.status, Status::Rejected, "{}", r.message);
-        assert!(r.message.contains("not a protocol message"), "{}", r.message);
+        assert!(
+            r.message.contains("not a protocol message"),
+            "{}",
+            r.message
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! for, and only finite, positive, ordered numbers. Nothing else reaches the caller, and with it
 //! the run store: a result that fails is replaced by a `rejected` one that says why.
 
-use ksearch_core::protocol::{EvaluateRequest, EvaluateResult, Phases, Role, Status, WorkloadReport};
+use ksearch_core::protocol::{
+    EvaluateRequest, EvaluateResult, Phases, Role, Status, WorkloadReport,
+};
 use ksearch_core::stats::TimingStats;
 
 /// Longest message kept from a worker.
@@ -18,9 +20,15 @@ fn finite_nonneg(x: f64, what: &str) -> Result<(), String> {
 }
 
 fn check_stats(s: &TimingStats, what: &str) -> Result<(), String> {
-    for (v, name) in [(s.median_ms, "median"), (s.p10_ms, "p10"), (s.p90_ms, "p90")] {
+    for (v, name) in [
+        (s.median_ms, "median"),
+        (s.p10_ms, "p10"),
+        (s.p90_ms, "p90"),
+    ] {
         if !(v.is_finite() && v > 0.0) {
-            return Err(format!("{what}: {name} time {v} ms is not a positive finite number"));
+            return Err(format!(
+                "{what}: {name} time {v} ms is not a positive finite number"
+            ));
         }
     }
     if !(s.p10_ms <= s.median_ms && s.median_ms <= s.p90_ms) {
@@ -30,11 +38,18 @@ fn check_stats(s: &TimingStats, what: &str) -> Result<(), String> {
         ));
     }
     if s.runs == 0 || s.calls_per_sample == 0 {
-        return Err(format!("{what}: {} runs of {} calls", s.runs, s.calls_per_sample));
+        return Err(format!(
+            "{what}: {} runs of {} calls",
+            s.runs, s.calls_per_sample
+        ));
     }
     if !s.samples_ms.is_empty() {
         if s.samples_ms.len() != s.runs {
-            return Err(format!("{what}: {} samples for {} runs", s.samples_ms.len(), s.runs));
+            return Err(format!(
+                "{what}: {} samples for {} runs",
+                s.samples_ms.len(),
+                s.runs
+            ));
         }
         if let Some(bad) = s.samples_ms.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
             return Err(format!("{what}: a sample of {bad} ms"));
@@ -55,7 +70,10 @@ fn check_workload(req: &EvaluateRequest, w: &WorkloadReport, passed: bool) -> Re
     }
     if passed {
         if w.status != Status::Passed {
-            return Err(format!("workload `{}` is {} in a passed result", w.name, w.status));
+            return Err(format!(
+                "workload `{}` is {} in a passed result",
+                w.name, w.status
+            ));
         }
         let e = w
             .errors
@@ -75,10 +93,15 @@ fn check_workload(req: &EvaluateRequest, w: &WorkloadReport, passed: bool) -> Re
         }
         return Ok(());
     }
-    let expected: Vec<(Role, &str)> = std::iter::once((Role::Candidate, req.candidate.file.as_str()))
-        .chain(req.compare.iter().map(|c| (c.role, c.label.as_str())))
+    let expected: Vec<(Role, &str)> =
+        std::iter::once((Role::Candidate, req.candidate.file.as_str()))
+            .chain(req.compare.iter().map(|c| (c.role, c.label.as_str())))
+            .collect();
+    let got: Vec<(Role, &str)> = w
+        .timings
+        .iter()
+        .map(|t| (t.role, t.label.as_str()))
         .collect();
-    let got: Vec<(Role, &str)> = w.timings.iter().map(|t| (t.role, t.label.as_str())).collect();
     if got != expected {
         return Err(format!(
             "workload `{}` times {got:?}, but {expected:?} were asked for",
@@ -86,7 +109,10 @@ fn check_workload(req: &EvaluateRequest, w: &WorkloadReport, passed: bool) -> Re
         ));
     }
     for t in &w.timings {
-        check_stats(&t.stats, &format!("workload `{}`, {} `{}`", w.name, t.role, t.label))?;
+        check_stats(
+            &t.stats,
+            &format!("workload `{}`, {} `{}`", w.name, t.role, t.label),
+        )?;
     }
     Ok(())
 }
@@ -100,28 +126,40 @@ fn check_phases(p: &Phases) -> Result<(), String> {
 /// Whether `result` is a possible answer to `req`; why not.
 pub(crate) fn check(req: &EvaluateRequest, result: &EvaluateResult) -> Result<(), String> {
     if result.id != req.id {
-        return Err(format!("it answers request {} instead of {}", result.id, req.id));
+        return Err(format!(
+            "it answers request {} instead of {}",
+            result.id, req.id
+        ));
     }
     check_phases(&result.phases)?;
     if let Some(c) = &result.compile {
         finite_nonneg(c.seconds, "compile seconds")?;
     }
     let passed = result.status == Status::Passed;
-    if matches!(result.status, Status::Timeout | Status::Crashed | Status::Rejected) && !result.workloads.is_empty() {
+    if matches!(
+        result.status,
+        Status::Timeout | Status::Crashed | Status::Rejected
+    ) && !result.workloads.is_empty()
+    {
         return Err(format!("a {} result reports workloads", result.status));
     }
     if passed {
         let names: Vec<&str> = result.workloads.iter().map(|w| w.name.as_str()).collect();
         let asked: Vec<&str> = req.workloads.iter().map(|w| w.name.as_str()).collect();
         if names != asked {
-            return Err(format!("it reports workloads {names:?}, but {asked:?} were asked for"));
+            return Err(format!(
+                "it reports workloads {names:?}, but {asked:?} were asked for"
+            ));
         }
     } else if let Some(w) = result
         .workloads
         .iter()
         .find(|w| !req.workloads.iter().any(|r| r.name == w.name))
     {
-        return Err(format!("it reports workload `{}`, which was not asked for", w.name));
+        return Err(format!(
+            "it reports workload `{}`, which was not asked for",
+            w.name
+        ));
     }
     for w in &result.workloads {
         check_workload(req, w, passed)?;
@@ -157,7 +195,7 @@ pub(crate) fn validated(req: &EvaluateRequest, mut result: EvaluateResult) -> Ev
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ksearch_core::protocol::{CheckPlan, ContenderTiming, Contender, ErrorStats, TimingPlan};
+    use ksearch_core::protocol::{CheckPlan, Contender, ContenderTiming, ErrorStats, TimingPlan};
     use ksearch_core::task::{Source, Workload};
 
     fn request() -> EvaluateRequest {
@@ -169,16 +207,28 @@ mod tests {
         EvaluateRequest {
             id: 7,
             task: spec,
-            reference: Source { file: "r.c".into(), text: String::new() },
-            candidate: Source { file: "c.c".into(), text: String::new() },
+            reference: Source {
+                file: "r.c".into(),
+                text: String::new(),
+            },
+            candidate: Source {
+                file: "c.c".into(),
+                text: String::new(),
+            },
             compare: vec![Contender {
                 role: Role::Baseline,
                 label: "reference".into(),
-                source: Source { file: "r.c".into(), text: String::new() },
+                source: Source {
+                    file: "r.c".into(),
+                    text: String::new(),
+                },
                 libs: Vec::new(),
                 env: Default::default(),
             }],
-            workloads: vec![Workload { name: "small".into(), axes: Default::default() }],
+            workloads: vec![Workload {
+                name: "small".into(),
+                axes: Default::default(),
+            }],
             check: CheckPlan::from_base_seed(1, 3),
             timing: Some(TimingPlan::default()),
         }
@@ -198,10 +248,23 @@ mod tests {
                 name: "small".into(),
                 status: Status::Passed,
                 message: None,
-                errors: Some(ErrorStats { max_abs_err: 0.0, max_rel_err: 0.0, norm_rel_err: 0.0, seeds_checked: 4 }),
+                errors: Some(ErrorStats {
+                    max_abs_err: 0.0,
+                    max_rel_err: 0.0,
+                    norm_rel_err: 0.0,
+                    seeds_checked: 4,
+                }),
                 timings: vec![
-                    ContenderTiming { role: Role::Candidate, label: "c.c".into(), stats: stats(candidate_ms) },
-                    ContenderTiming { role: Role::Baseline, label: "reference".into(), stats: stats(1.0) },
+                    ContenderTiming {
+                        role: Role::Candidate,
+                        label: "c.c".into(),
+                        stats: stats(candidate_ms),
+                    },
+                    ContenderTiming {
+                        role: Role::Baseline,
+                        label: "reference".into(),
+                        stats: stats(1.0),
+                    },
                 ],
             }],
             phases: Phases::default(),
@@ -240,12 +303,24 @@ mod tests {
         assert!(check(&req, &extra).is_err());
         let mut unordered = passed(0.5);
         unordered.workloads[0].timings[0].stats.p10_ms = 9.0;
-        assert!(check(&req, &unordered).unwrap_err().contains("out of order"));
+        assert!(
+            check(&req, &unordered)
+                .unwrap_err()
+                .contains("out of order")
+        );
         let mut nan_err = passed(0.5);
         nan_err.workloads[0].errors.as_mut().unwrap().norm_rel_err = f64::NAN;
         assert!(check(&req, &nan_err).is_err());
         let mut unchecked = passed(0.5);
-        unchecked.workloads[0].errors.as_mut().unwrap().seeds_checked = 1;
-        assert!(check(&req, &unchecked).unwrap_err().contains("seeds checked"));
+        unchecked.workloads[0]
+            .errors
+            .as_mut()
+            .unwrap()
+            .seeds_checked = 1;
+        assert!(
+            check(&req, &unchecked)
+                .unwrap_err()
+                .contains("seeds checked")
+        );
     }
 }

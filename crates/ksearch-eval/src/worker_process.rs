@@ -47,8 +47,7 @@ fn sweep_stale_dirs() {
         // SAFETY: signal 0 only asks whether the process exists.
         let alive = unsafe { libc::kill(pid as i32, 0) } == 0
             || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-        if !alive && e.file_type().is_ok_and(|t| t.is_dir())
-        {
+        if !alive && e.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }

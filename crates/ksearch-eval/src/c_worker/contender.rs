@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::futex;
 use super::link::{
-    BATCH_OFFSET, CONTROL_BYTES, Control, FromRunner, Layout, MAX_BATCH, RUNNER_SOCKET_FD, SEQ_MASK,
-    ToRunner, now_ns, recv, recv_stamped, send, socket_pair, stamp_messages,
+    BATCH_OFFSET, CONTROL_BYTES, Control, FromRunner, Layout, MAX_BATCH, RUNNER_SOCKET_FD,
+    SEQ_MASK, ToRunner, now_ns, recv, recv_stamped, send, socket_pair, stamp_messages,
 };
 use super::runner::RUNNER_CONTROL_FD;
 use crate::sandbox::{Confinement, Limits, Sandbox, SandboxSpec, Sandboxed};
@@ -182,7 +182,10 @@ impl Runner {
                 format!("killed by {}", signal_name(s.code().unwrap_or(0) - 128)),
                 true,
             ),
-            Some(s) => (format!("exited with status {}", s.code().unwrap_or(-1)), false),
+            Some(s) => (
+                format!("exited with status {}", s.code().unwrap_or(-1)),
+                false,
+            ),
             None => (format!("stopped answering ({why}) and was killed"), false),
         };
         let lost = Lost {
@@ -339,9 +342,18 @@ impl Runner {
     /// Wait until `armed` satisfies `ok` (or, with `limit`, until that much time has passed):
     /// spin briefly when the runner has a CPU of its own, then sleep on the futex, checking the
     /// runner is alive. Returns the last value read.
-    fn await_armed(&mut self, ok: impl Fn(u32) -> bool, limit: Option<Duration>) -> Result<u32, Lost> {
+    fn await_armed(
+        &mut self,
+        ok: impl Fn(u32) -> bool,
+        limit: Option<Duration>,
+    ) -> Result<u32, Lost> {
         let start = Instant::now();
-        let spin_until = start + if self.spin { Duration::from_micros(200) } else { Duration::ZERO };
+        let spin_until = start
+            + if self.spin {
+                Duration::from_micros(200)
+            } else {
+                Duration::ZERO
+            };
         let mut n = 0u32;
         loop {
             let w = &self.control().armed;
@@ -353,7 +365,7 @@ impl Runner {
             if limit.is_some_and(|l| start.elapsed() >= l) {
                 return Ok(v);
             }
-            if n % 64 != 0 || Instant::now() < spin_until {
+            if !n.is_multiple_of(64) || Instant::now() < spin_until {
                 std::hint::spin_loop();
                 continue;
             }

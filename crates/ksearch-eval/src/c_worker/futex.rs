@@ -20,14 +20,18 @@ pub(crate) fn wait(word: &AtomicU32, current: u32, timeout: Option<Duration>) {
                 word.as_ptr(),
                 libc::FUTEX_WAIT,
                 current,
-                ts.as_ref().map_or(std::ptr::null(), |t| std::ptr::from_ref(t)),
+                ts.as_ref().map_or(std::ptr::null(), std::ptr::from_ref),
             );
         }
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (word, current);
-        std::thread::sleep(timeout.unwrap_or(Duration::from_micros(50)).min(Duration::from_micros(50)));
+        std::thread::sleep(
+            timeout
+                .unwrap_or(Duration::from_micros(50))
+                .min(Duration::from_micros(50)),
+        );
     }
 }
 

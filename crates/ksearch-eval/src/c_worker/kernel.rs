@@ -105,8 +105,8 @@ impl Compiler {
             .ok()
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| "cc".into());
-        let program = crate::sandbox::which(Path::new(&program))
-            .map_or(program, |p| p.display().to_string());
+        let program =
+            crate::sandbox::which(Path::new(&program)).map_or(program, |p| p.display().to_string());
         let version = Command::new(&program)
             .arg("--version")
             .output()
@@ -180,7 +180,10 @@ impl Compiler {
             Some(s) => Ok((false, format!("{log}\n(the compiler {})", describe(s)))),
             None => Ok((
                 false,
-                format!("{log}\n(the compiler did not finish within {} s)", COMPILE_WALL.as_secs()),
+                format!(
+                    "{log}\n(the compiler did not finish within {} s)",
+                    COMPILE_WALL.as_secs()
+                ),
             )),
         }
     }

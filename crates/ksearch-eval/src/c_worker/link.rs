@@ -24,16 +24,23 @@ const MAX_MESSAGE: usize = 1 << 18;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum ToRunner {
     /// Load a kernel (the path of a shared object built for the task).
-    Load { path: PathBuf },
+    Load {
+        path: PathBuf,
+    },
     /// Map a pool (descriptors: inputs read-only, this runner's outputs read-write).
     Pool {
         id: u32,
         axes: Vec<i64>,
         layout: Layout,
     },
-    DropPool { id: u32 },
+    DropPool {
+        id: u32,
+    },
     /// Call the kernel once on each of these sets, then answer `Done`.
-    Call { pool: u32, sets: Vec<u32> },
+    Call {
+        pool: u32,
+        sets: Vec<u32>,
+    },
     /// A timed batch on the `count` sets listed in the control region: set `armed` to `seq`,
     /// wait for `go` to reach `seq` (spinning a little when the judge and the runner have CPUs
     /// of their own), call the kernel on each set, answer `Done` at once. The judge's clock runs
@@ -52,9 +59,13 @@ pub(crate) enum ToRunner {
 pub(crate) enum FromRunner {
     Ready,
     /// A pool is mapped; its inputs at this address (so a fault address can be placed).
-    Mapped { inputs: u64 },
+    Mapped {
+        inputs: u64,
+    },
     Done,
-    Failed { message: String },
+    Failed {
+        message: String,
+    },
 }
 
 /// Where each tensor of each set lies: inputs in one region all runners share read-only,
@@ -118,7 +129,10 @@ impl Layout {
                 let size = align(self.output_sizes[t].max(1));
                 [
                     (data - GUARD, GUARD),
-                    (data + self.output_sizes[t], size - self.output_sizes[t] + GUARD),
+                    (
+                        data + self.output_sizes[t],
+                        size - self.output_sizes[t] + GUARD,
+                    ),
                 ]
             })
             .collect()
@@ -187,7 +201,11 @@ pub(crate) const SEQ_MASK: u32 = SLEEPING - 1;
 const _: () = assert!(std::mem::size_of::<Control>() <= BATCH_OFFSET);
 
 /// Send one message with descriptors attached.
-pub(crate) fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+pub(crate) fn send<T: Serialize>(
+    sock: BorrowedFd<'_>,
+    msg: &T,
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
     let bytes = serde_json::to_vec(msg).map_err(io::Error::other)?;
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr().cast_mut().cast(),
@@ -210,7 +228,11 @@ pub(crate) fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[BorrowedF
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
             (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(raw.as_slice()) as u32) as _;
-            std::ptr::copy_nonoverlapping(raw.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), raw.len());
+            std::ptr::copy_nonoverlapping(
+                raw.as_ptr(),
+                libc::CMSG_DATA(c).cast::<RawFd>(),
+                raw.len(),
+            );
         }
     }
     loop {
@@ -233,11 +255,14 @@ pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
     Ok(recv_stamped(sock)?.map(|(m, fds, _)| (m, fds)))
 }
 
+/// A message, the descriptors it carried, and the kernel's stamp of when it was sent.
+pub(crate) type Stamped<T> = (T, Vec<OwnedFd>, Option<i128>);
+
 /// Like [`recv`], with the kernel's stamp of when the message was sent (nanoseconds since the
 /// epoch), where the socket asked for stamps ([`stamp_messages`]).
 pub(crate) fn recv_stamped<T: for<'de> Deserialize<'de>>(
     sock: BorrowedFd<'_>,
-) -> io::Result<Option<(T, Vec<OwnedFd>, Option<i128>)>> {
+) -> io::Result<Option<Stamped<T>>> {
     let mut buf = vec![0u8; MAX_MESSAGE];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -286,7 +311,10 @@ pub(crate) fn recv_stamped<T: for<'de> Deserialize<'de>>(
         return Ok(None);
     }
     if hdr.msg_flags & libc::MSG_TRUNC != 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "a message too long"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a message too long",
+        ));
     }
     let msg = serde_json::from_slice(&buf[..n])
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -371,6 +399,10 @@ mod stamp_tests {
         let (_, _, stamp) = recv_stamped::<FromRunner>(b.as_fd()).unwrap().unwrap();
         let stamp = stamp.expect("stamped");
         // Stamped when sent, not when received 30 ms later.
-        assert!((stamp - sent).abs() < 10_000_000, "{} µs", (stamp - sent) / 1000);
+        assert!(
+            (stamp - sent).abs() < 10_000_000,
+            "{} µs",
+            (stamp - sent) / 1000
+        );
     }
 }

@@ -21,7 +21,12 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub(crate) fn new(id: u32, spec: &TaskSpec, workload: &Workload, sets: usize) -> std::io::Result<Pool> {
+    pub(crate) fn new(
+        id: u32,
+        spec: &TaskSpec,
+        workload: &Workload,
+        sets: usize,
+    ) -> std::io::Result<Pool> {
         let layout = Layout {
             sets,
             input_sizes: spec
@@ -72,7 +77,8 @@ impl Pool {
                 &mut self.inputs.bytes_mut()[range],
                 tensor.dtype,
                 tensor.init(),
-                key.wrapping_add(t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                key.wrapping_add(t as u64)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );
         }
     }
@@ -90,7 +96,8 @@ impl Pool {
         (0..self.layout.sets).find_map(|s| {
             (0..spec.inputs.len()).find_map(|t| {
                 let r = self.input_range(s, t);
-                (r.start <= offset && offset < r.end.max(r.start + 1)).then(|| spec.inputs[t].name.clone())
+                (r.start <= offset && offset < r.end.max(r.start + 1))
+                    .then(|| spec.inputs[t].name.clone())
             })
         })
     }

@@ -78,7 +78,7 @@ fn await_go(control: &Control, seq: u32, spin: bool) {
                     return;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 64 == 0 && std::time::Instant::now() >= until {
+                if spins.is_multiple_of(64) && std::time::Instant::now() >= until {
                     break;
                 }
                 std::hint::spin_loop();
@@ -106,7 +106,13 @@ pub fn run() -> i32 {
     let control_map = match Shared::map(control_file, CONTROL_BYTES, true) {
         Ok(m) => m,
         Err(e) => {
-            let _ = send(sock.as_fd(), &FromRunner::Failed { message: format!("mapping the control page: {e}") }, &[]);
+            let _ = send(
+                sock.as_fd(),
+                &FromRunner::Failed {
+                    message: format!("mapping the control page: {e}"),
+                },
+                &[],
+            );
             return 1;
         }
     };
@@ -122,7 +128,13 @@ pub fn run() -> i32 {
             Ok(Some(m)) => m,
             Ok(None) => return 0,
             Err(e) => {
-                let _ = send(sock.as_fd(), &FromRunner::Failed { message: format!("bad request: {e}") }, &[]);
+                let _ = send(
+                    sock.as_fd(),
+                    &FromRunner::Failed {
+                        message: format!("bad request: {e}"),
+                    },
+                    &[],
+                );
                 return 1;
             }
         };
@@ -153,7 +165,9 @@ pub fn run() -> i32 {
                     call(k, p, &sets);
                     FromRunner::Done
                 }
-                _ => FromRunner::Failed { message: "no kernel or pool".into() },
+                _ => FromRunner::Failed {
+                    message: "no kernel or pool".into(),
+                },
             },
             ToRunner::Arm {
                 pool,
@@ -170,8 +184,10 @@ pub fn run() -> i32 {
                             count,
                         )
                     };
-                    let ptrs: Vec<&Vec<*mut std::ffi::c_void>> =
-                        list.iter().filter_map(|&s| p.pointers.get(s as usize)).collect();
+                    let ptrs: Vec<&Vec<*mut std::ffi::c_void>> = list
+                        .iter()
+                        .filter_map(|&s| p.pointers.get(s as usize))
+                        .collect();
                     await_go(control, seq, spin);
                     for ptr in ptrs {
                         // SAFETY: pointers into mappings sized by the layout for these axes.
@@ -184,7 +200,9 @@ pub fn run() -> i32 {
                     flush_stdio();
                     continue;
                 }
-                _ => FromRunner::Failed { message: "no kernel or pool".into() },
+                _ => FromRunner::Failed {
+                    message: "no kernel or pool".into(),
+                },
             },
         };
         flush_stdio();

@@ -16,7 +16,9 @@ pub(crate) fn element(bytes: &[u8], dtype: Dtype, i: usize) -> f64 {
         Dtype::F64 => f64::from_ne_bytes(at(8).try_into().expect("8 bytes")),
         Dtype::I32 => i32::from_ne_bytes(at(4).try_into().expect("4 bytes")) as f64,
         Dtype::I64 => i64::from_ne_bytes(at(8).try_into().expect("8 bytes")) as f64,
-        Dtype::F16 | Dtype::Bf16 => unreachable!("task validation keeps {dtype} out of the c backend"),
+        Dtype::F16 | Dtype::Bf16 => {
+            unreachable!("task validation keeps {dtype} out of the c backend")
+        }
     }
 }
 
@@ -42,7 +44,9 @@ pub(crate) fn fill(bytes: &mut [u8], dtype: Dtype, init: Init, rng: &mut Rng) {
         Dtype::I64 => bytes
             .chunks_exact_mut(8)
             .for_each(|c| c.copy_from_slice(&(draw(rng) as i64).to_ne_bytes())),
-        Dtype::F16 | Dtype::Bf16 => unreachable!("task validation keeps {dtype} out of the c backend"),
+        Dtype::F16 | Dtype::Bf16 => {
+            unreachable!("task validation keeps {dtype} out of the c backend")
+        }
     }
 }
 
@@ -166,7 +170,12 @@ mod tests {
     #[test]
     fn perturbation_changes_every_float_but_keeps_sign_and_binade() {
         let mut b = vec![0u8; 4 * 1000];
-        fill(&mut b, Dtype::F32, Init::Uniform([-3.0, 3.0]), &mut Rng::new(5));
+        fill(
+            &mut b,
+            Dtype::F32,
+            Init::Uniform([-3.0, 3.0]),
+            &mut Rng::new(5),
+        );
         let before = floats(&b);
         perturb(&mut b, Dtype::F32, Init::Uniform([-3.0, 3.0]), 99);
         let after = floats(&b);

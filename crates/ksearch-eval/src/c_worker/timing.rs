@@ -108,7 +108,7 @@ pub(crate) enum TimingStop {
 }
 
 /// Per-call timing of each contender on `workload`. `contenders[baseline]` must be trusted.
-#[allow(clippy::too_many_lines)]
+#[allow(clippy::too_many_lines, clippy::too_many_arguments)]
 pub(crate) fn time_workload(
     spec: &TaskSpec,
     workload: &Workload,
@@ -232,7 +232,8 @@ pub(crate) fn time_workload(
             &names,
             &mut secret,
         )?;
-        let enough = (0..n).all(|i| samples[i].len() >= min_runs && measured[i] >= plan.min_time_ms);
+        let enough =
+            (0..n).all(|i| samples[i].len() >= min_runs && measured[i] >= plan.min_time_ms);
         let out_of_time = started.elapsed().as_secs_f64() * 1e3 >= plan.max_time_ms
             && samples
                 .iter()
@@ -254,7 +255,8 @@ pub(crate) fn time_workload(
             } else {
                 OUTSIDE_CPU_TICKS
             };
-            let allowed = fixed + share * timed_s[i] + OUTSIDE_CPU_PER_BATCH_S * samples[i].len() as f64;
+            let allowed =
+                fixed + share * timed_s[i] + OUTSIDE_CPU_PER_BATCH_S * samples[i].len() as f64;
             if outside > allowed {
                 return Err(TimingStop::Incorrect {
                     index: i,
@@ -291,7 +293,12 @@ fn map(contenders: &mut [Timed<'_>], pool: &Pool) -> Result<(), TimingStop> {
 fn slots<'a>(c: &'a mut Timed<'_>, pool: &'a Pool) -> Slots<'a> {
     Slots {
         layout: &pool.layout,
-        region: &mut c.runner.pools.get_mut(&pool.id).expect("pool mapped").outputs,
+        region: &mut c
+            .runner
+            .pools
+            .get_mut(&pool.id)
+            .expect("pool mapped")
+            .outputs,
     }
 }
 
@@ -304,7 +311,13 @@ struct Sample {
     value: f64,
 }
 
-fn sample(spec: &TaskSpec, workload: &Workload, slots: &Slots<'_>, sets: &[u32], rng: &mut Rng) -> Vec<Sample> {
+fn sample(
+    spec: &TaskSpec,
+    workload: &Workload,
+    slots: &Slots<'_>,
+    sets: &[u32],
+    rng: &mut Rng,
+) -> Vec<Sample> {
     let mut out = Vec::with_capacity(sets.len() * spec.outputs.len() * SAMPLED_ELEMENTS);
     for (call, &s) in sets.iter().enumerate() {
         for (t, tensor) in spec.outputs.iter().enumerate() {
@@ -349,15 +362,23 @@ fn verify_round(
     names: &[String],
     rng: &mut Rng,
 ) -> Result<(), TimingStop> {
-    let tol_of = |d: Dtype| scaled(tolerances.get(&d).copied().unwrap_or_else(|| spec.tolerance_for(d)));
+    let tol_of = |d: Dtype| {
+        scaled(
+            tolerances
+                .get(&d)
+                .copied()
+                .unwrap_or_else(|| spec.tolerance_for(d)),
+        )
+    };
     let (before, rest) = contenders.split_at_mut(baseline);
     let (base, after) = rest.split_first_mut().expect("baseline index in range");
     let truth = slots(base, pool);
-    for (i, c) in before
-        .iter_mut()
-        .enumerate()
-        .chain(after.iter_mut().enumerate().map(|(j, c)| (baseline + 1 + j, c)))
-    {
+    for (i, c) in before.iter_mut().enumerate().chain(
+        after
+            .iter_mut()
+            .enumerate()
+            .map(|(j, c)| (baseline + 1 + j, c)),
+    ) {
         if c.trusted {
             continue;
         }
@@ -435,9 +456,10 @@ fn secret_seed() -> u64 {
     unsafe {
         libc::arc4random_buf(b.as_mut_ptr().cast(), 8)
     };
-    u64::from_ne_bytes(b) ^ std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    u64::from_ne_bytes(b)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
 }
 
 #[cfg(test)]

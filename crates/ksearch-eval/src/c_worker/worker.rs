@@ -28,6 +28,9 @@ use crate::sandbox::{Limits, Sandbox};
 use crate::worker_process::PROTOCOL_FDS_VAR;
 
 /// Writes protocol messages, one JSON line each.
+/// A failed check: the seed it failed on and what was wrong.
+type Failure = (u64, String);
+
 struct Messages(File);
 
 impl Messages {
@@ -184,11 +187,15 @@ const RUNNER_MEMORY: u64 = 4 << 30;
 fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw mut set) } != 0 {
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw mut set) }
+        != 0
+    {
         return Vec::new();
     }
     // SAFETY: CPU_ISSET reads the set within bounds.
-    (0..1024).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+    (0..1024)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
 }
 
 /// Pin the judge to one CPU and its runners to another, when there are two; which pair is
@@ -224,10 +231,14 @@ impl CWorker {
         let build_root = cwd.join("builds");
         let root_dir = cwd.join("sandbox-root");
         for d in [&build_root, &root_dir] {
-            std::fs::create_dir_all(d).map_err(|e| format!("could not create {}: {e}", d.display()))?;
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("could not create {}: {e}", d.display()))?;
         }
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find the ksearch binary: {e}"))?;
-        let sandbox = Sandbox { launcher: exe.clone() };
+        let exe =
+            std::env::current_exe().map_err(|e| format!("cannot find the ksearch binary: {e}"))?;
+        let sandbox = Sandbox {
+            launcher: exe.clone(),
+        };
         let (judge_cpu, runner_cpu) = pick_cpus();
         Ok(Self {
             compiler: Compiler::detect(sandbox.clone(), root_dir.clone()),
@@ -295,7 +306,8 @@ impl CWorker {
         if let Some(k) = self.references.get(&path) {
             return Ok(Rc::clone(k));
         }
-        let k = Rc::new(Kernel::load(&path).map_err(|e| format!("the reference does not load: {e}"))?);
+        let k =
+            Rc::new(Kernel::load(&path).map_err(|e| format!("the reference does not load: {e}"))?);
         self.references.insert(path, Rc::clone(&k));
         Ok(k)
     }
@@ -356,7 +368,10 @@ impl CWorker {
         if let Some(c) = who.map(|i| &req.compare[i])
             && matches!(c.role, Role::Baseline | Role::Comparison)
         {
-            return Stop::Fault(format!("{what} {} during the {phase} on workload `{}`", lost.message, workload.name));
+            return Stop::Fault(format!(
+                "{what} {} during the {phase} on workload `{}`",
+                lost.message, workload.name
+            ));
         }
         // A write to the inputs (mapped read-only) faults inside their mapping.
         if let (Some(addr), Some(pool), Some(runner)) = (lost.fault, pool, runner)
@@ -439,12 +454,17 @@ impl CWorker {
             }
         };
         // A fresh runner for every contender of this evaluation, the candidate first.
-        let candidate = Runner::start(&self.runners, &candidate_so, &[])
-            .map_err(|e| Stop::Outcome(Status::RuntimeError, format!("the candidate could not be loaded: {e}")))?;
+        let candidate = Runner::start(&self.runners, &candidate_so, &[]).map_err(|e| {
+            Stop::Outcome(
+                Status::RuntimeError,
+                format!("the candidate could not be loaded: {e}"),
+            )
+        })?;
         result.sandbox = Some(candidate.confinement().clone());
         runners.push((None, candidate));
         for (i, (c, so)) in req.compare.iter().zip(&contender_builds).enumerate() {
-            let env: Vec<(String, String)> = c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let env: Vec<(String, String)> =
+                c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             let r = Runner::start(&self.runners, so, &env).map_err(|e| {
                 let msg = format!("the {} `{}` could not be loaded: {e}", c.role, c.label);
                 if matches!(c.role, Role::Baseline | Role::Comparison) {
@@ -459,7 +479,14 @@ impl CWorker {
         let t = Instant::now();
         for w in &req.workloads {
             out.progress(req.id, Phase::Check, Some(&w.name));
-            let worst = self.check_workload(req, w, &req.check.seeds, &reference, &mut runners[0].1, "check")?;
+            let worst = self.check_workload(
+                req,
+                w,
+                &req.check.seeds,
+                &reference,
+                &mut runners[0].1,
+                "check",
+            )?;
             match worst {
                 (errors, None) => result.workloads.push(WorkloadReport {
                     name: w.name.clone(),
@@ -494,8 +521,13 @@ impl CWorker {
                 let mut timed: Vec<Timed<'_>> = runners
                     .iter_mut()
                     .map(|(who, r)| Timed {
-                        trusted: who.is_some_and(|i| matches!(req.compare[i].role, Role::Baseline | Role::Comparison)),
-                        what: who.map_or_else(|| "the candidate".to_owned(), |i| format!("the {} `{}`", req.compare[i].role, req.compare[i].label)),
+                        trusted: who.is_some_and(|i| {
+                            matches!(req.compare[i].role, Role::Baseline | Role::Comparison)
+                        }),
+                        what: who.map_or_else(
+                            || "the candidate".to_owned(),
+                            |i| format!("the {} `{}`", req.compare[i].role, req.compare[i].label),
+                        ),
                         runner: r,
                     })
                     .collect();
@@ -528,7 +560,10 @@ impl CWorker {
                         };
                         report.status = Status::Incorrect;
                         report.message = Some(message.clone());
-                        return Err(Stop::Outcome(Status::Incorrect, format!("workload `{}`: {message}", w.name)));
+                        return Err(Stop::Outcome(
+                            Status::Incorrect,
+                            format!("workload `{}`: {message}", w.name),
+                        ));
                     }
                 };
                 let labels = std::iter::once((Role::Candidate, req.candidate.file.clone()))
@@ -546,8 +581,14 @@ impl CWorker {
         let t = Instant::now();
         for (w, report) in req.workloads.iter().zip(&mut result.workloads) {
             out.progress(req.id, Phase::Recheck, Some(&w.name));
-            let (errors, failure) =
-                self.check_workload(req, w, &[req.check.recheck_seed], &reference, &mut runners[0].1, "re-check")?;
+            let (errors, failure) = self.check_workload(
+                req,
+                w,
+                &[req.check.recheck_seed],
+                &reference,
+                &mut runners[0].1,
+                "re-check",
+            )?;
             report.errors = match (report.errors, errors) {
                 (Some(a), Some(b)) => Some(merge(Some(a), b)),
                 (a, b) => a.or(b),
@@ -579,7 +620,7 @@ impl CWorker {
         reference: &Kernel,
         candidate: &mut Runner,
         phase: &str,
-    ) -> Result<(Option<ErrorStats>, Option<(u64, String)>), Stop> {
+    ) -> Result<(Option<ErrorStats>, Option<Failure>), Stop> {
         self.next_pool += 1;
         let mut pool = Pool::new(self.next_pool, &req.task, w, 1)
             .map_err(|e| Stop::Fault(format!("shared memory: {e}")))?;
@@ -588,7 +629,15 @@ impl CWorker {
         }
         let mut worst: Option<ErrorStats> = None;
         for &seed in seeds {
-            match check_seed(&req.task, &req.check.tolerances, w, seed, &mut pool, reference, candidate) {
+            match check_seed(
+                &req.task,
+                &req.check.tolerances,
+                w,
+                seed,
+                &mut pool,
+                reference,
+                candidate,
+            ) {
                 Ok(check) => {
                     worst = Some(merge(worst, check.errors));
                     if let Some(f) = check.failure {
@@ -598,7 +647,15 @@ impl CWorker {
                 }
                 Err(CheckStop::Task(f)) => return Err(Stop::Fault(f.0)),
                 Err(CheckStop::Runner(lost)) => {
-                    return Err(Self::lost(req, None, &lost, phase, w, Some(&pool), Some(candidate)));
+                    return Err(Self::lost(
+                        req,
+                        None,
+                        &lost,
+                        phase,
+                        w,
+                        Some(&pool),
+                        Some(candidate),
+                    ));
                 }
             }
         }

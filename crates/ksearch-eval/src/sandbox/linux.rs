@@ -24,7 +24,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use super::seccomp;
-use super::spec::{Confinement, Report, SandboxSpec, report, UNPRIVILEGED_ID};
+use super::spec::{Confinement, Report, SandboxSpec, UNPRIVILEGED_ID, report};
 
 /// System paths every sandbox sees read-only (those that exist). Programs, libraries, the
 /// dynamic loader's cache, and the alternatives links that `cc` goes through.
@@ -52,13 +52,13 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 const SETUP_ID: u32 = 0;
 const PROGRAM_ID: u32 = 1000;
 
-fn err(what: &str, e: io::Error) -> String {
+fn err(what: &str, e: &io::Error) -> String {
     format!("{what}: {e}")
 }
 
 fn check(r: libc::c_int, what: &str) -> Result<(), String> {
     if r < 0 {
-        Err(err(what, io::Error::last_os_error()))
+        Err(err(what, &io::Error::last_os_error()))
     } else {
         Ok(())
     }
@@ -67,7 +67,6 @@ fn check(r: libc::c_int, what: &str) -> Result<(), String> {
 fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).expect("paths have no NUL")
 }
-
 
 /// Mark every descriptor but 0–2, `keep` and `report` close-on-exec; clear it on those.
 fn tidy_fds(keep: &[i32], report: i32) {
@@ -91,7 +90,14 @@ fn tidy_fds(keep: &[i32], report: i32) {
         from = k + 1;
     }
     // SAFETY: as above.
-    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            from,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
     for &k in &keep {
         // SAFETY: F_SETFD on our own descriptors.
         unsafe { libc::fcntl(k as i32, libc::F_SETFD, 0) };
@@ -144,7 +150,10 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
     let mut sync = [0; 2];
     // SAFETY: pipe2 fills the array.
     if unsafe { libc::pipe2(sync.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        report(spec.report_fd, &Report::Failed(err("pipe", io::Error::last_os_error())));
+        report(
+            spec.report_fd,
+            &Report::Failed(err("pipe", &io::Error::last_os_error())),
+        );
         return 127;
     }
     // Planned now, while this process can still see everything the program may be shown.
@@ -177,7 +186,7 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
                         -1 => {
                             report(
                                 spec.report_fd,
-                                &Report::Failed(err("fork", io::Error::last_os_error())),
+                                &Report::Failed(err("fork", &io::Error::last_os_error())),
                             );
                             return 127;
                         }
@@ -233,14 +242,20 @@ fn write_id_maps(pid: libc::pid_t, root: bool) -> Result<(), String> {
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let write = |file: &str, text: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), text)
-            .map_err(|e| err(&format!("writing /proc/{pid}/{file}"), e))
+            .map_err(|e| err(&format!("writing /proc/{pid}/{file}"), &e))
     };
     write("setgroups", "deny".into())?;
     // Root maps the setup to itself (so it can read what it exposes, e.g. a Python under
     // /root) and the program to 65534; anyone else maps both to themselves.
     if root {
-        write("uid_map", format!("{SETUP_ID} {uid} 1\n{PROGRAM_ID} {outer_uid} 1\n"))?;
-        write("gid_map", format!("{SETUP_ID} {gid} 1\n{PROGRAM_ID} {outer_gid} 1\n"))
+        write(
+            "uid_map",
+            format!("{SETUP_ID} {uid} 1\n{PROGRAM_ID} {outer_uid} 1\n"),
+        )?;
+        write(
+            "gid_map",
+            format!("{SETUP_ID} {gid} 1\n{PROGRAM_ID} {outer_gid} 1\n"),
+        )
     } else {
         write("uid_map", format!("{SETUP_ID} {outer_uid} 1\n"))?;
         write("gid_map", format!("{SETUP_ID} {outer_gid} 1\n"))
@@ -325,7 +340,7 @@ fn child(
         // SAFETY: a valid buffer.
         unsafe { libc::sethostname(c"ksearch-sandbox".as_ptr(), 15) };
     } else if let Err(e) = std::env::set_current_dir(&spec.cwd) {
-        return Err(err(&format!("chdir {}", spec.cwd.display()), e));
+        return Err(err(&format!("chdir {}", spec.cwd.display()), &e));
     }
     limits(spec)?;
     if let Some(cpu) = spec.cpu {
@@ -346,8 +361,14 @@ fn child(
                 // Root's sandbox: leave the setup uid for the program's.
                 // SAFETY: plain credential calls, within the namespace's map.
                 unsafe {
-                    check(libc::setresgid(PROGRAM_ID, PROGRAM_ID, PROGRAM_ID), "setresgid")?;
-                    check(libc::setresuid(PROGRAM_ID, PROGRAM_ID, PROGRAM_ID), "setresuid")?;
+                    check(
+                        libc::setresgid(PROGRAM_ID, PROGRAM_ID, PROGRAM_ID),
+                        "setresgid",
+                    )?;
+                    check(
+                        libc::setresuid(PROGRAM_ID, PROGRAM_ID, PROGRAM_ID),
+                        "setresuid",
+                    )?;
                 }
             }
             outer_uid
@@ -366,9 +387,7 @@ fn child(
         }
     };
     if !namespaces {
-        missing.push(
-            "files outside its temp dir are not hidden (no mount namespace)".into(),
-        );
+        missing.push("files outside its temp dir are not hidden (no mount namespace)".into());
     }
     let confinement = Confinement {
         user_namespace: isolation == Isolation::Full,
@@ -427,7 +446,13 @@ fn drop_bounding_capabilities() {
     }
     // SAFETY: as above.
     unsafe {
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
     }
 }
 
@@ -458,7 +483,9 @@ fn exec(spec: &SandboxSpec) -> Result<std::convert::Infallible, String> {
     let envp: Vec<CString> = spec
         .env
         .iter()
-        .map(|(k, v)| CString::new(format!("{k}={v}")).map_err(|_| format!("variable {k} holds NUL")))
+        .map(|(k, v)| {
+            CString::new(format!("{k}={v}")).map_err(|_| format!("variable {k} holds NUL"))
+        })
         .collect::<Result<_, _>>()?;
     let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_p.push(std::ptr::null());
@@ -468,7 +495,7 @@ fn exec(spec: &SandboxSpec) -> Result<std::convert::Infallible, String> {
     unsafe { libc::execve(program.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
     Err(err(
         &format!("executing {}", spec.program.display()),
-        io::Error::last_os_error(),
+        &io::Error::last_os_error(),
     ))
 }
 
@@ -501,7 +528,10 @@ fn mount(
         r,
         &format!(
             "mounting {} on {}",
-            source.map_or_else(|| fstype.unwrap_or("-").to_owned(), |s| s.display().to_string()),
+            source.map_or_else(
+                || fstype.unwrap_or("-").to_owned(),
+                |s| s.display().to_string()
+            ),
             target.display()
         ),
     )
@@ -619,24 +649,32 @@ fn expose(root: &Path, e: &Exposure) -> Result<(), String> {
     let target = under(root, &e.host);
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent)
-            .map_err(|err_| err(&format!("creating {}", parent.display()), err_))?;
+            .map_err(|err_| err(&format!("creating {}", parent.display()), &err_))?;
     }
     match &e.kind {
         Kind::Link(to) => {
             if std::fs::symlink_metadata(&target).is_err() {
-                symlink(to, &target).map_err(|er| err(&format!("linking {}", target.display()), er))?;
+                symlink(to, &target)
+                    .map_err(|er| err(&format!("linking {}", target.display()), &er))?;
             }
             return Ok(());
         }
         Kind::Dir => std::fs::create_dir_all(&target)
-            .map_err(|er| err(&format!("creating {}", target.display()), er))?,
+            .map_err(|er| err(&format!("creating {}", target.display()), &er))?,
         Kind::File => {
             if std::fs::symlink_metadata(&target).is_err() {
-                File::create(&target).map_err(|er| err(&format!("creating {}", target.display()), er))?;
+                File::create(&target)
+                    .map_err(|er| err(&format!("creating {}", target.display()), &er))?;
             }
         }
     }
-    mount(Some(&e.host), &target, None, libc::MS_BIND | libc::MS_REC, None)?;
+    mount(
+        Some(&e.host),
+        &target,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )?;
     let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | e.locked;
     if !e.writable {
         flags |= libc::MS_RDONLY;
@@ -664,7 +702,13 @@ fn gpu_devices() -> Vec<PathBuf> {
 
 fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String> {
     let root = spec.root_dir.as_path();
-    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )?;
     mount(
         Some(Path::new("tmpfs")),
         root,
@@ -681,7 +725,7 @@ fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String
     }
     // /dev: a few nodes, shared memory, the standard links.
     let dev = root.join("dev");
-    std::fs::create_dir_all(&dev).map_err(|e| err("creating /dev", e))?;
+    std::fs::create_dir_all(&dev).map_err(|e| err("creating /dev", &e))?;
     mount(
         Some(Path::new("tmpfs")),
         &dev,
@@ -701,7 +745,7 @@ fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String
         let _ = symlink(to, dev.join(link));
     }
     let shm = dev.join("shm");
-    std::fs::create_dir_all(&shm).map_err(|e| err("creating /dev/shm", e))?;
+    std::fs::create_dir_all(&shm).map_err(|e| err("creating /dev/shm", &e))?;
     mount(
         Some(Path::new("tmpfs")),
         &shm,
@@ -711,7 +755,7 @@ fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String
     )?;
     // The private /tmp, then what the spec exposes (some of it may lie under /tmp).
     let tmp = root.join("tmp");
-    std::fs::create_dir_all(&tmp).map_err(|e| err("creating /tmp", e))?;
+    std::fs::create_dir_all(&tmp).map_err(|e| err("creating /tmp", &e))?;
     mount(
         Some(Path::new("tmpfs")),
         &tmp,
@@ -723,7 +767,7 @@ fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String
         expose(root, e)?;
     }
     let proc_dir = root.join("proc");
-    std::fs::create_dir_all(&proc_dir).map_err(|e| err("creating /proc", e))?;
+    std::fs::create_dir_all(&proc_dir).map_err(|e| err("creating /proc", &e))?;
     mount(
         Some(Path::new("proc")),
         &proc_dir,
@@ -733,14 +777,14 @@ fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String
     )?;
     // Swap roots and forget the old one.
     let old = root.join(".old-root");
-    std::fs::create_dir_all(&old).map_err(|e| err("creating the old-root mount point", e))?;
+    std::fs::create_dir_all(&old).map_err(|e| err("creating the old-root mount point", &e))?;
     let (root_c, old_c) = (cstr(root), cstr(&old));
     // SAFETY: pivot_root with valid paths.
     check(
         unsafe { libc::syscall(libc::SYS_pivot_root, root_c.as_ptr(), old_c.as_ptr()) } as i32,
         "pivot_root",
     )?;
-    std::env::set_current_dir("/").map_err(|e| err("chdir /", e))?;
+    std::env::set_current_dir("/").map_err(|e| err("chdir /", &e))?;
     // SAFETY: detaching a mount point we own.
     check(
         unsafe { libc::umount2(c"/.old-root".as_ptr(), libc::MNT_DETACH) },
@@ -755,7 +799,7 @@ fn private_root(spec: &SandboxSpec, exposures: &[Exposure]) -> Result<(), String
         None,
     )?;
     std::env::set_current_dir(&spec.cwd)
-        .map_err(|e| err(&format!("chdir {}", spec.cwd.display()), e))
+        .map_err(|e| err(&format!("chdir {}", spec.cwd.display()), &e))
 }
 
 /// Read the launcher's spec from its argument and run it.

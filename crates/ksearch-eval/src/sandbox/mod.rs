@@ -81,8 +81,7 @@ impl Sandbox {
         let report_fd = fds.iter().map(|(_, t)| *t).max().unwrap_or(2).max(2) + 1;
         spec.keep_fds = fds.iter().map(|(_, t)| *t).collect();
         spec.report_fd = report_fd;
-        let mut moves: Vec<(RawFd, RawFd)> =
-            fds.iter().map(|(f, t)| (f.as_raw_fd(), *t)).collect();
+        let mut moves: Vec<(RawFd, RawFd)> = fds.iter().map(|(f, t)| (f.as_raw_fd(), *t)).collect();
         moves.push((report_w.as_raw_fd(), report_fd));
         let json = serde_json::to_string(&spec).expect("specs serialize");
         let mut command = Command::new(&self.launcher);
@@ -233,13 +232,15 @@ fn platform_cpu_time(pid: i32) -> Option<CpuTime> {
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let ticks = (utime + stime) as f64 / tick;
     // The scheduler's nanoseconds, summed over the live threads.
-    let precise = std::fs::read_dir(format!("/proc/{pid}/task")).ok().map(|d| {
-        d.filter_map(Result::ok)
-            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-            .sum::<u64>() as f64
-            * 1e-9
-    });
+    let precise = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .sum::<u64>() as f64
+                * 1e-9
+        });
     Some(match precise {
         Some(ns) if ns > 0.0 => CpuTime {
             seconds: ns.max(ticks),

@@ -10,7 +10,6 @@ use std::os::unix::ffi::OsStrExt;
 
 use super::spec::{Confinement, Report, SandboxSpec, report};
 
-
 pub(crate) fn main_with(spec_json: &OsStr) -> i32 {
     let spec: SandboxSpec = match serde_json::from_slice(spec_json.as_bytes()) {
         Ok(s) => s,
@@ -56,7 +55,11 @@ pub(crate) fn main_with(spec_json: &OsStr) -> i32 {
     unsafe { libc::close(spec.report_fd) };
     let program = CString::new(spec.program.as_os_str().as_bytes()).expect("no NUL");
     let mut args = vec![program.clone()];
-    args.extend(spec.args.iter().filter_map(|a| CString::new(a.as_bytes()).ok()));
+    args.extend(
+        spec.args
+            .iter()
+            .filter_map(|a| CString::new(a.as_bytes()).ok()),
+    );
     let env: Vec<CString> = spec
         .env
         .iter()

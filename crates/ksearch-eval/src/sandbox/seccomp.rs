@@ -153,8 +153,8 @@ mod tests {
             let p = program(allow_fork);
             for (i, ins) in p.iter().enumerate() {
                 if ins.code & 0x07 == 0x05 {
-                    assert!(i + 1 + ins.jt as usize + 1 <= p.len(), "jt of {i}");
-                    assert!(i + 1 + ins.jf as usize + 1 <= p.len(), "jf of {i}");
+                    assert!(i + 1 + (ins.jt as usize) < p.len(), "jt of {i}");
+                    assert!(i + 1 + (ins.jf as usize) < p.len(), "jf of {i}");
                 }
             }
             assert_eq!(p.last().map(|i| i.k), Some(RET_ALLOW));

@@ -31,7 +31,9 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Sandbox { spec } => Ok(ksearch_eval::sandbox::launcher_main(&spec)),
         Command::Runner { backend } => match backend.as_str() {
             "c" => Ok(ksearch_eval::c_worker::run_runner()),
-            other => anyhow::bail!("there is no built-in runner for backend `{other}` (available: c)"),
+            other => {
+                anyhow::bail!("there is no built-in runner for backend `{other}` (available: c)")
+            }
         },
         Command::Worker { backend } => match backend.as_str() {
             "c" => Ok(ksearch_eval::c_worker::run()),

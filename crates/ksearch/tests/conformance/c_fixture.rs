@@ -30,7 +30,11 @@ const TIMED: &str = "static long ksq_calls = 0;\n#define KSQ_TIMED (++ksq_calls 
 fn with_prelude(prelude: &str, body: &str) -> String {
     let c = candidate(body);
     // Put the prelude after the headers, before the function.
-    c.replacen("\nstatic void row(", &format!("\n{prelude}\nstatic void row("), 1)
+    c.replacen(
+        "\nstatic void row(",
+        &format!("\n{prelude}\nstatic void row("),
+        1,
+    )
 }
 
 impl Fixture for CFixture {
@@ -69,23 +73,35 @@ impl Fixture for CFixture {
             )),
             Behaviour::GarbageWhenTimed => with_prelude(
                 TIMED,
-                &format!("if (KSQ_TIMED) {{ for (int64_t i = 0; i < {n}; i++) y[i] = 0.5f; }} else {{ {ALL_ROWS} }}"),
+                &format!(
+                    "if (KSQ_TIMED) {{ for (int64_t i = 0; i < {n}; i++) y[i] = 0.5f; }} else {{ {ALL_ROWS} }}"
+                ),
             ),
             Behaviour::WorkAfterDone => with_prelude(
-                &format!("{TIMED}#include <pthread.h>\n#include <sched.h>\nstatic const float *volatile job_x; static float *volatile job_y; static int64_t job_r, job_c; static volatile int pending = 0, started = 0;\nstatic void row(const float *x, float *y, int64_t cols);\nstatic void *worker(void *a) {{ (void)a; for (;;) {{ while (!pending) sched_yield(); for (int64_t r = 0; r < job_r; r++) row(job_x + r * job_c, job_y + r * job_c, job_c); pending = 0; }} return 0; }}\n"),
-                &format!("if (KSQ_TIMED) {{ if (!started) {{ pthread_t th; pthread_create(&th, 0, worker, 0); started = 1; }} while (pending) sched_yield(); job_x = x; job_y = y; job_r = rows; job_c = cols; pending = 1; }} else {{ {ALL_ROWS} }}"),
+                &format!(
+                    "{TIMED}#include <pthread.h>\n#include <sched.h>\nstatic const float *volatile job_x; static float *volatile job_y; static int64_t job_r, job_c; static volatile int pending = 0, started = 0;\nstatic void row(const float *x, float *y, int64_t cols);\nstatic void *worker(void *a) {{ (void)a; for (;;) {{ while (!pending) sched_yield(); for (int64_t r = 0; r < job_r; r++) row(job_x + r * job_c, job_y + r * job_c, job_c); pending = 0; }} return 0; }}\n"
+                ),
+                &format!(
+                    "if (KSQ_TIMED) {{ if (!started) {{ pthread_t th; pthread_create(&th, 0, worker, 0); started = 1; }} while (pending) sched_yield(); job_x = x; job_y = y; job_r = rows; job_c = cols; pending = 1; }} else {{ {ALL_ROWS} }}"
+                ),
             ),
             Behaviour::BackgroundWork => with_prelude(
                 "#include <pthread.h>\nstatic volatile unsigned long spin_count; static int spinner = 0;\nstatic void *spin(void *a) { (void)a; for (;;) spin_count++; return 0; }\n",
-                &format!("if (!spinner) {{ pthread_t th; pthread_create(&th, 0, spin, 0); spinner = 1; }}\n{ALL_ROWS}"),
+                &format!(
+                    "if (!spinner) {{ pthread_t th; pthread_create(&th, 0, spin, 0); spinner = 1; }}\n{ALL_ROWS}"
+                ),
             ),
             Behaviour::InfiniteLoop { marker } => with_prelude(
                 "#include <sys/prctl.h>\n",
-                &format!("prctl(PR_SET_NAME, \"{marker}\");\nif (fork() == 0) {{ prctl(PR_SET_NAME, \"{marker}\"); for (;;) {{}} }}\nfor (volatile int spin = 1; spin;) {{}}"),
+                &format!(
+                    "prctl(PR_SET_NAME, \"{marker}\");\nif (fork() == 0) {{ prctl(PR_SET_NAME, \"{marker}\"); for (;;) {{}} }}\nfor (volatile int spin = 1; spin;) {{}}"
+                ),
             ),
             Behaviour::ForksDaemon { marker } => with_prelude(
                 "#include <sys/prctl.h>\n#include <sys/wait.h>\n",
-                &format!("static int once = 0;\nif (!once) {{ once = 1; prctl(PR_SET_NAME, \"{marker}\"); pid_t p = fork();\n  if (p == 0) {{ setsid(); if (fork() == 0) {{ prctl(PR_SET_NAME, \"{marker}\"); sleep(30); }} _exit(0); }}\n  if (p < 0) printf(\"fork refused\\n\"); else waitpid(p, 0, 0); }}\n{ALL_ROWS}"),
+                &format!(
+                    "static int once = 0;\nif (!once) {{ once = 1; prctl(PR_SET_NAME, \"{marker}\"); pid_t p = fork();\n  if (p == 0) {{ setsid(); if (fork() == 0) {{ prctl(PR_SET_NAME, \"{marker}\"); sleep(30); }} _exit(0); }}\n  if (p < 0) printf(\"fork refused\\n\"); else waitpid(p, 0, 0); }}\n{ALL_ROWS}"
+                ),
             ),
             Behaviour::Segfault => {
                 candidate("printf(\"about to crash\\n\"); fflush(stdout);\n*(volatile int *)0 = 1;")
@@ -104,22 +120,30 @@ impl Fixture for CFixture {
             )),
             Behaviour::Connects { port } => with_prelude(
                 "#include <arpa/inet.h>\n#include <sys/socket.h>\n",
-                &format!("static int once = 0;\nif (!once) {{ once = 1; int s = socket(AF_INET, SOCK_STREAM, 0);\n  if (s >= 0) {{ struct sockaddr_in a = {{0}}; a.sin_family = AF_INET; a.sin_port = htons({port}); a.sin_addr.s_addr = htonl(0x7f000001); (void)connect(s, (struct sockaddr *)&a, sizeof a); close(s); }} }}\n{ALL_ROWS}"),
+                &format!(
+                    "static int once = 0;\nif (!once) {{ once = 1; int s = socket(AF_INET, SOCK_STREAM, 0);\n  if (s >= 0) {{ struct sockaddr_in a = {{0}}; a.sin_family = AF_INET; a.sin_port = htons({port}); a.sin_addr.s_addr = htonl(0x7f000001); (void)connect(s, (struct sockaddr *)&a, sizeof a); close(s); }} }}\n{ALL_ROWS}"
+                ),
             ),
             Behaviour::KillsEverything => with_prelude(
                 "#include <signal.h>\n#include <dirent.h>\n",
-                &format!("pid_t pp = getppid(); if (pp > 1) kill(pp, SIGKILL);\nDIR *d = opendir(\"/proc\"); struct dirent *e;\nwhile (d && (e = readdir(d))) {{ int pid = atoi(e->d_name); char p[64], comm[64] = {{0}}; if (pid <= 1 || pid == getpid()) continue; snprintf(p, sizeof p, \"/proc/%d/comm\", pid); FILE *f = fopen(p, \"r\"); if (!f) continue; if (fgets(comm, sizeof comm, f) && strncmp(comm, \"ksearch\", 7) == 0) kill(pid, SIGKILL); fclose(f); }}\nif (d) closedir(d);\n{ALL_ROWS}"),
+                &format!(
+                    "pid_t pp = getppid(); if (pp > 1) kill(pp, SIGKILL);\nDIR *d = opendir(\"/proc\"); struct dirent *e;\nwhile (d && (e = readdir(d))) {{ int pid = atoi(e->d_name); char p[64], comm[64] = {{0}}; if (pid <= 1 || pid == getpid()) continue; snprintf(p, sizeof p, \"/proc/%d/comm\", pid); FILE *f = fopen(p, \"r\"); if (!f) continue; if (fgets(comm, sizeof comm, f) && strncmp(comm, \"ksearch\", 7) == 0) kill(pid, SIGKILL); fclose(f); }}\nif (d) closedir(d);\n{ALL_ROWS}"
+                ),
             ),
             Behaviour::MemoryHog => candidate(&format!(
                 "static int once = 0;\nif (!once) {{ once = 1; size_t big = (size_t)8 << 30; char *p = malloc(big);\n  if (!p) printf(\"allocation refused\\n\"); else {{ memset(p, 1, big); printf(\"allocated 8 GiB\\n\"); free(p); }} }}\n{ALL_ROWS}"
             )),
             Behaviour::ThreadCrashesLater => with_prelude(
                 "#include <pthread.h>\nstatic void *later(void *a) { (void)a; sleep(1); *(volatile int *)0 = 1; return 0; }\n",
-                &format!("static int once = 0;\nif (!once) {{ once = 1; pthread_t th; pthread_create(&th, 0, later, 0); }}\n{ALL_ROWS}"),
+                &format!(
+                    "static int once = 0;\nif (!once) {{ once = 1; pthread_t th; pthread_create(&th, 0, later, 0); }}\n{ALL_ROWS}"
+                ),
             ),
             Behaviour::ClockTamper => with_prelude(
                 "#include <time.h>\n#include <sys/time.h>\n",
-                &format!("struct timespec zero = {{0, 0}}; (void)clock_settime(CLOCK_REALTIME, &zero); (void)clock_settime(CLOCK_MONOTONIC, &zero);\n{ALL_ROWS}"),
+                &format!(
+                    "struct timespec zero = {{0, 0}}; (void)clock_settime(CLOCK_REALTIME, &zero); (void)clock_settime(CLOCK_MONOTONIC, &zero);\n{ALL_ROWS}"
+                ),
             ),
         };
         Source {
@@ -185,7 +209,12 @@ mod c_only {
             secret.display().to_string(),
             candidate(ALL_ROWS)
         ));
-        assert_eq!(e.result.status, Status::CompileError, "{}", e.result.message);
+        assert_eq!(
+            e.result.status,
+            Status::CompileError,
+            "{}",
+            e.result.message
+        );
         let log = &e.result.compile.as_ref().unwrap().log;
         assert!(log.contains("No such file"), "{log}");
         assert!(!log.contains("swordfish"), "{log}");
@@ -195,7 +224,12 @@ mod c_only {
     fn the_compiler_sees_no_file_but_the_system_headers() {
         // /etc/passwd exists on every Linux machine, but not in the compiler's sandbox.
         let e = evaluate(format!("#include \"/etc/passwd\"\n{}", candidate(ALL_ROWS)));
-        assert_eq!(e.result.status, Status::CompileError, "{}", e.result.message);
+        assert_eq!(
+            e.result.status,
+            Status::CompileError,
+            "{}",
+            e.result.message
+        );
         let log = &e.result.compile.as_ref().unwrap().log;
         assert!(log.contains("No such file"), "{log}");
         assert!(!log.contains("root:x:0:0"), "{log}");
@@ -207,6 +241,11 @@ mod c_only {
             "static volatile char ksq_big[300 << 20] = {{1}};\n{}",
             candidate(&format!("{ALL_ROWS}\ny[0] += 0.0f * ksq_big[rows];"))
         ));
-        assert_eq!(e.result.status, Status::CompileError, "{}", e.result.message);
+        assert_eq!(
+            e.result.status,
+            Status::CompileError,
+            "{}",
+            e.result.message
+        );
     }
 }

@@ -121,7 +121,11 @@ macro_rules! conformance_suite {
                 outcome(&f, &Behaviour::ForksDaemon { marker: m.clone() });
                 assert!(watch.seen(), "the candidate ran (named {m})");
                 std::thread::sleep(Duration::from_millis(200));
-                assert_eq!(named(&m), Vec::<i32>::new(), "processes outlived the evaluation");
+                assert_eq!(
+                    named(&m),
+                    Vec::<i32>::new(),
+                    "processes outlived the evaluation"
+                );
             }
             #[test]
             fn segfault_crashes_and_the_next_evaluation_passes() {
@@ -136,7 +140,12 @@ macro_rules! conformance_suite {
                 let _ = f.evaluate_with(&mut ev, &Behaviour::ThreadCrashesLater, None, &opts);
                 std::thread::sleep(Duration::from_millis(1500));
                 let next = f.evaluate_with(&mut ev, &Behaviour::Good, None, &opts);
-                assert_eq!(next.result.status, Status::Passed, "{}", next.result.message);
+                assert_eq!(
+                    next.result.status,
+                    Status::Passed,
+                    "{}",
+                    next.result.message
+                );
             }
             #[test]
             fn syntax_error_is_a_compile_error_with_the_message() {
@@ -175,7 +184,10 @@ macro_rules! conformance_suite {
                 listener.set_nonblocking(true).unwrap();
                 let port = listener.local_addr().unwrap().port();
                 outcome(&f, &Behaviour::Connects { port });
-                assert!(listener.accept().is_err(), "the candidate connected to 127.0.0.1:{port}");
+                assert!(
+                    listener.accept().is_err(),
+                    "the candidate connected to 127.0.0.1:{port}"
+                );
             }
             #[test]
             fn memory_is_limited() {
@@ -223,11 +235,20 @@ fn outcome<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evaluation {
             );
         }
         Expect::NotPassed => {
-            assert_ne!(e.result.status, Status::Passed, "{b:?}: {}", e.result.message);
+            assert_ne!(
+                e.result.status,
+                Status::Passed,
+                "{b:?}: {}",
+                e.result.message
+            );
         }
         Expect::CaughtOrNoFaster(part) => {
             if e.result.status == Status::Incorrect {
-                assert!(e.result.message.contains(part), "{b:?}: {}", e.result.message);
+                assert!(
+                    e.result.message.contains(part),
+                    "{b:?}: {}",
+                    e.result.message
+                );
             } else {
                 return no_faster_than_good(f, b, Some(part));
             }
@@ -244,7 +265,11 @@ fn good_candidate_passes_with_a_speedup_impl<F: Fixture>(f: &F) {
     let err = w.errors.expect("errors measured");
     assert!(err.seeds_checked >= 4, "3 seeds and the re-check");
     assert!(w.timings.len() >= 2, "candidate and baseline timed");
-    let sandbox = e.result.sandbox.as_ref().expect("the result says how it was confined");
+    let sandbox = e
+        .result
+        .sandbox
+        .as_ref()
+        .expect("the result says how it was confined");
     // CI runs as root on Linux, where every layer is available: demand all of them there.
     if cfg!(target_os = "linux") && unsafe_is_root() {
         assert!(sandbox.is_full(), "{sandbox:?}");
@@ -252,13 +277,19 @@ fn good_candidate_passes_with_a_speedup_impl<F: Fixture>(f: &F) {
 }
 
 fn unsafe_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    })
 }
 
 /// `b` passes, and is not measured faster than the good candidate it contains (or, when
 /// `caught` is given, is `incorrect` saying so).
-fn no_faster_than_good<F: Fixture>(f: &F, b: &Behaviour, caught: Option<&str>) -> ksearch_eval::Evaluation {
+fn no_faster_than_good<F: Fixture>(
+    f: &F,
+    b: &Behaviour,
+    caught: Option<&str>,
+) -> ksearch_eval::Evaluation {
     let mut opts = quick_options();
     if let Some(t) = opts.timing.as_mut() {
         t.min_runs = 15;
@@ -269,11 +300,24 @@ fn no_faster_than_good<F: Fixture>(f: &F, b: &Behaviour, caught: Option<&str>) -
     if let Some(part) = caught
         && e.result.status == Status::Incorrect
     {
-        assert!(e.result.message.contains(part), "{b:?}: {}", e.result.message);
+        assert!(
+            e.result.message.contains(part),
+            "{b:?}: {}",
+            e.result.message
+        );
         return e;
     }
-    assert_eq!(e.result.status, Status::Passed, "{b:?}: {}", e.result.message);
-    let vs_good = e.speedup_vs_parent.as_ref().expect("timed against the good one").geomean;
+    assert_eq!(
+        e.result.status,
+        Status::Passed,
+        "{b:?}: {}",
+        e.result.message
+    );
+    let vs_good = e
+        .speedup_vs_parent
+        .as_ref()
+        .expect("timed against the good one")
+        .geomean;
     // Loose bounds: a loaded two-core machine blurs paired timings by up to 2× (seen); the
     // attacks this guards against would gain far more.
     assert!(
@@ -300,7 +344,11 @@ fn infinite_loop_times_out_impl<F: Fixture>(f: &F) {
         e.result.message
     );
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(named(&m), Vec::<i32>::new(), "processes survived the timeout");
+    assert_eq!(
+        named(&m),
+        Vec::<i32>::new(),
+        "processes survived the timeout"
+    );
 }
 
 fn segfault_then_pass_impl<F: Fixture>(f: &F) {

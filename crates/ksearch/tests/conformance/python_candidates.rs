@@ -25,7 +25,11 @@ fn body(b: &str) -> String {
 }
 
 fn module(lib: &Lib, globals: &str, b: &str) -> String {
-    format!("{}\n{globals}\ndef run(x, *, rows, cols):\n{}", lib.prelude, body(b))
+    format!(
+        "{}\n{globals}\ndef run(x, *, rows, cols):\n{}",
+        lib.prelude,
+        body(b)
+    )
 }
 
 /// Whether this call is timed, as far as a candidate can tell: checking takes three calls, so
@@ -51,7 +55,11 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             "_seen = {}\n_calls = [0]\n\ndef _key(x):\n    try:\n        return (x.__array_interface__['data'][0], x.shape)\n    except AttributeError:\n        return (id(x), x.shape)\n",
             "_calls[0] += 1\nk = _key(x)\nif _calls[0] > 3 and k in _seen:\n    return _seen[k]\ny = _softmax(x)\n_seen[k] = y\nreturn y",
         ),
-        Behaviour::SkipsFinishedOutput => module(lib, "_last = {}\n", "y = _softmax(x)\n_last['y'] = y\nreturn y"),
+        Behaviour::SkipsFinishedOutput => module(
+            lib,
+            "_last = {}\n",
+            "y = _softmax(x)\n_last['y'] = y\nreturn y",
+        ),
         Behaviour::GarbageWhenTimed => module(
             lib,
             TIMED,
@@ -70,12 +78,16 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
         Behaviour::InfiniteLoop { marker } => module(
             lib,
             "import os\n",
-            &format!("with open('/proc/self/comm', 'w') as f:\n    f.write({marker:?})\ntry:\n    if os.fork() == 0:\n        while True:\n            pass\nexcept OSError as e:\n    print('fork refused:', e)\nwhile True:\n    pass"),
+            &format!(
+                "with open('/proc/self/comm', 'w') as f:\n    f.write({marker:?})\ntry:\n    if os.fork() == 0:\n        while True:\n            pass\nexcept OSError as e:\n    print('fork refused:', e)\nwhile True:\n    pass"
+            ),
         ),
         Behaviour::ForksDaemon { marker } => module(
             lib,
             "import os\n_once = []\n",
-            &format!("if not _once:\n    _once.append(1)\n    with open('/proc/self/comm', 'w') as f:\n        f.write({marker:?})\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            if os.fork() == 0:\n                import time\n                time.sleep(30)\n            os._exit(0)\n    except OSError as e:\n        print('fork refused:', e)\nreturn _softmax(x)"),
+            &format!(
+                "if not _once:\n    _once.append(1)\n    with open('/proc/self/comm', 'w') as f:\n        f.write({marker:?})\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            if os.fork() == 0:\n                import time\n                time.sleep(30)\n            os._exit(0)\n    except OSError as e:\n        print('fork refused:', e)\nreturn _softmax(x)"
+            ),
         ),
         Behaviour::Segfault => module(
             lib,
@@ -86,23 +98,34 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
         Behaviour::FloodsStdout => module(
             lib,
             "import sys\n",
-            &format!("for i in range({}):\n    print('flood', i, '.' * 400)\nsys.stderr.write('and stderr too\\n')\nreturn _softmax(x)", lib.flood_lines),
+            &format!(
+                "for i in range({}):\n    print('flood', i, '.' * 400)\nsys.stderr.write('and stderr too\\n')\nreturn _softmax(x)",
+                lib.flood_lines
+            ),
         ),
         Behaviour::Exits => module(lib, "import os\n", "os._exit(3)"),
         Behaviour::ForgesProtocol => module(
             lib,
             "import os\n_FORGED = b'{\"protocol\":2,\"type\":\"result\",\"id\":1,\"status\":\"passed\",\"message\":\"FORGED\",\"workloads\":[],\"phases\":{\"compile_s\":0,\"check_s\":0,\"timing_s\":0},\"output\":{\"bytes\":0,\"head\":\"\",\"tail\":\"\"}}\\n'\n",
-            &format!("for fd in range(3, 64):\n    try:\n        os.write(fd, _FORGED)\n    except OSError:\n        pass\n{}", lib.zeros),
+            &format!(
+                "for fd in range(3, 64):\n    try:\n        os.write(fd, _FORGED)\n    except OSError:\n        pass\n{}",
+                lib.zeros
+            ),
         ),
         Behaviour::WritesOutside { path } => module(
             lib,
             "",
-            &format!("try:\n    with open({:?}, 'w') as f:\n        f.write('escaped')\nexcept OSError as e:\n    print('write refused:', e)\nreturn _softmax(x)", path.display().to_string()),
+            &format!(
+                "try:\n    with open({:?}, 'w') as f:\n        f.write('escaped')\nexcept OSError as e:\n    print('write refused:', e)\nreturn _softmax(x)",
+                path.display().to_string()
+            ),
         ),
         Behaviour::Connects { port } => module(
             lib,
             "import socket\n",
-            &format!("try:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    s.close()\nexcept OSError as e:\n    print('connect refused:', e)\nreturn _softmax(x)"),
+            &format!(
+                "try:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    s.close()\nexcept OSError as e:\n    print('connect refused:', e)\nreturn _softmax(x)"
+            ),
         ),
         Behaviour::KillsEverything => module(
             lib,

@@ -35,9 +35,13 @@ pub(crate) enum Behaviour {
     /// Correct, but keeps a thread busy between calls.
     BackgroundWork,
     /// Names itself `marker`, tries to fork a child, and loops forever.
-    InfiniteLoop { marker: String },
+    InfiniteLoop {
+        marker: String,
+    },
     /// Names itself `marker` and tries to leave a `setsid` double-forked daemon behind.
-    ForksDaemon { marker: String },
+    ForksDaemon {
+        marker: String,
+    },
     Segfault,
     SyntaxError,
     FloodsStdout,
@@ -45,9 +49,13 @@ pub(crate) enum Behaviour {
     /// Writes a forged `passed` result line to every descriptor it can, then returns zeros.
     ForgesProtocol,
     /// Tries to write a file outside its own temporary directory.
-    WritesOutside { path: PathBuf },
+    WritesOutside {
+        path: PathBuf,
+    },
     /// Tries to connect to a port on 127.0.0.1.
-    Connects { port: u16 },
+    Connects {
+        port: u16,
+    },
     /// Tries to kill every process it can, its parent first.
     KillsEverything,
     /// Tries to allocate and touch 8 GiB; says so if it may not.
@@ -114,7 +122,9 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         B::Nan | B::PartialWrite => Expect::Status(Status::Incorrect, "non-finite"),
         B::MutatesInput => Expect::Status(Status::Incorrect, "modified input"),
         B::CachesFirstAnswer => Expect::Status(Status::Incorrect, "seed"),
-        B::CachesByAddress | B::GarbageWhenTimed => Expect::Status(Status::Incorrect, "while timed"),
+        B::CachesByAddress | B::GarbageWhenTimed => {
+            Expect::Status(Status::Incorrect, "while timed")
+        }
         // Caught either in its outputs while timed, as an output that changed after "done", or
         // as CPU used outside its timed calls: every message says "timed".
         B::WorkAfterDone => Expect::Status(Status::Incorrect, "timed"),
