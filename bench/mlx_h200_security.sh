@@ -3,7 +3,10 @@
 # call each (MLX installed in /tmp/site by .device/mlx2/install.sh, see bench/mlx_h200.sh):
 #   probe   a GPU runner's confinement and the seeds of the three MLX tasks, timed
 #   sdpa    the SDPA cross-check (bench/mlx_sdpa_check.sh) with the new evaluator, and the wall
-#           time of one `eval mlx/attention` by the old and the new evaluator, alternately
+#           time of `eval mlx/attention baseline.py` (SDPA against itself) by the old and the new
+#           evaluator, alternately
+#   wall    after the timing changes: wall time of `eval mlx/attention baseline.py` by the new and
+#           the old evaluator, the direct SDPA measurement, the selective_state_update seed
 #   hostile bench/mlx_hostile.py against mlx/selective_state_update (workload b16)
 # Usage: bash bench/mlx_h200_security.sh STEP   (results in $OUT/STEP.tgz)
 set -uo pipefail
@@ -44,10 +47,25 @@ PY
     for i in 1 2; do
       for b in "$OLD" "$K"; do
         s=$(date +%s%N)
-        "$b" eval mlx/attention --target cuda --json > "$R/wall-$(basename "$b")-$i.json"
+        "$b" eval mlx/attention tasks/mlx/attention/baseline.py --target cuda --json --seeds 1 > "$R/wall-$(basename "$b")-$i.json"
         echo "$(basename "$b") $i $(( ($(date +%s%N) - s) / 1000000 )) ms" | tee -a "$R/wall.txt"
       done
     done
+    ;;
+  wall)
+    # After the timing changes: one eval of SDPA against itself by each evaluator (wall time),
+    # the direct SDPA measurement beside it, and the seed of selective_state_update.
+    for b in "$K" "$OLD"; do
+      s=$(date +%s%N)
+      "$b" eval mlx/attention tasks/mlx/attention/baseline.py --target cuda --json --seeds 1 > "$R/wall-$(basename "$b").json"
+      echo "wall $(basename "$b") $(( ($(date +%s%N) - s) / 1000000 )) ms"
+      python3 -c "import json; j=json.load(open('$R/wall-$(basename "$b").json')); print(j['status']); [print(' ', w['name'], round((w['latency_ms']['median'] + w['baseline_latency_ms']['median']) / 2, 4), w['latency_ms'].get('calls_per_sample')) for w in j['workloads']]"
+      [ "$b" = "$K" ] && python3 bench/mlx_direct_sdpa.py > "$R/sdpa-direct.json" && cat "$R/sdpa-direct.json"
+    done
+    s=$(date +%s%N)
+    "$K" eval mlx/selective_state_update --target cuda --json > "$R/seed-ssu.json"
+    echo "wall ssu seed $(( ($(date +%s%N) - s) / 1000000 )) ms"
+    python3 -c "import json; j=json.load(open('$R/seed-ssu.json')); print(j['status']); [print(' ', w['name'], w['latency_ms'], w['baseline_latency_ms']['median']) for w in j['workloads']]"
     ;;
   hostile)
     python3 bench/mlx_hostile.py "$K" mlx/selective_state_update cuda "$R/hostile" b16 | tee "$R/hostile.txt"

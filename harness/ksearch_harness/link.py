@@ -96,6 +96,7 @@ def python_paths():
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.abspath(sys.executable),
              os.path.dirname(os.path.realpath(sys.executable))}
     paths.update(p for p in sys.path if p and os.path.isabs(p))
+    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         if p and os.path.isabs(p):
             paths.add(p)
@@ -104,6 +105,10 @@ def python_paths():
 
 def runner_env(extra=None):
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or k.startswith(PASS_ENV_PREFIXES)}
+    # The runner imports this package from where the judge found it.
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in paths if p != here])
     env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     env.update(extra or {})
     return env

@@ -242,18 +242,7 @@ def execute(sock, target):
                 r["outs"] = outs
                 reply(sock, {"op": "done"})
             elif op == "sample":
-                outs = rounds[h["workload"]]["outs"]
-                groups = {}
-                for n, (c, t, i) in enumerate(h["positions"]):
-                    groups.setdefault((c, t), []).append((n, i))
-                vals = np.zeros(len(h["positions"]), dtype=np.float64)
-                gathered = {key: mx.take(outs[key[0]][key[1]].reshape(-1), mx.array([i for _, i in items])) for key, items in groups.items()}
-                mx.eval(list(gathered.values()))
-                for key, items in groups.items():
-                    got = backend.to_numpy(gathered[key]).astype(np.float64)
-                    for (n, _), v in zip(items, got):
-                        vals[n] = v
-                reply(sock, {"op": "values"}, vals.tobytes())
+                reply(sock, {"op": "values"}, sample(mx, backend, rounds[h["workload"]]["outs"], h["positions"]).tobytes())
             elif op == "fetch":
                 outs = rounds[h["workload"]]["outs"][h["call"]]
                 reply(sock, *pack(backend, list(outs)))
@@ -261,6 +250,20 @@ def execute(sock, target):
                 reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
         except Exception:  # noqa: BLE001 - a graph that fails to build or run
             error_reply(sock)
+
+
+def sample(mx, backend, outs, positions):
+    """The values at `positions` ((call, output, flat index)) of a round's outputs, as float64."""
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1, 3)
+    vals = np.zeros(len(pos), dtype=np.float64)
+    keys, where = np.unique(pos[:, :2], axis=0, return_inverse=True)
+    where = where.reshape(-1)
+    picks = [np.flatnonzero(where == g) for g in range(len(keys))]
+    gathered = [mx.take(outs[c][t].reshape(-1), mx.array(pos[p, 2])) for (c, t), p in zip(keys.tolist(), picks)]
+    mx.eval(gathered)
+    for p, got in zip(picks, gathered):
+        vals[p] = backend.to_numpy(got).astype(np.float64)
+    return vals
 
 
 def describe_outputs(backend, outs, specs):

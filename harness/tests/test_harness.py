@@ -242,6 +242,35 @@ class TimingArithmetic(unittest.TestCase):
                 r.stop()
         self.assertIn("while timed", e.exception.message)
 
+    def test_sampled_positions_cover_every_call_and_output_unpredictably(self):
+        rng = np.random.Generator(np.random.PCG64(1))
+        pos = timing.sample_positions(rng, 5, [100, 3])
+        self.assertEqual(len(pos), 5 * (timing.SAMPLED + 3))
+        self.assertEqual({(c, t) for c, t, _ in pos}, {(c, t) for c in range(5) for t in range(2)})
+        self.assertTrue(all(0 <= i < (100 if t == 0 else 3) for _, t, i in pos))
+        again = timing.sample_positions(np.random.Generator(np.random.PCG64(2)), 5, [100, 3])
+        self.assertNotEqual(pos, again)
+
+
+class ExecRunnerSample(unittest.TestCase):
+    """The exec runner's `sample`, with numpy standing in for MLX's three calls it makes."""
+
+    class FakeMx:
+        take = staticmethod(lambda a, i: np.take(a, i))
+        array = staticmethod(np.asarray)
+        eval = staticmethod(lambda xs: None)
+
+    class FakeBackend:
+        to_numpy = staticmethod(np.asarray)
+
+    def test_values_come_back_in_the_order_asked(self):
+        from ksearch_harness.runner import sample
+
+        outs = [(np.arange(10.0) + 100 * c, np.arange(4.0) - c) for c in range(3)]
+        positions = [(2, 0, 7), (0, 1, 3), (1, 0, 0), (2, 1, 1), (0, 0, 9), (1, 0, 5)]
+        got = sample(self.FakeMx, self.FakeBackend, outs, positions)
+        self.assertEqual(got.tolist(), [207.0, 3.0, 100.0, -1.0, 9.0, 105.0])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -478,7 +478,9 @@ mod tests {
         let line = serde_json::to_string(&req).unwrap();
         assert!(!line.contains('\n'));
         assert!(
-            line.starts_with("{\"protocol\":1,\"type\":\"evaluate\""),
+            line.starts_with(&format!(
+                "{{\"protocol\":{PROTOCOL_VERSION},\"type\":\"evaluate\""
+            )),
             "{line}"
         );
         assert_eq!(
