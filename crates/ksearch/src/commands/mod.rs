@@ -40,7 +40,10 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
 /// Errors in what the user gave us get their own exit code.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
     for cause in err.chain() {
-        if cause.is::<LoadError>() || cause.is::<ksearch_store::StoreError>() {
+        if cause.is::<LoadError>()
+            || cause.is::<ksearch_tasks::ReadError>()
+            || cause.is::<ksearch_store::StoreError>()
+        {
             return exit_codes::INPUT;
         }
         if let Some(ksearch_engine::ProposeError::Unsupported { .. }) = cause.downcast_ref() {
