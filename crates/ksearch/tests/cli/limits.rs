@@ -92,3 +92,38 @@ fn a_configuration_file_linked_to_a_device_is_refused() {
     );
     assert!(!dir.path().join("ksearch-runs").exists());
 }
+
+#[test]
+fn seed_counts_are_bounded_before_anything_is_allocated() {
+    for seeds in ["4294967295", "65", "0"] {
+        let started = Instant::now();
+        let (code, _, stderr) = run(&mut ksearch(&[
+            "eval",
+            "cpu/softmax",
+            "--seeds",
+            seeds,
+            "--no-timing",
+        ]));
+        assert_eq!(code, 2, "--seeds {seeds}: {stderr}");
+        assert!(stderr.contains("--seeds"), "{stderr}");
+        assert!(stderr.contains("1..=64"), "{stderr}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    let (code, stdout, stderr) = run(&mut ksearch(&[
+        "eval",
+        "cpu/softmax",
+        "--seeds",
+        "64",
+        "--no-timing",
+        "--workload",
+        "small",
+        "--json",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["status"], "passed", "{j}");
+    assert!(
+        j["workloads"][0]["seeds_checked"].as_u64().unwrap() >= 64,
+        "{j}"
+    );
+}

@@ -1,0 +1,50 @@
+//! What `build_request` accepts before anything is allocated or started.
+
+use ksearch_core::task::tests_support::matmul_spec;
+use ksearch_core::task::{Source, Task};
+use ksearch_eval::{Compare, EvalError, EvalOptions, MAX_SEEDS, build_request};
+
+fn task() -> Task {
+    let source = |file: &str| Source {
+        file: file.into(),
+        text: "void matmul(void) {}".into(),
+    };
+    Task {
+        id: "test/matmul".into(),
+        spec: matmul_spec(),
+        reference: source("reference.c"),
+        seed: source("seed.c"),
+        baseline: None,
+        comparisons: Vec::new(),
+    }
+}
+
+fn request(seeds: usize) -> Result<ksearch_core::protocol::EvaluateRequest, EvalError> {
+    let t = task();
+    let options = EvalOptions {
+        seeds,
+        ..EvalOptions::default()
+    };
+    build_request(1, &t, &t.seed, Compare::default(), &options)
+}
+
+#[test]
+fn absurd_seed_counts_are_an_options_error_not_an_allocation() {
+    for seeds in [0, MAX_SEEDS + 1, 4_294_967_295, usize::MAX] {
+        let e = request(seeds).expect_err("refused");
+        assert!(matches!(e, EvalError::Options(_)), "{seeds}: {e}");
+    }
+    let e = request(4_294_967_295).unwrap_err().to_string();
+    assert!(
+        e.contains("4294967295 seeds") && e.contains("at most 64"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_seed_up_to_the_bound_is_planned() {
+    for seeds in [1, 3, MAX_SEEDS] {
+        let r = request(seeds).expect("accepted");
+        assert_eq!(r.check.seeds.len(), seeds);
+    }
+}
