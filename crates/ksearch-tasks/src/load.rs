@@ -122,6 +122,7 @@ fn resolve(
                 name: b.name.clone(),
                 source: load(path, &b.file)?,
                 libs: b.libs.clone(),
+                install: b.install.clone(),
                 env: b.env.clone(),
             })
         };
