@@ -106,6 +106,7 @@ pub fn build_request(
             options.seeds
         )));
     }
+    crate::libraries::require_available(task)?;
     let spec = &task.spec;
     let workloads = if options.workloads.is_empty() {
         spec.workloads.clone()

@@ -9,6 +9,7 @@ mod env_scrub;
 mod error;
 mod evaluator;
 mod knowledge_checks;
+pub mod libraries;
 mod mlx_backend;
 mod output_capture;
 mod supervisor;

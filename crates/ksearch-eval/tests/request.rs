@@ -48,3 +48,37 @@ fn every_seed_up_to_the_bound_is_planned() {
         assert_eq!(r.check.seeds.len(), seeds);
     }
 }
+
+#[test]
+fn a_task_naming_a_missing_library_is_refused_with_how_to_install_it() {
+    let mut t = task();
+    t.baseline = Some(ksearch_core::task::Baseline {
+        name: "Some BLAS".into(),
+        source: t.seed.clone(),
+        libs: vec!["ksearchnosuchlibrary".into()],
+        install: [(
+            "ksearchnosuchlibrary".to_owned(),
+            ksearch_core::task::InstallHint {
+                name: "NoSuchBLAS".into(),
+                debian: Some("libnosuchblas-dev".into()),
+            },
+        )]
+        .into(),
+        env: Default::default(),
+    });
+    let e = build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default())
+        .expect_err("refused before the worker fails to link");
+    assert!(matches!(e, EvalError::MissingLibrary { .. }), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("`Some BLAS` needs NoSuchBLAS (-lksearchnosuchlibrary)"),
+        "{text}"
+    );
+    // Once it is left out, the request is built against the reference.
+    let dropped = ksearch_eval::libraries::drop_unavailable(&mut t);
+    assert_eq!(dropped.len(), 1);
+    let r =
+        build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default()).expect("built");
+    assert_eq!(r.compare[0].label, "reference (reference.c)");
+    assert_eq!(r.compare[0].source.file, "reference.c");
+}

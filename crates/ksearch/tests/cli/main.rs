@@ -7,6 +7,7 @@ use serde_json::Value;
 
 #[path = "../common/softmax_kernels.rs"]
 mod kernels;
+mod libraries;
 mod limits;
 
 fn ksearch(args: &[&str]) -> Command {
