@@ -351,7 +351,12 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         observer: &mut observer,
         stop,
     };
-    let fresh = !run_dir.exists();
+    // The outermost directory the run creates (`ksearch-runs/` on a first run).
+    let created = run_dir
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+        .last()
+        .map(std::path::Path::to_path_buf);
     let outcome = Engine::create(&run_dir, task, config, parts)
         .with_context(|| format!("failed to start the run in {}", run_dir.display()))
         .and_then(|mut engine| {
@@ -365,8 +370,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         Err(e) => {
             // A run that could not start (its seed measured nothing) leaves no directory behind;
             // one that started is kept for `resume`.
-            if fresh && ksearch_engine::read_summary(&run_dir).is_err() {
-                let _ = std::fs::remove_dir_all(&run_dir);
+            if let Some(dir) = created
+                && ksearch_engine::read_summary(&run_dir).is_err()
+            {
+                let _ = std::fs::remove_dir_all(dir);
             }
             return Err(e);
         }

@@ -164,7 +164,8 @@ fn a_run_that_cannot_start_leaves_no_directory() {
     let dir = tempfile::tempdir().unwrap();
     let task = task_with_fake_baseline(dir.path());
     std::fs::write(task.join("seed.c"), "this is not C\n").unwrap();
-    let rd = dir.path().join("run");
+    let runs = dir.path().join("runs");
+    let rd = runs.join("run");
     let (code, _, stderr) = run(&mut ksearch(&[
         "run",
         task.to_str().unwrap(),
@@ -176,9 +177,9 @@ fn a_run_that_cannot_start_leaves_no_directory() {
     ]));
     assert_ne!(code, 0);
     assert!(stderr.contains("seed"), "{stderr}");
-    assert!(!rd.exists(), "a half-made run was left in {}", rd.display());
+    assert!(!runs.exists(), "a half-made run was left in {}", runs.display());
     // A directory that was there before is never removed.
-    std::fs::create_dir(&rd).unwrap();
+    std::fs::create_dir_all(&rd).unwrap();
     let (code, _, _) = run(&mut ksearch(&[
         "run",
         task.to_str().unwrap(),
