@@ -164,6 +164,19 @@ pub struct SourceRef {
     pub file: String,
 }
 
+/// How a user gets a library a baseline or comparison links, for the message shown when the
+/// library is missing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallHint {
+    /// What the library is called, e.g. "OpenBLAS"; on systems without a known package, the
+    /// user is told to install it by this name.
+    pub name: String,
+    /// The Debian and Ubuntu package that provides `-l<lib>`, e.g. `libopenblas-dev`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debian: Option<String>,
+}
+
 /// The production implementation speedups are quoted against.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -171,9 +184,14 @@ pub struct BaselineRef {
     /// A name a user recognises, e.g. "OpenBLAS sgemm (1 thread)".
     pub name: String,
     pub file: String,
-    /// Extra libraries to link (`m` for `-lm` is always linked).
+    /// Extra libraries to link (`m` for `-lm` is always linked). They are optional at run time:
+    /// where one is missing, the implementation is left out (a baseline gives way to the
+    /// reference) and the user is told how to install it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub libs: Vec<String>,
+    /// How to install each of `libs`, by library name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub install: BTreeMap<String, InstallHint>,
     /// Environment the worker sets before loading the baseline, e.g. thread counts.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -429,26 +447,66 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     ] {
         check_relative_file(&root.key(field).key("file"), file)?;
     }
-    for (i, c) in spec.comparisons.iter().enumerate() {
-        check_relative_file(&root.key("comparisons").index(i).key("file"), &c.file)?;
-    }
     if let Some(b) = &spec.baseline {
-        check_relative_file(&root.key("baseline").key("file"), &b.file)?;
-        if b.name.trim().is_empty() {
+        validate_implementation(&root.key("baseline"), b, "baseline")?;
+    }
+    for (i, c) in spec.comparisons.iter().enumerate() {
+        validate_implementation(&root.key("comparisons").index(i), c, "comparison")?;
+    }
+    Ok(())
+}
+
+/// A baseline or comparison: its file, name, libraries and their install hints.
+fn validate_implementation(
+    path: &FieldPath,
+    b: &BaselineRef,
+    what: &str,
+) -> Result<(), (FieldPath, String)> {
+    check_relative_file(&path.key("file"), &b.file)?;
+    if b.name.trim().is_empty() {
+        return Err((path.key("name"), format!("give the {what} a name")));
+    }
+    for (i, lib) in b.libs.iter().enumerate() {
+        if lib.is_empty()
+            || !lib
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.+".contains(c))
+        {
             return Err((
-                root.key("baseline").key("name"),
-                "give the baseline a name".into(),
+                path.key("libs").index(i),
+                format!("`{lib}` is not a library name (as in `-l<name>`)"),
             ));
         }
-        for (i, lib) in b.libs.iter().enumerate() {
-            if lib.is_empty()
-                || !lib
+    }
+    for (lib, hint) in &b.install {
+        let at = path.key("install").key(lib);
+        if !b.libs.contains(lib) {
+            return Err((
+                at,
+                format!(
+                    "`{lib}` is not one of this {what}'s `libs` ({})",
+                    if b.libs.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        b.libs.join(", ")
+                    }
+                ),
+            ));
+        }
+        if hint.name.trim().is_empty() {
+            return Err((at.key("name"), "give the library a name".into()));
+        }
+        // Debian's rule for package names; the name is shown in a command to run.
+        if let Some(pkg) = &hint.debian {
+            let ok = pkg.len() >= 2
+                && pkg.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && pkg
                     .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.+".contains(c))
-            {
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+            if !ok {
                 return Err((
-                    root.key("baseline").key("libs").index(i),
-                    format!("`{lib}` is not a library name (as in `-l<name>`)"),
+                    at.key("debian"),
+                    format!("`{pkg}` is not a Debian package name"),
                 ));
             }
         }
@@ -515,6 +573,8 @@ pub struct Baseline {
     pub source: Source,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub libs: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub install: BTreeMap<String, InstallHint>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
 }
@@ -694,6 +754,94 @@ file = "seed.c"
             assert!(e.message.contains(message), "{e}");
             assert!(e.location.is_some(), "no location for {e}");
         }
+    }
+
+    const BASELINE: &str = r#"
+[baseline]
+name = "OpenBLAS"
+file = "baseline.c"
+libs = ["openblas"]
+
+[baseline.install.openblas]
+name = "OpenBLAS"
+debian = "libopenblas-dev"
+"#;
+
+    #[test]
+    fn a_baseline_names_how_to_install_its_libraries() {
+        let text = format!("{GOOD}{BASELINE}");
+        let spec = parse_task(&text, "t/task.toml").unwrap();
+        let b = spec.baseline.as_ref().unwrap();
+        assert_eq!(
+            b.install["openblas"],
+            InstallHint {
+                name: "OpenBLAS".into(),
+                debian: Some("libopenblas-dev".into()),
+            }
+        );
+        let written = toml::to_string(&spec).unwrap();
+        assert_eq!(parse_task(&written, "round-trip").unwrap(), spec);
+        // The hint is optional, and so is its package.
+        let bare = text.replace("debian = \"libopenblas-dev\"\n", "");
+        let spec = parse_task(&bare, "t/task.toml").unwrap();
+        assert_eq!(spec.baseline.unwrap().install["openblas"].debian, None);
+        let none = text.replace("[baseline.install.openblas]\nname = \"OpenBLAS\"\n", "");
+        let none = none.replace("debian = \"libopenblas-dev\"\n", "");
+        assert!(
+            parse_task(&none, "t/task.toml")
+                .unwrap()
+                .baseline
+                .unwrap()
+                .install
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn install_hints_are_checked_at_their_field() {
+        let text = format!("{GOOD}{BASELINE}");
+        let cases: &[(&str, &str, &str, &str)] = &[
+            (
+                "debian = \"libopenblas-dev\"",
+                "apt = \"libopenblas-dev\"",
+                "baseline.install.openblas.apt",
+                "unknown field `apt`",
+            ),
+            (
+                "[baseline.install.openblas]",
+                "[baseline.install.blas]",
+                "baseline.install.blas",
+                "not one of this baseline's `libs` (openblas)",
+            ),
+            (
+                "debian = \"libopenblas-dev\"",
+                "debian = \"libopenblas-dev; rm -rf ~\"",
+                "baseline.install.openblas.debian",
+                "not a Debian package name",
+            ),
+            (
+                "[baseline.install.openblas]\nname = \"OpenBLAS\"",
+                "[baseline.install.openblas]\nname = \" \"",
+                "baseline.install.openblas.name",
+                "give the library a name",
+            ),
+        ];
+        for (from, to, field, message) in cases {
+            assert!(text.contains(from), "fixture lacks {from}");
+            let e = err(&text.replacen(from, to, 1));
+            assert_eq!(e.field, *field, "{e}");
+            assert!(e.message.contains(message), "{e}");
+            let line = e.location.expect("a location").line;
+            assert!(line > GOOD.lines().count(), "{e}");
+            assert!(e.to_string().starts_with("t/task.toml:"), "{e}");
+        }
+        // Comparisons are held to the same rules.
+        let comparison = BASELINE
+            .replace("[baseline]", "[[comparisons]]")
+            .replace("[baseline.install.openblas]", "[comparisons.install.blis]");
+        let e = err(&format!("{GOOD}{comparison}"));
+        assert_eq!(e.field, "comparisons[0].install.blis");
+        assert!(e.message.contains("comparison's `libs`"), "{e}");
     }
 
     #[test]

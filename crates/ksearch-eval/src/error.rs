@@ -29,4 +29,12 @@ pub enum EvalError {
     Cancelled,
     #[error("invalid evaluation options: {0}")]
     Options(String),
+    /// The task names a baseline or comparison that links a library missing here (see
+    /// [`crate::libraries`]).
+    #[error("`{name}` needs {libraries}, which the linker does not find on this machine; {advice}")]
+    MissingLibrary {
+        name: String,
+        libraries: String,
+        advice: String,
+    },
 }

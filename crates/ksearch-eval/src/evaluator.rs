@@ -15,11 +15,15 @@ use crate::backend::Backend;
 use crate::error::EvalError;
 use crate::supervisor::Supervisor;
 
+/// Most input seeds one evaluation checks per workload (`--seeds`).
+pub const MAX_SEEDS: usize = 64;
+
 /// What to run: which workloads, how many seeds, how to time, how long to allow.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
     /// Workload names; empty means all of the task's.
     pub workloads: Vec<String>,
+    /// Input seeds checked per workload: 1 to [`MAX_SEEDS`].
     pub seeds: usize,
     pub base_seed: u64,
     pub timing: Option<TimingPlan>,
@@ -96,6 +100,13 @@ pub fn build_request(
     if options.seeds == 0 {
         return Err(EvalError::Options("at least one seed is needed".into()));
     }
+    if options.seeds > MAX_SEEDS {
+        return Err(EvalError::Options(format!(
+            "{} seeds asked for; at most {MAX_SEEDS} are checked",
+            options.seeds
+        )));
+    }
+    crate::libraries::require_available(task)?;
     let spec = &task.spec;
     let workloads = if options.workloads.is_empty() {
         spec.workloads.clone()

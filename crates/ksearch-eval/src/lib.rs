@@ -9,6 +9,7 @@ mod env_scrub;
 mod error;
 mod evaluator;
 mod knowledge_checks;
+pub mod libraries;
 mod mlx_backend;
 mod output_capture;
 pub mod sandbox;
@@ -20,7 +21,9 @@ mod worker_process;
 pub use backend::{Backend, BackendOptions, CBackend, backend_for};
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
-pub use evaluator::{Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, build_request};
+pub use evaluator::{
+    Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS, build_request,
+};
 pub use knowledge_checks::knowledge;
 pub use mlx_backend::MlxBackend;
 pub use supervisor::Supervisor;

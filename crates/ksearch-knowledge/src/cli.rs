@@ -464,10 +464,12 @@ pub fn check_file(
 ) -> Result<CommandOutput, CliError> {
     let hw = hardware.map(|n| resolve_hardware(k, n)).transpose()?;
     let platform = resolve_platform(backend, target, hw)?;
-    let source = std::fs::read_to_string(file).map_err(|e| CliError::Unreadable {
-        path: file.display().to_string(),
-        message: e.to_string(),
-    })?;
+    // A candidate-sized source at most, and a regular file: never `/dev/zero` read forever.
+    let source = ksearch_tasks::read_text(file, ksearch_tasks::MAX_SOURCE_BYTES, "a source")
+        .map_err(|e| CliError::Unreadable {
+            path: file.display().to_string(),
+            message: error_chain(&e),
+        })?;
     Ok(check_source(
         k,
         &source,
@@ -522,4 +524,15 @@ pub fn check_source(
         s
     };
     CommandOutput { stdout, code }
+}
+
+/// An error with its causes, `: `-separated.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
 }

@@ -105,10 +105,12 @@ pub(crate) fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
             if p.is_dir() {
                 walk(root, &p, out)?;
             } else if p.extension().is_some_and(|e| e == "toml") {
-                let text = std::fs::read_to_string(&p).map_err(|e| LoadError::Io {
-                    path: p.display().to_string(),
-                    message: e.to_string(),
-                })?;
+                let text =
+                    ksearch_tasks::read_text(&p, ksearch_tasks::MAX_TOML_BYTES, "a knowledge file")
+                        .map_err(|e| LoadError::Io {
+                            path: p.display().to_string(),
+                            message: crate::cli::error_chain(&e),
+                        })?;
                 let rel = p
                     .strip_prefix(root)
                     .unwrap_or(&p)

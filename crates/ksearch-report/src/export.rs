@@ -158,7 +158,7 @@ pub fn find_task_toml(task: &Task) -> Option<String> {
             } else {
                 p.to_owned()
             };
-            std::fs::read_to_string(file).ok()?
+            ksearch_tasks::read_text(&file, ksearch_tasks::MAX_TOML_BYTES, "a task file").ok()?
         }
     };
     let spec = ksearch_core::parse_task(&text, "task.toml").ok()?;

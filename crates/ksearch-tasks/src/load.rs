@@ -1,8 +1,10 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ksearch_core::location::{FieldPath, locate};
 use ksearch_core::task::{Baseline, Source, Task, TaskError, parse_task};
 use thiserror::Error;
+
+use crate::files::{MAX_SOURCE_BYTES, MAX_TOML_BYTES, ReadError, read_text};
 
 mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_files.rs"));
@@ -14,12 +16,8 @@ pub enum LoadError {
         "no task `{arg}`: not a directory with a task.toml, nor a built-in task (built-in: {builtins})"
     )]
     NotFound { arg: String, builtins: String },
-    #[error("failed to read {}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] ReadError),
     #[error(transparent)]
     Task(#[from] TaskError),
 }
@@ -50,7 +48,9 @@ pub fn load_task(arg: &str) -> Result<Task, LoadError> {
     if path.is_dir() {
         return load_dir(path, arg);
     }
-    if path.is_file() && path.file_name().is_some_and(|n| n == "task.toml") {
+    // Whatever it is (a file, or a link to a device), a `task.toml` is read as one, so that
+    // anything but a regular file of bounded size is refused by name.
+    if path.exists() && path.file_name().is_some_and(|n| n == "task.toml") {
         return load_dir(path.parent().unwrap_or(Path::new(".")), arg);
     }
     if builtin_task_toml(arg.trim_end_matches('/')).is_some() {
@@ -77,13 +77,15 @@ pub fn load_builtin(name: &str) -> Result<Task, LoadError> {
 
 pub fn load_dir(dir: &Path, id: &str) -> Result<Task, LoadError> {
     let toml_path = dir.join("task.toml");
-    let text = std::fs::read_to_string(&toml_path).map_err(|source| LoadError::Io {
-        path: toml_path.clone(),
-        source,
-    })?;
+    let text = read_text(&toml_path, MAX_TOML_BYTES, "a task file")?;
     resolve(id, &toml_path.display().to_string(), &text, |rel| {
-        std::fs::read_to_string(dir.join(rel))
-            .map_err(|e| format!("could not read {}: {e}", dir.join(rel).display()))
+        read_text(&dir.join(rel), MAX_SOURCE_BYTES, "a source file").map_err(|e| {
+            use std::error::Error as _;
+            match e.source() {
+                Some(cause) => format!("{e}: {cause}"),
+                None => e.to_string(),
+            }
+        })
     })
 }
 
@@ -120,6 +122,7 @@ fn resolve(
                 name: b.name.clone(),
                 source: load(path, &b.file)?,
                 libs: b.libs.clone(),
+                install: b.install.clone(),
                 env: b.env.clone(),
             })
         };
@@ -144,12 +147,10 @@ fn resolve(
     })
 }
 
-/// A candidate source file, named by its file name.
+/// A candidate source file, named by its file name; refused unread when it is not a regular
+/// file or is larger than [`MAX_SOURCE_BYTES`].
 pub fn read_candidate(path: &Path) -> Result<Source, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = read_text(path, MAX_SOURCE_BYTES, "a candidate")?;
     let file = path.file_name().map_or_else(
         || "candidate.c".to_owned(),
         |n| n.to_string_lossy().into_owned(),
@@ -159,6 +160,8 @@ pub fn read_candidate(path: &Path) -> Result<Source, LoadError> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]
@@ -204,6 +207,93 @@ mod tests {
     fn unknown_names_list_the_builtins() {
         let err = load_task("cpu/nope").unwrap_err().to_string();
         assert!(err.contains("cpu/softmax"), "{err}");
+    }
+
+    #[test]
+    fn a_task_file_linked_to_dev_zero_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("task.toml");
+        std::os::unix::fs::symlink("/dev/zero", &toml).unwrap();
+        for arg in [dir.path(), toml.as_path()] {
+            let err = load_task(arg.to_str().unwrap()).unwrap_err();
+            assert!(
+                matches!(err, LoadError::Read(ReadError::NotAFile { .. })),
+                "{err}"
+            );
+            assert!(err.to_string().contains("task.toml"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_huge_task_file_is_refused_with_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("task.toml");
+        std::fs::File::create(&toml)
+            .unwrap()
+            .set_len(MAX_TOML_BYTES + 1)
+            .unwrap();
+        let err = load_task(dir.path().to_str().unwrap()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LoadError::Read(ReadError::TooLarge {
+                    limit: MAX_TOML_BYTES,
+                    ..
+                })
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("1 MiB"), "{err}");
+    }
+
+    #[test]
+    fn a_huge_or_special_source_named_by_a_task_is_refused_at_its_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = builtin_task_toml("cpu/softmax").unwrap();
+        std::fs::write(dir.path().join("task.toml"), toml).unwrap();
+        std::fs::write(dir.path().join("reference.c"), "x").unwrap();
+        std::fs::File::create(dir.path().join("seed.c"))
+            .unwrap()
+            .set_len(MAX_SOURCE_BYTES + 1)
+            .unwrap();
+        let err = load_task(dir.path().to_str().unwrap()).unwrap_err();
+        let LoadError::Task(e) = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(e.field, "seed.file");
+        assert!(
+            e.message.contains("seed.c") && e.message.contains("512 KiB"),
+            "{err}"
+        );
+        std::fs::remove_file(dir.path().join("seed.c")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("seed.c")).unwrap();
+        let err = load_task(dir.path().to_str().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn candidates_are_read_with_the_source_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.c");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_SOURCE_BYTES + 1)
+            .unwrap();
+        let err = read_candidate(&big).unwrap_err().to_string();
+        assert!(
+            err.contains("big.c") && err.contains("512 KiB") && err.contains("candidate"),
+            "{err}"
+        );
+        let err = read_candidate(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/dev/zero") && err.contains("character device"),
+            "{err}"
+        );
+        let ok = dir.path().join("ok.c");
+        std::fs::write(&ok, "void f(void) {}").unwrap();
+        assert_eq!(read_candidate(&ok).unwrap().file, "ok.c");
     }
 
     fn tempdir() -> PathBuf {

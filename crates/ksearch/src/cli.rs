@@ -126,8 +126,8 @@ pub(crate) struct EvalFlags {
     /// Evaluate only this workload (repeatable).
     #[arg(long = "workload", value_name = "NAME")]
     pub(crate) workloads: Vec<String>,
-    /// Number of random input seeds checked per workload.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Number of random input seeds checked per workload (1 to 64).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=ksearch_eval::MAX_SEEDS as i64))]
     pub(crate) seeds: u32,
     /// First input seed; the others follow it.
     #[arg(long, default_value_t = 1)]

@@ -149,10 +149,13 @@ fn user_config_path() -> Option<PathBuf> {
 }
 
 fn read(path: &Path) -> anyhow::Result<Option<Config>> {
-    match std::fs::read_to_string(path) {
+    use ksearch_tasks::{MAX_TOML_BYTES, ReadError, read_text};
+    match read_text(path, MAX_TOML_BYTES, "a configuration file") {
         Ok(text) => Ok(Some(Config::parse(&text, &path.display().to_string())?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(anyhow::anyhow!("failed to read {}: {e}", path.display())),
+        Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -142,8 +142,16 @@ fn violation(rule: &Rule, line: usize, values: &[(&str, String)]) -> Violation {
     }
 }
 
+/// A byte of a name: ASCII letters, digits and `_`, and every byte of a non-ASCII character
+/// (C++, Metal and CUDA accept UTF-8 names: `σthreadIdx` is not `threadIdx`).
 fn is_ident(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+/// Where the value of a keyword argument matched by `name[ \t\r\n]*=[ \t\r\n]*[^=]` starts:
+/// at its last character, which may be several bytes long (`threadgroup=τ(…)`).
+fn value_start(m: &regex::Match<'_>) -> usize {
+    m.start() + m.as_str().char_indices().last().map_or(0, |(p, _)| p)
 }
 
 /// Offsets of `token` in `text`, bounded like an identifier where the token's ends are
@@ -480,7 +488,7 @@ fn threadgroup_size(
             if enclosing_paren(py, m.start()).is_none() {
                 continue;
             }
-            let value = argument(py, m.end() - 1);
+            let value = argument(py, value_start(&m));
             let threads = tuple_elements(value, &a.env).and_then(|e| product(&e));
             found.push((m.start(), value.to_owned(), threads));
         }
@@ -701,11 +709,9 @@ fn mlx_grid(rule: &Rule, a: &Analysis<'_>, out: &mut Vec<Violation>) {
             continue;
         };
         let call_close = matching(py, call_open).unwrap_or(py.len());
-        let value = argument(py, m.end() - 1);
-        let written = a
-            .src
-            .get(m.end() - 1..m.end() - 1 + value.len())
-            .unwrap_or(value);
+        let value_at = value_start(&m);
+        let value = argument(py, value_at);
+        let written = a.src.get(value_at..value_at + value.len()).unwrap_or(value);
         let Some(elements) = tuple_elements(value, &a.env) else {
             continue;
         };
@@ -713,7 +719,7 @@ fn mlx_grid(rule: &Rule, a: &Analysis<'_>, out: &mut Vec<Violation>) {
             .find_iter(&py[call_open..call_close])
             .next()
             .and_then(|t| {
-                let v = argument(py, call_open + t.end() - 1);
+                let v = argument(py, call_open + value_start(&t));
                 tuple_elements(v, &a.env)
             });
         for (d, element) in elements.iter().enumerate() {

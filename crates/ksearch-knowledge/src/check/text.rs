@@ -115,8 +115,10 @@ pub(crate) struct Python {
     pub(crate) strings: Vec<PyString>,
 }
 
+/// A byte of a name: ASCII letters, digits and `_`, and every byte of a non-ASCII character
+/// (Python names may be any letters: `src_σ` is one name).
 fn is_ident_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
 }
 
 pub(crate) fn mask_python(text: &str) -> Python {
@@ -223,9 +225,13 @@ fn assigned_name(text: &str, content_start: usize) -> Option<&str> {
         .trim_end()
         .strip_suffix('=')?
         .trim_end();
+    // Python names may hold any letters and digits (`src_σ`): the name starts after the last
+    // character that cannot be part of one, wherever that character's bytes end.
     let name_start = before
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |p| p + 1);
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_alphanumeric() || *c == '_'))
+        .map_or(0, |(p, c)| p + c.len_utf8());
     let name = &before[name_start..];
     (!name.is_empty()).then_some(name)
 }

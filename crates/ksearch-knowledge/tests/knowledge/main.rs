@@ -6,6 +6,7 @@ mod cli;
 mod detect;
 mod load;
 mod render;
+mod unicode;
 
 use std::path::PathBuf;
 

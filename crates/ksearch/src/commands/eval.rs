@@ -4,6 +4,7 @@ use std::io::Write;
 
 use ksearch_core::protocol::{Role, Status, TimingPlan};
 use ksearch_core::stats::TimingStats;
+use ksearch_core::task::Task;
 use ksearch_engine::EvalSettings;
 use ksearch_eval::{BackendOptions, Compare, Evaluation, Evaluator, LocalEvaluator, backend_for};
 use serde::Serialize;
@@ -12,7 +13,7 @@ use crate::cli::{EvalArgs, EvalFlags};
 use crate::exit_codes;
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
-    let task = ksearch_tasks::load_task(&args.task)?;
+    let task = without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
     let candidate = match &args.candidate {
         Some(path) => ksearch_tasks::read_candidate(path)?,
         None => task.seed.clone(),
@@ -50,6 +51,18 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         )?;
     }
     Ok(exit_codes::OK)
+}
+
+/// The task as this machine can evaluate it: a baseline or comparison whose libraries the
+/// linker does not find is left out (the reference becomes the baseline), and the user is told
+/// once, on stderr, what is missing, what speedups are quoted against and how to install it.
+pub(crate) fn without_missing_libraries(mut task: Task) -> Task {
+    let installer = ksearch_eval::libraries::Installer::here();
+    let mut stderr = std::io::stderr().lock();
+    for u in ksearch_eval::libraries::drop_unavailable(&mut task) {
+        let _ = writeln!(stderr, "note: {}", u.notice(installer));
+    }
+    task
 }
 
 /// How to start the task's backend.

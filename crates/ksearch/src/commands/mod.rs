@@ -60,7 +60,10 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         if non_finite {
             return exit_codes::INTERNAL;
         }
-        if cause.is::<LoadError>() || cause.is::<ksearch_store::StoreError>() {
+        if cause.is::<LoadError>()
+            || cause.is::<ksearch_tasks::ReadError>()
+            || cause.is::<ksearch_store::StoreError>()
+        {
             return exit_codes::INPUT;
         }
         if let Some(ksearch_engine::ProposeError::Unsupported { .. }) = cause.downcast_ref() {

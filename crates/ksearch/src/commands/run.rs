@@ -305,7 +305,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             (run.task.clone(), config)
         }
         None => {
-            let task = ksearch_tasks::load_task(&args.task)?;
+            let task =
+                super::eval::without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
             let models = choose_models(&args.models, &cfg)?;
             let config = RunConfig {
                 format: RUN_FORMAT,
@@ -386,11 +387,32 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         rounds: iterations,
         until,
     };
-    let mut engine = Engine::create(&run_dir, task, config, budget, parts)
-        .with_context(|| format!("failed to start the run in {}", run_dir.display()))?;
-    let summary = match &plan {
-        Some(plan) => engine.replay(plan)?,
-        None => engine.run()?,
+    // The outermost directory the run creates (`ksearch-runs/` on a first run).
+    let created = run_dir
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+        .last()
+        .map(std::path::Path::to_path_buf);
+    let outcome = Engine::create(&run_dir, task, config, budget, parts)
+        .with_context(|| format!("failed to start the run in {}", run_dir.display()))
+        .and_then(|mut engine| {
+            Ok(match &plan {
+                Some(plan) => engine.replay(plan)?,
+                None => engine.run()?,
+            })
+        });
+    let summary = match outcome {
+        Ok(summary) => summary,
+        Err(e) => {
+            // A run that could not start (its seed measured nothing) leaves no directory behind;
+            // one that started is kept for `resume`.
+            if let Some(dir) = created
+                && ksearch_engine::read_summary(&run_dir).is_err()
+            {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return Err(e);
+        }
     };
     report(&summary, &args.output)
 }
@@ -398,6 +420,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let cfg = config::load()?;
     let run = open_run_writer(&args.run_dir)?;
+    // The run's speedups are quoted against its baseline: without the baseline's libraries it
+    // cannot go on (the error says how to install them).
+    ksearch_eval::libraries::require_available(&run.task)?;
     let mut models = run.config.llm.clone();
     if let Some(m) = models.as_mut() {
         if args.max_cost.is_some() {

@@ -7,6 +7,8 @@ use serde_json::Value;
 
 #[path = "../common/softmax_kernels.rs"]
 mod kernels;
+mod libraries;
+mod limits;
 
 fn ksearch(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ksearch"));

@@ -16,10 +16,10 @@ mod kernels;
 use kernels::{ALL_ROWS, softmax_candidate as candidate};
 
 impl CFixture {
-    pub(crate) fn new() -> Option<Self> {
-        Some(Self {
+    pub(crate) fn new() -> Self {
+        Self {
             task: ksearch_tasks::load_builtin("cpu/softmax").expect("built-in task"),
-        })
+        }
     }
 }
 
@@ -185,7 +185,7 @@ mod c_only {
     use super::*;
 
     fn evaluate(text: String) -> Evaluation {
-        let f = CFixture::new().unwrap();
+        let f = CFixture::new();
         f.evaluator()
             .evaluate(
                 f.task(),

@@ -18,104 +18,122 @@ use support::{Behaviour, Expect, Fixture, Watch, marker, named, quick_options};
 
 /// Instantiate every conformance test for one backend fixture.
 macro_rules! conformance_suite {
-    ($module:ident, $fixture:ty) => {
+    ($module:ident, $fixture:ty $(, #[$attr:meta])*) => {
         mod $module {
             use super::*;
 
-            fn fixture() -> Option<$fixture> {
+            fn fixture() -> $fixture {
                 <$fixture>::new()
             }
 
             #[test]
+            $(#[$attr])*
             fn wrong_result_is_incorrect() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::Wrong);
             }
             #[test]
+            $(#[$attr])*
             fn all_zero_output_is_incorrect() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::Zeros);
             }
             #[test]
+            $(#[$attr])*
             fn nan_output_is_incorrect() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::Nan);
             }
             #[test]
+            $(#[$attr])*
             fn unwritten_output_is_incorrect() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::PartialWrite);
             }
             #[test]
+            $(#[$attr])*
             fn input_mutation_is_incorrect() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::MutatesInput);
             }
             #[test]
+            $(#[$attr])*
             fn replaying_the_first_answer_is_incorrect() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::CachesFirstAnswer);
             }
             #[test]
+            $(#[$attr])*
             fn answers_cached_by_address_are_caught_while_timed() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::CachesByAddress);
             }
             #[test]
+            $(#[$attr])*
             fn garbage_when_timed_is_caught() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::GarbageWhenTimed);
             }
             #[test]
+            $(#[$attr])*
             fn exiting_the_process_is_a_runtime_error() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::Exits);
             }
             #[test]
+            $(#[$attr])*
             fn killing_everything_it_can_harms_nothing() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::KillsEverything);
             }
             #[test]
+            $(#[$attr])*
             fn good_candidate_passes_with_a_speedup() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 good_candidate_passes_with_a_speedup_impl(&f);
             }
             #[test]
+            $(#[$attr])*
             fn a_forged_result_is_not_believed() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let e = outcome(&f, &Behaviour::ForgesProtocol);
                 assert!(!e.result.message.contains("FORGED"), "{}", e.result.message);
                 assert!(e.speedup.is_none());
             }
             #[test]
+            $(#[$attr])*
             fn work_between_timed_calls_is_caught_or_gains_nothing() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::BackgroundWork);
             }
             #[test]
+            $(#[$attr])*
             fn work_after_done_is_caught() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 outcome(&f, &Behaviour::WorkAfterDone);
             }
             #[test]
+            $(#[$attr])*
             fn skipping_a_finished_output_gains_nothing() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let _ = no_faster_than_good(&f, &Behaviour::SkipsFinishedOutput, None);
             }
             #[test]
+            $(#[$attr])*
             fn a_replaced_clock_changes_nothing() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let _ = no_faster_than_good(&f, &Behaviour::ClockTamper, None);
             }
             #[test]
+            $(#[$attr])*
             fn infinite_loop_times_out_and_leaves_no_process() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 infinite_loop_times_out_impl(&f);
             }
             #[test]
+            $(#[$attr])*
             fn a_setsid_daemon_does_not_outlive_the_evaluation() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let m = marker();
                 let watch = Watch::start(&m);
                 outcome(&f, &Behaviour::ForksDaemon { marker: m.clone() });
@@ -128,13 +146,15 @@ macro_rules! conformance_suite {
                 );
             }
             #[test]
+            $(#[$attr])*
             fn segfault_crashes_and_the_next_evaluation_passes() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 segfault_then_pass_impl(&f);
             }
             #[test]
+            $(#[$attr])*
             fn a_thread_left_behind_does_not_touch_the_next_candidate() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let opts = quick_options();
                 let mut ev = f.evaluator();
                 let _ = f.evaluate_with(&mut ev, &Behaviour::ThreadCrashesLater, None, &opts);
@@ -148,14 +168,16 @@ macro_rules! conformance_suite {
                 );
             }
             #[test]
+            $(#[$attr])*
             fn syntax_error_is_a_compile_error_with_the_message() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let e = outcome(&f, &Behaviour::SyntaxError);
                 f.assert_compile_message(&e);
             }
             #[test]
+            $(#[$attr])*
             fn flooding_stdout_does_not_break_the_protocol() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let e = outcome(&f, &Behaviour::FloodsStdout);
                 assert!(
                     e.result.output.bytes > 2_000_000,
@@ -169,8 +191,9 @@ macro_rules! conformance_suite {
                 );
             }
             #[test]
+            $(#[$attr])*
             fn files_outside_the_sandbox_cannot_be_written() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let dir = tempfile::tempdir().unwrap();
                 open_to_all(dir.path());
                 let path = dir.path().join("escaped");
@@ -178,8 +201,9 @@ macro_rules! conformance_suite {
                 assert!(!path.exists(), "the candidate wrote {}", path.display());
             }
             #[test]
+            $(#[$attr])*
             fn the_network_cannot_be_reached() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
                 listener.set_nonblocking(true).unwrap();
                 let port = listener.local_addr().unwrap().port();
@@ -190,15 +214,17 @@ macro_rules! conformance_suite {
                 );
             }
             #[test]
+            $(#[$attr])*
             fn memory_is_limited() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 let e = outcome(&f, &Behaviour::MemoryHog);
                 let out = format!("{}{}", e.result.output.head, e.result.output.tail);
                 assert!(out.contains("allocation refused"), "{out:?}");
             }
             #[test]
+            $(#[$attr])*
             fn a_four_times_slower_variant_measures_slower() {
-                let Some(f) = fixture() else { return };
+                let f = fixture();
                 four_times_slower_impl(&f);
             }
         }
@@ -206,8 +232,22 @@ macro_rules! conformance_suite {
 }
 
 conformance_suite!(c_backend, c_fixture::CFixture);
-conformance_suite!(mlx_harness_numpy, numpy_fixture::NumpyFixture);
-conformance_suite!(mlx_harness_cpu, mlx_cpu_fixture::MlxCpuFixture);
+conformance_suite!(
+    mlx_harness_numpy,
+    numpy_fixture::NumpyFixture,
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+    )]
+);
+conformance_suite!(
+    mlx_harness_cpu,
+    mlx_cpu_fixture::MlxCpuFixture,
+    #[cfg_attr(
+        not(has_mlx),
+        ignore = "needs python3 with MLX for CPU (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+    )]
+);
 
 /// Let anyone write in `dir`, so only the sandbox can stop a candidate writing there.
 fn open_to_all(dir: &std::path::Path) {

@@ -219,6 +219,7 @@ fn python(dir: &Path, code: &str, target: Option<&str>) -> std::process::Output 
 }
 
 #[test]
+#[cfg_attr(not(has_python3), ignore = "needs python3")]
 fn the_exported_mlx_package_is_valid_python_and_calls_the_candidate() {
     let (_tmp, dir) = sample_run(BackendKind::Mlx);
     let out = dir.join("x");

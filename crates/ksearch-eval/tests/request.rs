@@ -1,0 +1,84 @@
+//! What `build_request` accepts before anything is allocated or started.
+
+use ksearch_core::task::tests_support::matmul_spec;
+use ksearch_core::task::{Source, Task};
+use ksearch_eval::{Compare, EvalError, EvalOptions, MAX_SEEDS, build_request};
+
+fn task() -> Task {
+    let source = |file: &str| Source {
+        file: file.into(),
+        text: "void matmul(void) {}".into(),
+    };
+    Task {
+        id: "test/matmul".into(),
+        spec: matmul_spec(),
+        reference: source("reference.c"),
+        seed: source("seed.c"),
+        baseline: None,
+        comparisons: Vec::new(),
+    }
+}
+
+fn request(seeds: usize) -> Result<ksearch_core::protocol::EvaluateRequest, EvalError> {
+    let t = task();
+    let options = EvalOptions {
+        seeds,
+        ..EvalOptions::default()
+    };
+    build_request(1, &t, &t.seed, Compare::default(), &options)
+}
+
+#[test]
+fn absurd_seed_counts_are_an_options_error_not_an_allocation() {
+    for seeds in [0, MAX_SEEDS + 1, 4_294_967_295, usize::MAX] {
+        let e = request(seeds).expect_err("refused");
+        assert!(matches!(e, EvalError::Options(_)), "{seeds}: {e}");
+    }
+    let e = request(4_294_967_295).unwrap_err().to_string();
+    assert!(
+        e.contains("4294967295 seeds") && e.contains("at most 64"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_seed_up_to_the_bound_is_planned() {
+    for seeds in [1, 3, MAX_SEEDS] {
+        let r = request(seeds).expect("accepted");
+        assert_eq!(r.check.seeds.len(), seeds);
+    }
+}
+
+#[test]
+fn a_task_naming_a_missing_library_is_refused_with_how_to_install_it() {
+    let mut t = task();
+    t.baseline = Some(ksearch_core::task::Baseline {
+        name: "Some BLAS".into(),
+        source: t.seed.clone(),
+        libs: vec!["ksearchnosuchlibrary".into()],
+        install: [(
+            "ksearchnosuchlibrary".to_owned(),
+            ksearch_core::task::InstallHint {
+                name: "NoSuchBLAS".into(),
+                debian: Some("libnosuchblas-dev".into()),
+            },
+        )]
+        .into(),
+        env: Default::default(),
+    });
+    let e = build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default())
+        .expect_err("refused before the worker fails to link");
+    assert!(matches!(e, EvalError::MissingLibrary { .. }), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("`Some BLAS` needs NoSuchBLAS (-lksearchnosuchlibrary)"),
+        "{text}"
+    );
+    // Once it is left out, the request is built against the reference.
+    let dropped = ksearch_eval::libraries::drop_unavailable(&mut t);
+    assert_eq!(dropped.len(), 1);
+    let r =
+        build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default()).expect("built");
+    assert_eq!(r.compare[0].label, "reference (reference.c)");
+    assert_eq!(r.compare[0].source.file, "reference.c");
+}

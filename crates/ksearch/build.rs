@@ -1,0 +1,170 @@
+//! Finds the optional tools some tests need and sets a cfg for each one found:
+//!
+//! - `has_chromium`: Chromium or Chrome (`KSEARCH_CHROMIUM`, else on `PATH`), for the report in a
+//!   real browser;
+//! - `has_python3`, `has_numpy`: `python3`, and `python3` with numpy, for the MLX harness on its
+//!   CPU target and the exported Python package;
+//! - `has_mlx`: `python3` with MLX (its CPU device is enough), for the MLX harness's graph
+//!   runners on the `cpu` target;
+//! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline.
+//!
+//! A test that needs a missing tool is marked `#[cfg_attr(not(has_…), ignore = "why")]`, so
+//! `cargo test` reports it as ignored with its reason instead of passing without running;
+//! `.ci/run` installs every tool and fails when any test is ignored.
+//!
+//! A tool installed (or removed) later is noticed on the next build: the script runs again when
+//! `PATH` or the tool variables change, when a directory it searched changes (a new file in it
+//! changes its time), when the package database or the dynamic linker's cache changes, or when a
+//! tool it found changes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn main() {
+    println!(
+        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_openblas)"
+    );
+    println!("cargo::rerun-if-changed=build.rs");
+    for var in [
+        "PATH",
+        "KSEARCH_CHROMIUM",
+        "CC",
+        "LIBRARY_PATH",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONUSERBASE",
+    ] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    // What package managers and `ldconfig` touch on every install.
+    for file in [
+        "/var/lib/dpkg/status",
+        "/etc/ld.so.cache",
+        "/var/lib/rpm/rpmdb.sqlite",
+    ] {
+        watch(Path::new(file));
+    }
+
+    if let Some(chromium) = find_chromium() {
+        watch(&chromium);
+        enable("has_chromium");
+    }
+
+    if let Some(sys_path) = python3_path() {
+        enable("has_python3");
+        match numpy_init() {
+            Some(init) => {
+                watch(&init);
+                enable("has_numpy");
+            }
+            // Where pip would put it.
+            None => {
+                for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
+                    watch(dir);
+                }
+            }
+        }
+        match python("import mlx.core, os\nprint(os.path.dirname(mlx.core.__file__))") {
+            Some(dir) => {
+                watch(Path::new(dir.trim()));
+                enable("has_mlx");
+            }
+            None => {
+                for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
+                    watch(dir);
+                }
+            }
+        }
+    }
+
+    if links("openblas") {
+        enable("has_openblas");
+    }
+}
+
+fn enable(cfg: &str) {
+    println!("cargo::rustc-cfg={cfg}");
+}
+
+/// Rerun when `path` changes; only paths that exist (cargo reruns on every build for a path
+/// that does not).
+fn watch(path: &Path) {
+    if path.exists() {
+        println!("cargo::rerun-if-changed={}", path.display());
+    }
+}
+
+/// The same search as the browser test's (`tests/report/cdp.rs`); the directories of `PATH` are
+/// watched so that a browser installed into one is noticed.
+fn find_chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KSEARCH_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    let found = dirs.iter().find_map(|dir| {
+        [
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        ]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        for dir in &dirs {
+            watch(dir);
+        }
+    }
+    found
+}
+
+fn python(code: &str) -> Option<String> {
+    let out = Command::new("python3")
+        .args(["-c", code])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `sys.path` of `python3`, when there is one.
+fn python3_path() -> Option<Vec<PathBuf>> {
+    let text = python("import sys\nfor p in sys.path: print(p)")?;
+    Some(
+        text.lines()
+            .filter(|l| !l.is_empty())
+            .map(PathBuf::from)
+            .collect(),
+    )
+}
+
+/// numpy's `__init__.py`, when `python3` imports numpy.
+fn numpy_init() -> Option<PathBuf> {
+    let text = python("import numpy\nprint(numpy.__file__)")?;
+    Some(PathBuf::from(text.trim()))
+}
+
+/// Whether the C compiler (`$CC`, else `cc`) links a shared object with `-l<lib>`, as the
+/// worker links a baseline.
+fn links(lib: &str) -> bool {
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let compiler = std::env::var("CC")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "cc".into());
+    Command::new(compiler)
+        .args(["-shared", "-fPIC", "-x", "c", "-", "-o"])
+        .arg(out_dir.join(format!("probe-{lib}.so")))
+        .arg(format!("-l{lib}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
