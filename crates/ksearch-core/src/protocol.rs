@@ -489,7 +489,10 @@ mod tests {
         );
 
         let shutdown = serde_json::to_string(&Envelope::new(Request::Shutdown)).unwrap();
-        assert_eq!(shutdown, r#"{"protocol":1,"type":"shutdown"}"#);
+        assert_eq!(
+            shutdown,
+            format!(r#"{{"protocol":{PROTOCOL_VERSION},"type":"shutdown"}}"#)
+        );
 
         for msg in [
             result(),

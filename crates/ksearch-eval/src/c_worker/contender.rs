@@ -86,6 +86,15 @@ impl Runner {
             ("TMPDIR".into(), "/tmp".into()),
             ("LC_ALL".into(), "C".into()),
         ];
+        // Shared libraries the user points the loader at (a baseline's `-l`) load in the runner.
+        let libs = super::kernel::search_dirs("LD_LIBRARY_PATH");
+        if !libs.is_empty() {
+            full_env.push((
+                "LD_LIBRARY_PATH".into(),
+                super::kernel::join_dirs(&libs),
+            ));
+            read_only.extend(libs);
+        }
         full_env.extend(env.iter().cloned());
         let spec = SandboxSpec {
             program: setup.exe.clone(),

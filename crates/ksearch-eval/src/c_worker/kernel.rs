@@ -136,15 +136,22 @@ impl Compiler {
         {
             read_only.push(prefix.to_owned());
         }
+        let mut env = vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("LC_ALL".into(), "C".into()),
+            ("TMPDIR".into(), "/tmp".into()),
+            ("HOME".into(), "/tmp".into()),
+        ];
+        // Libraries the user points the linker at (a baseline's `-l`) are visible to it.
+        let libs = search_dirs("LIBRARY_PATH");
+        if !libs.is_empty() {
+            env.push(("LIBRARY_PATH".into(), join_dirs(&libs)));
+            read_only.extend(libs);
+        }
         let spec = SandboxSpec {
             program: PathBuf::from(&self.program),
             args: args.to_vec(),
-            env: vec![
-                ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
-                ("LC_ALL".into(), "C".into()),
-                ("TMPDIR".into(), "/tmp".into()),
-                ("HOME".into(), "/tmp".into()),
-            ],
+            env,
             cwd: dir.to_owned(),
             root_dir: self.root_dir.clone(),
             read_only,
@@ -309,4 +316,22 @@ mod tests {
         assert_eq!(sanitized_file_name("ksearch_shim.c"), "candidate.c");
         assert_eq!(sanitized_file_name(""), "candidate.c");
     }
+}
+
+/// The existing absolute directories listed in the environment variable `var`.
+pub(crate) fn search_dirs(var: &str) -> Vec<PathBuf> {
+    std::env::var_os(var)
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| p.is_absolute() && p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `dirs` as a search path.
+pub(crate) fn join_dirs(dirs: &[PathBuf]) -> String {
+    std::env::join_paths(dirs)
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

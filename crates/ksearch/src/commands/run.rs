@@ -406,7 +406,15 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         Err(e) => {
             // A run that could not start (its seed measured nothing) leaves no directory behind;
             // one that started is kept for `resume`.
+            // An interrupted one is kept too: `resume` starts it again.
+            let interrupted = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<ksearch_engine::EngineError>(),
+                    Some(ksearch_engine::EngineError::InterruptedDuringSetup)
+                )
+            });
             if let Some(dir) = created
+                && !interrupted
                 && ksearch_engine::read_summary(&run_dir).is_err()
             {
                 let _ = std::fs::remove_dir_all(dir);

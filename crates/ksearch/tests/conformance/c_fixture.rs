@@ -5,7 +5,7 @@ use ksearch_core::protocol::Status;
 use ksearch_core::task::{Source, Task};
 use ksearch_eval::{CBackend, Evaluation, Evaluator, LocalEvaluator};
 
-use crate::support::{Behaviour, Fixture, quick_options};
+use crate::support::{Behaviour, Expect, Fixture, default_expect, quick_options};
 
 pub(crate) struct CFixture {
     task: Task,
@@ -149,6 +149,15 @@ impl Fixture for CFixture {
         Source {
             file: "candidate.c".into(),
             text,
+        }
+    }
+
+    fn expect(&self, b: &Behaviour) -> Expect {
+        match b {
+            // Its thread may also fault on memory the judge has taken back (`crashed`): caught
+            // either way.
+            Behaviour::WorkAfterDone => Expect::NotPassed,
+            other => default_expect(other),
         }
     }
 
