@@ -152,6 +152,7 @@ class Runner:
                            "processes": 1 << 16, "open_files": 4096},
                 "keep_fds": [],
                 "report_fd": 0,
+                "no_namespaces": os.environ.get("KSEARCH_SANDBOX_NO_NAMESPACES") == "1",
             }
             r, w = os.pipe()
             spec["keep_fds"] = [theirs.fileno(), clock_theirs.fileno()]

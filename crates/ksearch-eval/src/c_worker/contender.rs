@@ -89,10 +89,7 @@ impl Runner {
         // Shared libraries the user points the loader at (a baseline's `-l`) load in the runner.
         let libs = super::kernel::search_dirs("LD_LIBRARY_PATH");
         if !libs.is_empty() {
-            full_env.push((
-                "LD_LIBRARY_PATH".into(),
-                super::kernel::join_dirs(&libs),
-            ));
+            full_env.push(("LD_LIBRARY_PATH".into(), super::kernel::join_dirs(&libs)));
             read_only.extend(libs);
         }
         full_env.extend(env.iter().cloned());
@@ -111,6 +108,7 @@ impl Runner {
             limits: setup.limits,
             keep_fds: Vec::new(),
             report_fd: 0,
+            no_namespaces: crate::sandbox::no_namespaces_asked(),
         };
         let process = setup
             .sandbox

@@ -163,6 +163,7 @@ impl Compiler {
             limits: COMPILE_LIMITS,
             keep_fds: Vec::new(),
             report_fd: 0,
+            no_namespaces: crate::sandbox::no_namespaces_asked(),
         };
         let (r, w) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
         let w2 = w.try_clone().map_err(|e| format!("pipe: {e}"))?;

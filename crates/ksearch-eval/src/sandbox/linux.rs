@@ -23,8 +23,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use super::seccomp;
 use super::spec::{Confinement, Report, SandboxSpec, UNPRIVILEGED_ID, report};
+use super::{landlock, seccomp};
 
 /// System paths every sandbox sees read-only (those that exist). Programs, libraries, the
 /// dynamic loader's cache, and the alternatives links that `cc` goes through.
@@ -166,11 +166,16 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     let mut missing = Vec::new();
-    let (pid, isolation) = match clone_with(ns | libc::CLONE_NEWUSER) {
+    let full = if spec.no_namespaces {
+        Err(io::Error::other("not asked for"))
+    } else {
+        clone_with(ns | libc::CLONE_NEWUSER)
+    };
+    let (pid, isolation) = match full {
         Ok(pid) => (pid, Isolation::Full),
         Err(e) => {
             missing.push(format!("no user namespace ({e})"));
-            match root.then(|| clone_with(ns)) {
+            match (root && !spec.no_namespaces).then(|| clone_with(ns)) {
                 Some(Ok(pid)) => (pid, Isolation::NoUserNamespace),
                 other => {
                     if let Some(Err(e)) = other {
@@ -379,6 +384,29 @@ fn child(
         }
         Isolation::None => outer_uid,
     };
+    // Without a mount namespace, Landlock fences the files instead, and the program's temp dir
+    // is its own directory rather than a private /tmp.
+    let mut fenced;
+    let spec = if namespaces {
+        spec
+    } else {
+        match landlock::restrict(&fence(spec, exposures)) {
+            Ok(()) => missing.push(
+                "no mount namespace: files are fenced by Landlock instead (it reads what a private root would show and writes only its own directory)".into(),
+            ),
+            Err(e) => missing.push(format!(
+                "files outside its temp dir are not hidden (no mount namespace, no Landlock: {e})"
+            )),
+        }
+        fenced = spec.clone();
+        let own = spec.root_dir.display().to_string();
+        for (k, v) in &mut fenced.env {
+            if k == "TMPDIR" || k == "HOME" {
+                v.clone_from(&own);
+            }
+        }
+        &fenced
+    };
     let seccomp_ok = match seccomp::install(spec.allow_fork) {
         Ok(()) => true,
         Err(e) => {
@@ -386,9 +414,6 @@ fn child(
             false
         }
     };
-    if !namespaces {
-        missing.push("files outside its temp dir are not hidden (no mount namespace)".into());
-    }
     let confinement = Confinement {
         user_namespace: isolation == Isolation::Full,
         pid_namespace: namespaces,
@@ -618,6 +643,41 @@ fn plan(host: &Path, writable: bool, out: &mut Vec<Exposure>) {
         writable,
         locked: locked_flags(host),
     });
+}
+
+/// What Landlock lets a program without a private root use: what the root would have shown it,
+/// its own directory (written), and its own entry of `/proc` with the few system files that
+/// runtimes read there.
+fn fence(spec: &SandboxSpec, exposures: &[Exposure]) -> Vec<landlock::Grant> {
+    let mut grants: Vec<landlock::Grant> = exposures
+        .iter()
+        .filter(|e| !matches!(e.kind, Kind::Link(_)))
+        .map(|e| landlock::Grant {
+            path: e.host.clone(),
+            write: e.writable,
+        })
+        .collect();
+    grants.push(landlock::Grant {
+        path: spec.root_dir.clone(),
+        write: true,
+    });
+    grants.push(landlock::Grant {
+        path: spec.cwd.clone(),
+        write: false,
+    });
+    for p in [
+        "/proc/self",
+        "/proc/cpuinfo",
+        "/proc/meminfo",
+        "/proc/stat",
+        "/sys/devices/system/cpu",
+    ] {
+        grants.push(landlock::Grant {
+            path: std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p)),
+            write: false,
+        });
+    }
+    grants
 }
 
 /// Everything the program will see, planned outside its namespaces.

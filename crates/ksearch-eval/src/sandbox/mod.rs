@@ -5,6 +5,8 @@
 //! without root, or on macOS, gets.
 
 #[cfg(target_os = "linux")]
+mod landlock;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(not(target_os = "linux"))]
 mod other;
@@ -32,6 +34,15 @@ use spec::{Report, read_reports};
 pub fn launcher_main(spec_json: &OsStr) -> i32 {
     platform::main_with(spec_json)
 }
+
+/// Whether the user asked for the confinement of a machine without namespaces
+/// (`KSEARCH_SANDBOX_NO_NAMESPACES=1`): to see what a user there gets, or to test it.
+pub fn no_namespaces_asked() -> bool {
+    std::env::var_os(NO_NAMESPACES_VAR).is_some_and(|v| v == "1")
+}
+
+/// See [`no_namespaces_asked`].
+pub const NO_NAMESPACES_VAR: &str = "KSEARCH_SANDBOX_NO_NAMESPACES";
 
 /// What can go wrong starting a sandboxed program.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! The seccomp filter of sandboxed programs: a short allow-by-default list of refusals. What it
-//! takes away is what untrusted kernel code has no business doing: starting processes (runners
-//! only; threads stay allowed), inspecting or writing other processes, changing namespaces or
+//! takes away is what untrusted kernel code has no business doing: starting processes and
+//! signalling any process but itself (runners only; threads stay allowed), inspecting or writing
+//! other processes, changing namespaces or
 //! mounts, loading BPF, unpinning itself from its CPU, and opening IPv4/IPv6/packet sockets (the
 //! network namespace already has no network; this also holds where namespaces are refused).
 
@@ -64,15 +65,31 @@ fn refused() -> Vec<i64> {
         libc::SYS_fsopen,
         libc::SYS_fsmount,
         libc::SYS_sched_setaffinity,
+        libc::SYS_pidfd_send_signal,
+        libc::SYS_pidfd_getfd,
     ];
     #[cfg(target_arch = "x86_64")]
     v.push(libc::SYS_kexec_file_load);
     v
 }
 
-/// The filter: refuse what `refused` lists; for runners, refuse `fork`, `vfork` and `clone`
-/// without `CLONE_THREAD` (`clone3` answers `ENOSYS`, so libraries fall back to `clone`).
-fn program(allow_fork: bool) -> Vec<libc::sock_filter> {
+/// System calls whose first argument names a process: a runner may name only itself (where it
+/// has no pid namespace, every process of its uid is otherwise in reach of `kill`).
+fn own_process_only() -> [i64; 6] {
+    [
+        libc::SYS_kill,
+        libc::SYS_tkill,
+        libc::SYS_tgkill,
+        libc::SYS_rt_sigqueueinfo,
+        libc::SYS_rt_tgsigqueueinfo,
+        libc::SYS_pidfd_open,
+    ]
+}
+
+/// The filter: refuse what `refused` lists; for runners (`own_pid`), signals and pidfds only
+/// for themselves, and no `fork`, `vfork` or `clone` without `CLONE_THREAD` (`clone3` answers
+/// `ENOSYS`, so libraries fall back to `clone`).
+fn program(allow_fork: bool, own_pid: u32) -> Vec<libc::sock_filter> {
     let deny = RET_ERRNO | libc::EPERM as u32;
     let mut p = vec![
         stmt(BPF_LD_W_ABS, ARCH),
@@ -99,6 +116,13 @@ fn program(allow_fork: bool) -> Vec<libc::sock_filter> {
     p.push(stmt(BPF_RET_K, deny));
     if !allow_fork {
         p.push(stmt(BPF_LD_W_ABS, NR));
+        for nr in own_process_only() {
+            p.push(jump(BPF_JEQ_K, nr as u32, 0, 4));
+            p.push(stmt(BPF_LD_W_ABS, ARG0_LO));
+            p.push(jump(BPF_JEQ_K, own_pid, 0, 1));
+            p.push(stmt(BPF_RET_K, RET_ALLOW));
+            p.push(stmt(BPF_RET_K, deny));
+        }
         p.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
         p.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
         #[cfg(target_arch = "x86_64")]
@@ -118,7 +142,9 @@ fn program(allow_fork: bool) -> Vec<libc::sock_filter> {
 /// Install the filter on the calling thread (and everything it starts). Needs
 /// `PR_SET_NO_NEW_PRIVS`, which this sets.
 pub(crate) fn install(allow_fork: bool) -> io::Result<()> {
-    let filter = program(allow_fork);
+    // SAFETY: getpid cannot fail; exec keeps the pid.
+    let own_pid = unsafe { libc::getpid() } as u32;
+    let filter = program(allow_fork, own_pid);
     let prog = libc::sock_fprog {
         len: u16::try_from(filter.len()).expect("the filter is short"),
         filter: filter.as_ptr().cast_mut(),
@@ -150,7 +176,7 @@ mod tests {
     #[test]
     fn jumps_stay_inside_the_program() {
         for allow_fork in [false, true] {
-            let p = program(allow_fork);
+            let p = program(allow_fork, 4242);
             for (i, ins) in p.iter().enumerate() {
                 if ins.code & 0x07 == 0x05 {
                     assert!(i + 1 + (ins.jt as usize) < p.len(), "jt of {i}");

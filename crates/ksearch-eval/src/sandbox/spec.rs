@@ -45,6 +45,10 @@ pub struct SandboxSpec {
     pub keep_fds: Vec<i32>,
     /// Where the launcher writes its report (closed before the program starts).
     pub report_fd: i32,
+    /// Use no namespaces even where the kernel allows them: the confinement of a machine that
+    /// refuses them (limits, seccomp, Landlock), for testing it.
+    #[serde(default)]
+    pub no_namespaces: bool,
 }
 
 /// Resource limits, applied with `setrlimit` (inherited by everything the program starts).
