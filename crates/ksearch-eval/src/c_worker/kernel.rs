@@ -306,19 +306,6 @@ impl Kernel {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_names_are_made_safe() {
-        assert_eq!(sanitized_file_name("seed.c"), "seed.c");
-        assert_eq!(sanitized_file_name("../../etc/x\".c"), "x_.c");
-        assert_eq!(sanitized_file_name("ksearch_shim.c"), "candidate.c");
-        assert_eq!(sanitized_file_name(""), "candidate.c");
-    }
-}
-
 /// The existing absolute directories listed in the environment variable `var`.
 pub(crate) fn search_dirs(var: &str) -> Vec<PathBuf> {
     std::env::var_os(var)
@@ -335,4 +322,17 @@ pub(crate) fn join_dirs(dirs: &[PathBuf]) -> String {
     std::env::join_paths(dirs)
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_made_safe() {
+        assert_eq!(sanitized_file_name("seed.c"), "seed.c");
+        assert_eq!(sanitized_file_name("../../etc/x\".c"), "x_.c");
+        assert_eq!(sanitized_file_name("ksearch_shim.c"), "candidate.c");
+        assert_eq!(sanitized_file_name(""), "candidate.c");
+    }
 }
