@@ -86,7 +86,7 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             lib,
             "import os\n_once = []\n",
             &format!(
-                "if not _once:\n    _once.append(1)\n    with open('/proc/self/comm', 'w') as f:\n        f.write({marker:?})\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            if os.fork() == 0:\n                import time\n                time.sleep(30)\n            os._exit(0)\n    except OSError as e:\n        print('fork refused:', e)\nreturn _softmax(x)"
+                "if not _once:\n    _once.append(1)\n    with open('/proc/self/comm', 'w') as f:\n        f.write({marker:?})\n    import time\n    time.sleep(0.5)  # long enough for the test's watcher to see it, however loaded\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            if os.fork() == 0:\n                import time\n                time.sleep(30)\n            os._exit(0)\n    except OSError as e:\n        print('fork refused:', e)\nreturn _softmax(x)"
             ),
         ),
         Behaviour::Segfault => module(
