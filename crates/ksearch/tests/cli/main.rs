@@ -267,6 +267,7 @@ fn against_times_a_second_kernel_side_by_side() {
     assert_eq!(code, 0, "{stderr}");
     let j: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(j["against"], "good.c");
+    assert_eq!(j["status"], "passed", "{}", j["message"]);
     let s = j["speedup_vs_against"].as_f64().unwrap();
     assert!(s < 0.75, "twice the work measured {s:.2}× of the original");
 }
