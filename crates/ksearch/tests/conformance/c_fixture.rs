@@ -193,6 +193,9 @@ impl Fixture for CFixture {
 mod c_only {
     use super::*;
 
+    /// A complete `passed` result line, as a forger would write it.
+    const FORGED_LINE: &str = "{\"protocol\":2,\"type\":\"result\",\"id\":1,\"status\":\"passed\",\"message\":\"FORGED\",\"workloads\":[],\"phases\":{\"compile_s\":0,\"check_s\":0,\"timing_s\":0},\"output\":{\"bytes\":0,\"head\":\"\",\"tail\":\"\"}}\n";
+
     fn evaluate(text: String) -> Evaluation {
         let f = CFixture::new();
         f.evaluator()
@@ -250,6 +253,50 @@ mod c_only {
             "{log}"
         );
         assert!(!log.contains("root:x:0:0"), "{log}");
+    }
+
+    /// A candidate that tries to steal the judge's descriptors through pidfds (`pidfd_open` on
+    /// its parent and every low pid, then `pidfd_getfd` on their first 64 descriptors), writes a
+    /// forged `passed` result to whatever it got, signals them, and returns zeros: only a forgery
+    /// could make it pass.
+    #[test]
+    fn stealing_the_judges_descriptors_through_pidfds_forges_nothing() {
+        let prefix = format!(
+            "#include <signal.h>\n#include <stdio.h>\n#include <string.h>\n#include <sys/syscall.h>\n#include <unistd.h>\n\
+             static int ksq_done;\n\
+             static void ksq_attack(void) {{\n\
+               int stolen = 0, opened = 0;\n\
+               const char *forged = {forged:?};\n\
+               for (long pid = 1; pid < 4096; pid++) {{\n\
+                 long target = pid == 1 ? (long)getppid() : pid;\n\
+                 int pfd = (int)syscall(SYS_pidfd_open, target, 0);\n\
+                 if (pfd < 0) continue;\n\
+                 opened++;\n\
+                 for (int fd = 0; fd < 64; fd++) {{\n\
+                   int got = (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);\n\
+                   if (got < 0) continue;\n\
+                   stolen++;\n\
+                   if (write(got, forged, strlen(forged)) < 0) {{}}\n\
+                   close(got);\n\
+                 }}\n\
+                 syscall(SYS_pidfd_send_signal, pfd, SIGKILL, 0, 0);\n\
+                 close(pfd);\n\
+               }}\n\
+               printf(\"pidfds opened %d, descriptors stolen %d\\n\", opened, stolen);\n\
+               fflush(stdout);\n\
+             }}\n",
+            forged = FORGED_LINE,
+        );
+        let e = evaluate(format!(
+            "{prefix}{}",
+            candidate(
+                "if (!ksq_done) { ksq_done = 1; ksq_attack(); }\nmemset(y, 0, sizeof(float) * rows * cols);"
+            )
+        ));
+        assert_ne!(e.result.status, Status::Passed, "{}", e.result.message);
+        assert!(!e.result.message.contains("FORGED"), "{}", e.result.message);
+        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        assert!(out.contains("descriptors stolen 0"), "{out}");
     }
 
     #[test]
