@@ -183,39 +183,7 @@ fn where_(place: &Option<(Phase, Option<String>)>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ksearch_core::protocol::{CheckPlan, Contender, Role, TimingPlan};
-    use ksearch_core::task::{Source, Workload, parse_task};
-
-    fn request(id: u64) -> EvaluateRequest {
-        let task = parse_task(
-            include_str!("../../../tasks/cpu/softmax/task.toml"),
-            "task.toml",
-        )
-        .expect("the softmax task parses");
-        let src = Source {
-            file: "x.c".into(),
-            text: String::new(),
-        };
-        EvaluateRequest {
-            id,
-            task,
-            reference: src.clone(),
-            candidate: src.clone(),
-            compare: vec![Contender {
-                role: Role::Baseline,
-                label: "reference".into(),
-                source: src,
-                libs: Vec::new(),
-                env: Default::default(),
-            }],
-            workloads: vec![Workload {
-                name: "small".into(),
-                axes: Default::default(),
-            }],
-            check: CheckPlan::from_base_seed(1, 3),
-            timing: Some(TimingPlan::default()),
-        }
-    }
+    use crate::validate::test_request;
 
     /// A worker that says hello, reads one request, then writes `reply` on its message channel.
     fn fake_worker(reply: &str) -> Supervisor {
@@ -233,7 +201,9 @@ mod tests {
     #[test]
     fn a_line_that_is_not_a_protocol_message_voids_the_evaluation() {
         let mut s = fake_worker("{\"protocol\":2,\"type\":\"result\" and then garbage");
-        let r = s.evaluate(&request(7), Duration::from_secs(20)).unwrap();
+        let r = s
+            .evaluate(&test_request(7), Duration::from_secs(20))
+            .unwrap();
         assert_eq!(r.status, Status::Rejected, "{}", r.message);
         assert!(
             r.message.contains("not a protocol message"),
@@ -246,9 +216,11 @@ mod tests {
     fn a_result_that_does_not_answer_the_request_is_refused() {
         // A well-formed `passed` result, but for another request and with an infinite speedup's
         // zero time: neither may be believed.
-        let forged = r#"{"protocol":2,"type":"result","id":7,"status":"passed","message":"FORGED","workloads":[{"name":"small","status":"passed","errors":{"max_abs_err":0,"max_rel_err":0,"norm_rel_err":0,"seeds_checked":4},"timings":[{"role":"candidate","label":"x.c","stats":{"median_ms":0,"p10_ms":0,"p90_ms":0,"runs":5,"calls_per_sample":1,"samples_ms":[0,0,0,0,0]}},{"role":"baseline","label":"reference","stats":{"median_ms":1,"p10_ms":1,"p90_ms":1,"runs":5,"calls_per_sample":1,"samples_ms":[1,1,1,1,1]}}]}],"phases":{"compile_s":0,"check_s":0,"timing_s":0},"output":{"bytes":0,"head":"","tail":""}}"#;
+        let forged = r#"{"protocol":2,"type":"result","id":7,"status":"passed","message":"FORGED","workloads":[{"name":"small","status":"passed","errors":{"max_abs_err":0,"max_rel_err":0,"norm_rel_err":0,"seeds_checked":4},"timings":[{"role":"candidate","label":"c.c","stats":{"median_ms":0,"p10_ms":0,"p90_ms":0,"runs":5,"calls_per_sample":1,"samples_ms":[0,0,0,0,0]}},{"role":"baseline","label":"reference","stats":{"median_ms":1,"p10_ms":1,"p90_ms":1,"runs":5,"calls_per_sample":1,"samples_ms":[1,1,1,1,1]}}]}],"phases":{"compile_s":0,"check_s":0,"timing_s":0},"output":{"bytes":0,"head":"","tail":""}}"#;
         let mut s = fake_worker(forged);
-        let r = s.evaluate(&request(7), Duration::from_secs(20)).unwrap();
+        let r = s
+            .evaluate(&test_request(7), Duration::from_secs(20))
+            .unwrap();
         assert_eq!(r.status, Status::Rejected, "{}", r.message);
         assert!(r.message.contains("positive"), "{}", r.message);
         assert!(r.workloads.is_empty());
@@ -264,7 +236,7 @@ mod tests {
         let mine = std::env::temp_dir().join(format!("ksearch-worker-{}-live", std::process::id()));
         std::fs::create_dir_all(&mine).unwrap();
         let mut s = fake_worker("{}");
-        let _ = s.evaluate(&request(1), Duration::from_secs(20));
+        let _ = s.evaluate(&test_request(1), Duration::from_secs(20));
         assert!(!stale.exists(), "{} was left", stale.display());
         assert!(mine.exists(), "a live orchestrator's directory was removed");
         std::fs::remove_dir_all(mine).unwrap();

@@ -185,46 +185,48 @@ pub(crate) fn validated(req: &EvaluateRequest, mut result: EvaluateResult) -> Ev
     }
 }
 
+/// A request of `cpu/softmax` (workload `small`, the reference as baseline), for tests here and
+/// in the supervisor.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ksearch_core::protocol::{CheckPlan, Contender, ContenderTiming, ErrorStats, TimingPlan};
+pub(crate) fn test_request(id: u64) -> EvaluateRequest {
+    use ksearch_core::protocol::{CheckPlan, Contender, TimingPlan};
     use ksearch_core::task::{Source, Workload};
-
-    fn request() -> EvaluateRequest {
-        let spec = ksearch_core::task::parse_task(
+    let source = |file: &str| Source {
+        file: file.into(),
+        text: String::new(),
+    };
+    EvaluateRequest {
+        id,
+        task: ksearch_core::task::parse_task(
             include_str!("../../../tasks/cpu/softmax/task.toml"),
             "task.toml",
         )
-        .expect("the softmax task parses");
-        EvaluateRequest {
-            id: 7,
-            task: spec,
-            reference: Source {
-                file: "r.c".into(),
-                text: String::new(),
-            },
-            candidate: Source {
-                file: "c.c".into(),
-                text: String::new(),
-            },
-            compare: vec![Contender {
-                role: Role::Baseline,
-                label: "reference".into(),
-                source: Source {
-                    file: "r.c".into(),
-                    text: String::new(),
-                },
-                libs: Vec::new(),
-                env: Default::default(),
-            }],
-            workloads: vec![Workload {
-                name: "small".into(),
-                axes: Default::default(),
-            }],
-            check: CheckPlan::from_base_seed(1, 3),
-            timing: Some(TimingPlan::default()),
-        }
+        .expect("the softmax task parses"),
+        reference: source("r.c"),
+        candidate: source("c.c"),
+        compare: vec![Contender {
+            role: Role::Baseline,
+            label: "reference".into(),
+            source: source("r.c"),
+            libs: Vec::new(),
+            env: Default::default(),
+        }],
+        workloads: vec![Workload {
+            name: "small".into(),
+            axes: Default::default(),
+        }],
+        check: CheckPlan::from_base_seed(1, 3),
+        timing: Some(TimingPlan::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ksearch_core::protocol::{ContenderTiming, ErrorStats};
+
+    fn request() -> EvaluateRequest {
+        test_request(7)
     }
 
     fn stats(median: f64) -> TimingStats {
