@@ -61,6 +61,8 @@ pub(crate) struct Runner {
     pub(crate) pools: HashMap<u32, RunnerPool>,
     seq: u32,
     spin: bool,
+    /// The CPU it is pinned to and the judge's, when the judge pinned them apart.
+    pub(crate) cpus: Option<(usize, usize)>,
     lost: Option<Lost>,
 }
 
@@ -126,6 +128,10 @@ impl Runner {
             pools: HashMap::new(),
             seq: 0,
             spin: setup.cpu.is_some() && setup.judge_cpu.is_some() && setup.cpu != setup.judge_cpu,
+            cpus: match (setup.cpu, setup.judge_cpu) {
+                (Some(r), Some(j)) if r != j => Some((r, j)),
+                _ => None,
+            },
             lost: None,
         };
         match runner.request(

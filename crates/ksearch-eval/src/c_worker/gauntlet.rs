@@ -12,7 +12,7 @@ use ksearch_core::task::{TaskSpec, TensorSpec, Tolerance, Workload};
 use super::contender::{Lost, Runner};
 use super::kernel::Kernel;
 use super::pool::{Pool, Slots};
-use super::tensors::{Guarded, element};
+use super::tensors::{Guarded, Stores};
 
 /// Why a check could not be made at all: the task, not the candidate, is at fault.
 #[derive(Debug)]
@@ -93,7 +93,7 @@ pub(crate) fn check_seed(
             layout: &pool.layout,
             region,
         }
-        .poison(0);
+        .poison(0, Stores::Cached);
     }
     candidate.call(pool.id, &[0]).map_err(CheckStop::Runner)?;
     let region = &mut candidate
@@ -166,40 +166,40 @@ pub(crate) fn compare(
     expected: &[u8],
     tol: Tolerance,
 ) -> Result<Comparison, TaskFault> {
-    let len = got.len() / t.dtype.size_bytes();
-    let (mut max_abs, mut max_rel) = (0.0f64, 0.0f64);
-    let (mut diff_sq, mut ref_sq) = (0.0f64, 0.0f64);
-    let mut nonfinite: Option<(usize, f64)> = None;
-    let mut nonfinite_count = 0usize;
-    let mut violation: Option<(usize, f64, f64, f64)> = None;
-    let mut violations = 0usize;
-    for i in 0..len {
-        let r = element(expected, t.dtype, i);
-        if !r.is_finite() {
-            return Err(TaskFault(format!(
-                "the reference produced {r} at {}; the task's inputs or reference are wrong",
-                index_name(t, axes, i)
-            )));
+    // One loop per element type, so that the loop decodes without asking the type each time.
+    let scan = match t.dtype {
+        Dtype::F32 => scan(got, expected, tol, |b: [u8; 4]| {
+            f64::from(f32::from_ne_bytes(b))
+        }),
+        Dtype::F64 => scan(got, expected, tol, f64::from_ne_bytes),
+        Dtype::I32 => scan(got, expected, tol, |b: [u8; 4]| {
+            f64::from(i32::from_ne_bytes(b))
+        }),
+        Dtype::I64 => scan(got, expected, tol, |b: [u8; 8]| {
+            i64::from_ne_bytes(b) as f64
+        }),
+        Dtype::F16 | Dtype::Bf16 => {
+            unreachable!("task validation keeps {} out of the c backend", t.dtype)
         }
-        let c = element(got, t.dtype, i);
-        if !c.is_finite() {
-            nonfinite_count += 1;
-            nonfinite.get_or_insert((i, c));
-            continue;
-        }
-        let d = (c - r).abs();
-        max_abs = max_abs.max(d);
-        if r.abs() > tol.atol {
-            max_rel = max_rel.max(d / r.abs());
-        }
-        diff_sq += d * d;
-        ref_sq += r * r;
-        let bound = tol.atol + tol.rtol * r.abs();
-        if d > bound {
-            violations += 1;
-            violation.get_or_insert((i, c, r, bound));
-        }
+    };
+    if let Some((i, r)) = scan.bad_reference {
+        return Err(TaskFault(format!(
+            "the reference produced {r} at {}; the task's inputs or reference are wrong",
+            index_name(t, axes, i)
+        )));
     }
+    let Scan {
+        len,
+        max_abs,
+        max_rel,
+        diff_sq,
+        ref_sq,
+        nonfinite,
+        nonfinite_count,
+        violation,
+        violations,
+        bad_reference: _,
+    } = scan;
     let norm_rel = if ref_sq > 0.0 {
         (diff_sq / ref_sq).sqrt()
     } else if diff_sq == 0.0 {
@@ -238,6 +238,67 @@ pub(crate) fn compare(
     })
 }
 
+/// What one pass over an output and its reference found.
+struct Scan {
+    len: usize,
+    max_abs: f64,
+    max_rel: f64,
+    diff_sq: f64,
+    ref_sq: f64,
+    bad_reference: Option<(usize, f64)>,
+    nonfinite: Option<(usize, f64)>,
+    nonfinite_count: usize,
+    violation: Option<(usize, f64, f64, f64)>,
+    violations: usize,
+}
+
+fn scan<const N: usize>(
+    got: &[u8],
+    expected: &[u8],
+    tol: Tolerance,
+    read: impl Fn([u8; N]) -> f64,
+) -> Scan {
+    let mut s = Scan {
+        len: got.len() / N,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        diff_sq: 0.0,
+        ref_sq: 0.0,
+        bad_reference: None,
+        nonfinite: None,
+        nonfinite_count: 0,
+        violation: None,
+        violations: 0,
+    };
+    let pairs = got.chunks_exact(N).zip(expected.chunks_exact(N));
+    for (i, (g, e)) in pairs.enumerate() {
+        let r = read(e.try_into().expect("N bytes"));
+        if !r.is_finite() {
+            s.bad_reference = Some((i, r));
+            return s;
+        }
+        let c = read(g.try_into().expect("N bytes"));
+        if !c.is_finite() {
+            s.nonfinite_count += 1;
+            s.nonfinite.get_or_insert((i, c));
+            continue;
+        }
+        let d = (c - r).abs();
+        s.max_abs = s.max_abs.max(d);
+        if r.abs() > tol.atol {
+            s.max_rel = s.max_rel.max(d / r.abs());
+        }
+        s.diff_sq += d * d;
+        s.ref_sq += r * r;
+        let bound = tol.atol + tol.rtol * r.abs();
+        if d > bound {
+            s.violations += 1;
+            s.violation.get_or_insert((i, c, r, bound));
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +334,35 @@ mod tests {
     }
 
     const REF: [f32; 6] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6];
+
+    #[test]
+    fn every_element_type_is_read_as_itself() {
+        let f64s: Vec<u8> = [1.0f64, -2.5, 3.0, 4.0, 5.0, 6.0]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        let i32s: Vec<u8> = [1i32, -2, 3, 4, 5, 6]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        let i64s: Vec<u8> = [1i64, -2, 3, 4, 5, 6]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        for (dtype, bytes) in [(Dtype::F64, f64s), (Dtype::I32, i32s), (Dtype::I64, i64s)] {
+            let t = TensorSpec { dtype, ..tensor() };
+            let tol = Tolerance::default_for(dtype);
+            let same = compare(&t, &axes(), &bytes, &bytes, tol).unwrap();
+            assert!(same.failure.is_none(), "{dtype}");
+            // Element [0][1] is -2 (or -2.5): change it, and the failure names it.
+            let mut other = bytes.clone();
+            let n = dtype.size_bytes();
+            other[n..2 * n].copy_from_slice(&bytes[2 * n..3 * n]);
+            let c = compare(&t, &axes(), &other, &bytes, tol).unwrap();
+            assert!(c.failure.unwrap().starts_with("y[0][1] = "), "{dtype}");
+            assert!(c.max_abs >= 5.0, "{dtype}: {}", c.max_abs);
+        }
+    }
 
     #[test]
     fn equal_outputs_pass() {

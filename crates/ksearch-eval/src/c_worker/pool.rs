@@ -8,7 +8,7 @@ use ksearch_core::rng::Rng;
 use ksearch_core::task::{TaskSpec, Workload};
 
 use super::link::{GUARD_BYTE, Layout};
-use super::tensors;
+use super::tensors::{self, Stores};
 use crate::shm::Shared;
 
 #[derive(Debug)]
@@ -69,8 +69,21 @@ impl Pool {
         }
     }
 
+    /// Inputs for every set: the first from `seed`, each other a copy of it with every element
+    /// changed (as between timed calls), which is much faster than drawing each set afresh.
+    pub(crate) fn fill_all(&mut self, spec: &TaskSpec, workload: &str, seed: u64) {
+        self.fill(spec, workload, 0, seed);
+        let first = self.layout.input(0, 0)..self.layout.input(1, 0);
+        for set in 1..self.layout.sets {
+            let at = self.layout.input(set, 0);
+            self.inputs.bytes_mut().copy_within(first.clone(), at);
+            let key = seed ^ (set as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            self.perturb(spec, set, key, Stores::Cached);
+        }
+    }
+
     /// New values for every element of `set`'s inputs (see [`tensors::perturb`]).
-    pub(crate) fn perturb(&mut self, spec: &TaskSpec, set: usize, key: u64) {
+    pub(crate) fn perturb(&mut self, spec: &TaskSpec, set: usize, key: u64, stores: Stores) {
         for (t, tensor) in spec.inputs.iter().enumerate() {
             let range = self.input_range(set, t);
             tensors::perturb(
@@ -79,6 +92,7 @@ impl Pool {
                 tensor.init(),
                 key.wrapping_add(t as u64)
                     .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                stores,
             );
         }
     }
@@ -116,12 +130,12 @@ impl Slots<'_> {
     }
 
     /// Poison every output of `slot` and restore its guard zones.
-    pub(crate) fn poison(&mut self, slot: usize) {
+    pub(crate) fn poison(&mut self, slot: usize, stores: Stores) {
         let layout = self.layout;
         let bytes = self.region.bytes_mut();
         for t in 0..layout.output_sizes.len() {
             let off = layout.output(slot, t);
-            tensors::poison(&mut bytes[off..off + layout.output_sizes[t]]);
+            tensors::poison(&mut bytes[off..off + layout.output_sizes[t]], stores);
         }
         for (off, len) in layout.guards(slot) {
             bytes[off..off + len].fill(GUARD_BYTE);

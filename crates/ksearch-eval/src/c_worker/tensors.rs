@@ -61,12 +61,82 @@ fn mix32(x: u32) -> u32 {
     x ^ (x >> 16)
 }
 
+/// How the judge writes the inputs and outputs of a round: into the cache of the CPU it writes
+/// from (a round that fits in the runner's cache, prepared on the runner's CPU), or, with AVX2,
+/// around it (non-temporal stores, for a round too large to stay in any cache, so that it waits
+/// in memory rather than pushing the runner's data out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stores {
+    Cached,
+    Streaming,
+}
+
+/// `words[i] ^= noise(i)`, eight at a time where the CPU has AVX2 (the judge rewrites every
+/// input of a round with this, so it should run at memory speed).
+fn xor_noise(words: &mut [u32], k: u32, stores: Stores) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        match stores {
+            Stores::Cached => unsafe { xor_noise_avx2::<false>(words, k) },
+            Stores::Streaming => unsafe { xor_noise_avx2::<true>(words, k) },
+        }
+        return;
+    }
+    let _ = stores;
+    xor_noise_from(words, 0, k);
+}
+
+#[inline(always)]
+fn xor_noise_from(words: &mut [u32], first: u32, k: u32) {
+    for (i, w) in words.iter_mut().enumerate() {
+        *w ^= mix32(first.wrapping_add(i as u32).wrapping_add(k)) & 0x000F_FFFF;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn xor_noise_avx2<const STREAM: bool>(words: &mut [u32], k: u32) {
+    use std::arch::x86_64::*;
+    // SAFETY: every bit pattern is a valid __m256i and a valid u32.
+    let (head, body, tail) = unsafe { words.align_to_mut::<__m256i>() };
+    xor_noise_from(head, 0, k);
+    let first = head.len() as u32;
+    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let mask = _mm256_set1_epi32(0x000F_FFFF);
+    let (m1, m2) = (
+        _mm256_set1_epi32(0x7feb_352d),
+        _mm256_set1_epi32(0x846c_a68bu32 as i32),
+    );
+    for (j, v) in body.iter_mut().enumerate() {
+        let at = first.wrapping_add(8 * j as u32).wrapping_add(k);
+        // mix32 on eight counters at once.
+        let mut x = _mm256_add_epi32(_mm256_set1_epi32(at as i32), lanes);
+        x = _mm256_xor_si256(x, _mm256_srli_epi32::<16>(x));
+        x = _mm256_mullo_epi32(x, m1);
+        x = _mm256_xor_si256(x, _mm256_srli_epi32::<15>(x));
+        x = _mm256_mullo_epi32(x, m2);
+        x = _mm256_xor_si256(x, _mm256_srli_epi32::<16>(x));
+        let out = _mm256_xor_si256(*v, _mm256_and_si256(x, mask));
+        if STREAM {
+            // SAFETY: `v` is an aligned element of the slice.
+            unsafe { _mm256_stream_si256(v, out) };
+        } else {
+            *v = out;
+        }
+    }
+    if STREAM {
+        _mm_sfence();
+    }
+    xor_noise_from(tail, first.wrapping_add(8 * body.len() as u32), k);
+}
+
 /// Change every element to a value no earlier call has seen, in one cheap pass, keeping each
 /// value's sign and binade (floats get fresh random low mantissa bits: up to ±12 % of the
 /// value for f32) or its range (integers move by a random amount, wrapping inside `init`'s
 /// range). A kernel can neither recognise the inputs of an earlier call nor update an earlier
 /// answer cheaply, since every element differs, by more than any tolerance allows.
-pub(crate) fn perturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64) {
+pub(crate) fn perturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64, stores: Stores) {
     let k = (key as u32) ^ ((key >> 32) as u32).rotate_left(13);
     let integer_range = match init {
         Init::Randint([lo, hi]) => Some((lo, hi)),
@@ -74,10 +144,17 @@ pub(crate) fn perturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64) {
     };
     match (dtype, integer_range) {
         (Dtype::F32, None) => {
-            for (i, c) in bytes.chunks_exact_mut(4).enumerate() {
-                let v = u32::from_ne_bytes(c.try_into().expect("4 bytes"));
-                let noise = mix32((i as u32).wrapping_add(k)) & 0x000F_FFFF;
-                c.copy_from_slice(&(v ^ noise).to_ne_bytes());
+            let noise = |i: usize| mix32((i as u32).wrapping_add(k)) & 0x000F_FFFF;
+            // SAFETY: every bit pattern is a valid u32.
+            match unsafe { bytes.align_to_mut::<u32>() } {
+                // Aligned (shared memory always is): a loop the compiler vectorises.
+                ([], words, []) => xor_noise(words, k, stores),
+                _ => {
+                    for (i, c) in bytes.chunks_exact_mut(4).enumerate() {
+                        let v = u32::from_ne_bytes(c.try_into().expect("4 bytes"));
+                        c.copy_from_slice(&(v ^ noise(i)).to_ne_bytes());
+                    }
+                }
             }
         }
         (Dtype::F64, None) => {
@@ -111,8 +188,31 @@ pub(crate) fn perturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64) {
 }
 
 /// All bits set: NaN for floats, -1 for integers.
-pub(crate) fn poison(bytes: &mut [u8]) {
+pub(crate) fn poison(bytes: &mut [u8], stores: Stores) {
+    #[cfg(target_arch = "x86_64")]
+    if stores == Stores::Streaming && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        unsafe { poison_avx2(bytes) };
+        return;
+    }
     bytes.fill(POISON_BYTE);
+}
+
+/// Poison with non-temporal stores (see [`Stores`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn poison_avx2(bytes: &mut [u8]) {
+    use std::arch::x86_64::*;
+    // SAFETY: every bit pattern is a valid __m256i and a valid u8.
+    let (head, body, tail) = unsafe { bytes.align_to_mut::<__m256i>() };
+    head.fill(POISON_BYTE);
+    let p = _mm256_set1_epi8(POISON_BYTE as i8);
+    for v in body.iter_mut() {
+        // SAFETY: `v` is an aligned element of the slice.
+        unsafe { _mm256_stream_si256(v, p) };
+    }
+    _mm_sfence();
+    tail.fill(POISON_BYTE);
 }
 
 /// A guarded private buffer in the judge's own memory (expected outputs of the reference).
@@ -177,7 +277,13 @@ mod tests {
             &mut Rng::new(5),
         );
         let before = floats(&b);
-        perturb(&mut b, Dtype::F32, Init::Uniform([-3.0, 3.0]), 99);
+        perturb(
+            &mut b,
+            Dtype::F32,
+            Init::Uniform([-3.0, 3.0]),
+            99,
+            Stores::Cached,
+        );
         let after = floats(&b);
         let changed = before.iter().zip(&after).filter(|(x, y)| x != y).count();
         assert!(changed > 990, "only {changed} of 1000 changed");
@@ -193,8 +299,35 @@ mod tests {
         assert!(big > 900, "changes beyond any tolerance: {big} of 1000");
         // A different key gives different values.
         let mut c = b.clone();
-        perturb(&mut c, Dtype::F32, Init::Uniform([-3.0, 3.0]), 100);
+        perturb(
+            &mut c,
+            Dtype::F32,
+            Init::Uniform([-3.0, 3.0]),
+            100,
+            Stores::Streaming,
+        );
         assert_ne!(b, c);
+    }
+
+    #[test]
+    fn vectorised_noise_matches_the_plain_loop() {
+        let mut a: Vec<u32> = (0..1000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let mut b = a.clone();
+        let mut c = a.clone();
+        // An unaligned start as well as the aligned one.
+        xor_noise(&mut a[3..], 77, Stores::Cached);
+        xor_noise(&mut c[3..], 77, Stores::Streaming);
+        xor_noise_from(&mut b[3..], 0, 77);
+        assert_eq!(a, b);
+        assert_eq!(c, b);
+        assert_ne!(
+            a[3..],
+            (3..1000u32)
+                .map(|i| i.wrapping_mul(2_654_435_761))
+                .collect::<Vec<_>>()[..]
+        );
     }
 
     #[test]
@@ -203,7 +336,7 @@ mod tests {
         let mut b = vec![0u8; 4 * 500];
         fill(&mut b, Dtype::I32, init, &mut Rng::new(1));
         let before: Vec<f64> = (0..500).map(|i| element(&b, Dtype::I32, i)).collect();
-        perturb(&mut b, Dtype::I32, init, 7);
+        perturb(&mut b, Dtype::I32, init, 7, Stores::Cached);
         for (i, x) in before.iter().enumerate() {
             let y = element(&b, Dtype::I32, i);
             assert!((3.0..=9.0).contains(&y), "{y}");

@@ -5,8 +5,8 @@
 //! element of the sets the round uses (outside the timed region) and poisons every output slot.
 //! The baseline (trusted: the task's own code) runs every set of the round; each untrusted
 //! contender's timed outputs are checked against the baseline's on the same inputs: sampled
-//! elements of every call, read the moment it says "done", and the whole output of one call
-//! per round chosen after the fact. An output that changes after "done", and CPU time used
+//! elements of every call, read the moment it says "done", and the whole output of one call,
+//! chosen after the fact, in the first round and a secret share of the others. An output that changes after "done", and CPU time used
 //! outside the timed calls, are caught as well.
 
 use std::collections::BTreeMap;
@@ -21,6 +21,7 @@ use ksearch_core::task::{TaskSpec, Tolerance, Workload};
 use super::contender::{Lost, Runner};
 use super::gauntlet::{compare, index_name};
 use super::pool::{Pool, Slots};
+use super::tensors::Stores;
 
 /// Upper bounds on rotation, so tiny workloads do not allocate thousands of sets.
 const MAX_SETS: usize = 64;
@@ -30,8 +31,15 @@ const MAX_ROTATION_BYTES: usize = 2 << 30;
 use super::link::MAX_BATCH;
 /// A contender gets at least this many samples even when `max_time_ms` runs out.
 const MIN_SAMPLES_FLOOR: usize = 3;
-/// Elements of each output of each timed call read at "done".
+/// Elements of each output of each timed call read at "done": this many for a batch of few
+/// calls, fewer per call (never under `MIN_SAMPLED_ELEMENTS`) when a batch holds many, so that
+/// a batch costs about `SAMPLES_PER_BATCH` reads of memory the judge has not touched.
 const SAMPLED_ELEMENTS: usize = 16;
+const MIN_SAMPLED_ELEMENTS: usize = 2;
+const SAMPLES_PER_BATCH: usize = 1024;
+/// Share of rounds, after the first, in which one call's whole output is compared with the
+/// baseline's; which rounds is secret. The sampled elements check every call of every round.
+const WHOLE_CHECK_SHARE: f64 = 0.125;
 /// Timed outputs are compared with the baseline's, so both errors add up: this many times the
 /// task's tolerance.
 const TIMED_TOLERANCE_FACTOR: f64 = 3.0;
@@ -47,6 +55,11 @@ const OUTSIDE_CPU_PER_BATCH_S: f64 = 300e-6;
 
 /// Size of the largest CPU cache, from sysfs; 32 MiB when unknown.
 pub(crate) fn last_level_cache_bytes() -> usize {
+    cache_bytes(u32::MAX).unwrap_or(32 << 20)
+}
+
+/// Size of the highest-level cache of CPU 0 at `max_level` or below.
+fn cache_bytes(max_level: u32) -> Option<usize> {
     let mut best = (0u32, 0usize);
     for i in 0..16 {
         let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
@@ -59,11 +72,33 @@ pub(crate) fn last_level_cache_bytes() -> usize {
         let level: u32 = level.trim().parse().unwrap_or(0);
         if let Some(bytes) = parse_cache_size(size.trim())
             && level >= best.0
+            && level <= max_level
         {
             best = (level, bytes);
         }
     }
-    if best.1 == 0 { 32 << 20 } else { best.1 }
+    (best.1 > 0).then_some(best.1)
+}
+
+/// Run `f` on `cpu` (when known), then return to the judge's own CPU.
+fn on_cpu<R>(place: Option<(usize, usize)>, f: impl FnOnce() -> R) -> R {
+    let pin = |cpu: usize| {
+        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in bounds for cpu < 1024.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if cpu < 1024 {
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+            }
+        }
+    };
+    let Some((there, home)) = place else {
+        return f();
+    };
+    pin(there);
+    let r = f();
+    pin(home);
+    r
 }
 
 fn parse_cache_size(s: &str) -> Option<usize> {
@@ -127,26 +162,32 @@ pub(crate) fn time_workload(
     let set_bytes = spec.bytes_per_call(workload).max(1);
     let internal = |e: std::io::Error| TimingStop::Internal(format!("shared memory: {e}"));
 
-    // Warm up each contender on a few sets, and size its batches from the warm-up calls.
+    // Warm up each contender on a few sets, in batches of 1, 2, 4, ... calls (so that a
+    // microsecond kernel is not warmed up one round trip at a time), and size its batches from
+    // the last, largest warm-up batch.
     let warm_sets = rotation_sets(set_bytes, plan).min(4);
     *next_pool += 1;
     let mut warm = Pool::new(*next_pool, spec, workload, warm_sets).map_err(internal)?;
-    for s in 0..warm_sets {
-        warm.fill(spec, &workload.name, s, seed.wrapping_add(s as u64));
-    }
+    warm.fill_all(spec, &workload.name, seed);
     map(contenders, &warm)?;
     let mut batch = Vec::with_capacity(n);
     for (i, c) in contenders.iter_mut().enumerate() {
-        let (mut calls, mut spent) = (0usize, Duration::ZERO);
+        let (mut calls, mut spent, mut size, mut per_call) = (0usize, Duration::ZERO, 1usize, 0.0);
         while calls < 2 || spent.as_secs_f64() * 1e3 < plan.warmup_ms {
-            let set = [(calls % warm_sets) as u32];
-            spent += c
+            let sets: Vec<u32> = (calls..calls + size)
+                .map(|j| (j % warm_sets) as u32)
+                .collect();
+            let t = c
                 .runner
-                .timed(warm.id, &set)
+                .timed(warm.id, &sets)
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
-            calls += 1;
+            spent += t;
+            calls += size;
+            per_call = t.as_secs_f64() * 1e3 / size as f64;
+            if per_call * size as f64 * 2.0 <= plan.target_sample_ms.max(plan.warmup_ms / 4.0) {
+                size = (size * 2).min(MAX_BATCH);
+            }
         }
-        let per_call = spent.as_secs_f64() * 1e3 / calls as f64;
         let k = if per_call > 0.0 {
             (plan.target_sample_ms / per_call).ceil() as usize
         } else {
@@ -154,12 +195,9 @@ pub(crate) fn time_workload(
         };
         batch.push((k.clamp(1, MAX_BATCH), per_call));
     }
-    for c in contenders.iter_mut() {
-        c.runner.drop_pool(warm.id);
-    }
-    drop(warm);
 
-    // The timing pool: enough sets that every call of the longest batch gets its own.
+    // The timing pool: enough sets that every call of the longest batch gets its own (the
+    // warm-up's own pool when that is enough).
     let most = batch.iter().map(|b| b.0).max().unwrap_or(1);
     let sets = rotation_sets(set_bytes, plan)
         .max(most)
@@ -170,12 +208,19 @@ pub(crate) fn time_workload(
     // The baseline covers every set any contender uses in a round.
     let round_len = batch.iter().map(|b| b.0).max().unwrap_or(1);
     batch[baseline].0 = round_len;
-    *next_pool += 1;
-    let mut pool = Pool::new(*next_pool, spec, workload, sets).map_err(internal)?;
-    for s in 0..sets {
-        pool.fill(spec, &workload.name, s, seed.wrapping_add(s as u64));
-    }
-    map(contenders, &pool)?;
+    let mut pool = if sets == warm_sets {
+        warm
+    } else {
+        for c in contenders.iter_mut() {
+            c.runner.drop_pool(warm.id);
+        }
+        drop(warm);
+        *next_pool += 1;
+        let mut fresh = Pool::new(*next_pool, spec, workload, sets).map_err(internal)?;
+        fresh.fill_all(spec, &workload.name, seed);
+        map(contenders, &fresh)?;
+        fresh
+    };
     let names: Vec<String> = spec.outputs.iter().map(|t| t.name.clone()).collect();
     let cpu_start: Vec<Option<crate::sandbox::CpuTime>> =
         contenders.iter().map(|c| c.runner.cpu_time()).collect();
@@ -186,21 +231,37 @@ pub(crate) fn time_workload(
     let started = std::time::Instant::now();
     let min_runs = plan.min_runs as usize;
     let mut order: Vec<u32> = (0..sets as u32).collect();
+    // Each round is prepared on the runners' CPU: a round that fits in half the last-level
+    // cache waits in the caches of that CPU, as the inputs of a kernel that runs right after
+    // the code that made them would; a larger one goes to memory around every cache.
+    let place = contenders[baseline].runner.cpus;
+    let round_bytes = round_len * pool.layout.input_sizes.iter().sum::<usize>()
+        + batch.iter().map(|b| b.0).sum::<usize>() * pool.layout.output_sizes.iter().sum::<usize>();
+    let stores = if round_bytes <= last_level_cache_bytes() / 2 {
+        Stores::Cached
+    } else {
+        Stores::Streaming
+    };
     for round in 0usize.. {
-        // A fresh order, fresh inputs for the sets this round uses, poisoned outputs.
-        for i in (1..order.len()).rev() {
-            order.swap(i, secret.next_u64() as usize % (i + 1));
+        // Consecutive sets from a secret start (in memory order, as a kernel's inputs usually
+        // lie, so that prefetching works as it would outside the judge), every one of them
+        // with fresh inputs, and poisoned outputs.
+        let start = secret.next_u64() as usize % sets;
+        for (i, o) in order.iter_mut().enumerate() {
+            *o = ((start + i) % sets) as u32;
         }
         let used = &order[..round_len];
-        for &s in used {
-            pool.perturb(spec, s as usize, secret.next_u64());
-        }
-        for (c, &(k, _)) in contenders.iter_mut().zip(&batch) {
-            let mut slots = slots(c, &pool);
-            for &s in &used[..k] {
-                slots.poison(s as usize);
+        on_cpu(place, || {
+            for &s in used {
+                pool.perturb(spec, s as usize, secret.next_u64(), stores);
             }
-        }
+            for (c, &(k, _)) in contenders.iter_mut().zip(&batch) {
+                let mut slots = slots(c, &pool);
+                for &s in &used[..k] {
+                    slots.poison(s as usize, stores);
+                }
+            }
+        });
         let mut snapshots: Vec<Vec<Sample>> = vec![Vec::new(); n];
         let turn: Vec<usize> = if round % 2 == 0 {
             (0..n).collect()
@@ -233,6 +294,7 @@ pub(crate) fn time_workload(
             &batch,
             &snapshots,
             &names,
+            round == 0 || secret.next_u64() < (WHOLE_CHECK_SHARE * u64::MAX as f64) as u64,
             &mut secret,
         )?;
         let enough =
@@ -321,14 +383,16 @@ fn sample(
     sets: &[u32],
     rng: &mut Rng,
 ) -> Vec<Sample> {
-    let mut out = Vec::with_capacity(sets.len() * spec.outputs.len() * SAMPLED_ELEMENTS);
+    let per_call =
+        (SAMPLES_PER_BATCH / sets.len().max(1)).clamp(MIN_SAMPLED_ELEMENTS, SAMPLED_ELEMENTS);
+    let mut out = Vec::with_capacity(sets.len() * spec.outputs.len() * per_call);
     for (call, &s) in sets.iter().enumerate() {
         for (t, tensor) in spec.outputs.iter().enumerate() {
             let len = tensor.numel(&workload.axes);
             if len == 0 {
                 continue;
             }
-            for _ in 0..SAMPLED_ELEMENTS.min(len) {
+            for _ in 0..per_call.min(len) {
                 let index = rng.next_u64() as usize % len;
                 out.push(Sample {
                     call,
@@ -350,7 +414,8 @@ fn scaled(tol: Tolerance) -> Tolerance {
     }
 }
 
-/// Check the round's timed outputs of every untrusted contender against the baseline's.
+/// Check the round's timed outputs of every untrusted contender against the baseline's: the
+/// sampled elements of every call, and, where `whole`, one call's whole output.
 #[allow(clippy::too_many_arguments)]
 fn verify_round(
     spec: &TaskSpec,
@@ -363,6 +428,7 @@ fn verify_round(
     batch: &[(usize, f64)],
     snapshots: &[Vec<Sample>],
     names: &[String],
+    whole: bool,
     rng: &mut Rng,
 ) -> Result<(), TimingStop> {
     let tol_of = |d: Dtype| {
@@ -392,18 +458,20 @@ fn verify_round(
             let set = used[s.call] as usize;
             let r = truth.element(set, s.output, tensor.dtype, s.index);
             let tol = tol_of(tensor.dtype);
-            let at = index_name(tensor, &workload.axes, s.index);
+            let at = || index_name(tensor, &workload.axes, s.index);
             if !s.value.is_finite() {
                 return Err(wrong(format!(
-                    "while timed, call {} of a batch left {at} = {} (outputs are poisoned before every timed call: was the work skipped?)",
+                    "while timed, call {} of a batch left {} = {} (outputs are poisoned before every timed call: was the work skipped?)",
                     s.call + 1,
+                    at(),
                     s.value
                 )));
             }
             if (s.value - r).abs() > tol.atol + tol.rtol * r.abs() {
                 return Err(wrong(format!(
-                    "while timed, call {} of a batch gave {at} = {:e} where the baseline gives {r:e} on the same inputs (timed outputs are checked; every timed call gets new inputs)",
+                    "while timed, call {} of a batch gave {} = {:e} where the baseline gives {r:e} on the same inputs (timed outputs are checked; every timed call gets new inputs)",
                     s.call + 1,
+                    at(),
                     s.value
                 )));
             }
@@ -426,6 +494,9 @@ fn verify_round(
                     s.value
                 )));
             }
+        }
+        if !whole {
+            continue;
         }
         for (t, tensor) in spec.outputs.iter().enumerate() {
             let c = compare(
