@@ -11,6 +11,7 @@ pub mod record;
 pub mod rng;
 pub mod score;
 pub mod selection;
+pub mod space;
 pub mod static_check;
 pub mod stats;
 pub mod task;

@@ -221,6 +221,9 @@ pub struct TaskSpec {
     /// what the speedup is quoted against (e.g. a weak community baseline beside a strong one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comparisons: Vec<BaselineRef>,
+    /// A template space the builtin proposer can search (see `docs/spaces.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<SourceRef>,
 }
 
 impl TaskSpec {
@@ -447,6 +450,9 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     ] {
         check_relative_file(&root.key(field).key("file"), file)?;
     }
+    if let Some(space) = &spec.space {
+        check_relative_file(&root.key("space").key("file"), &space.file)?;
+    }
     if let Some(b) = &spec.baseline {
         validate_implementation(&root.key("baseline"), b, "baseline")?;
     }
@@ -590,6 +596,9 @@ pub struct Task {
     pub baseline: Option<Baseline>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comparisons: Vec<Baseline>,
+    /// The task's template space, with its templates, when it ships one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<crate::space::TaskSpace>,
 }
 
 impl Task {
@@ -895,6 +904,7 @@ pub mod tests_support {
             },
             baseline: None,
             comparisons: Vec::new(),
+            space: None,
         }
     }
 }

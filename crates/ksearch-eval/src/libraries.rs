@@ -328,6 +328,7 @@ mod tests {
             seed: source("seed.c"),
             baseline,
             comparisons,
+            space: None,
         }
     }
 

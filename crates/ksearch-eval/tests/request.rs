@@ -16,6 +16,7 @@ fn task() -> Task {
         seed: source("seed.c"),
         baseline: None,
         comparisons: Vec::new(),
+        space: None,
     }
 }
 

@@ -293,6 +293,15 @@ impl Hardware {
         self.on_chip.as_ref()?.limit(field)?.value()
     }
 
+    /// Every published number by its field path (`on_chip.shared_per_block_bytes`), for
+    /// expressions that weigh a design against the device (template spaces).
+    pub fn numbers(&self) -> Vec<(String, f64)> {
+        self.facts()
+            .into_iter()
+            .filter_map(|(path, fact, _)| fact.value().map(|v| (path, v)))
+            .collect()
+    }
+
     /// Every fact with its field path and unit, for validation and display.
     pub(crate) fn facts(&self) -> Vec<(String, &Fact, Unit)> {
         let mut out = Vec::new();

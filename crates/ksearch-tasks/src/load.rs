@@ -1,6 +1,7 @@
 use std::path::Path;
 
 use ksearch_core::location::{FieldPath, locate};
+use ksearch_core::space::{TaskSpace, parse_space};
 use ksearch_core::task::{Baseline, Source, Task, TaskError, parse_task};
 use thiserror::Error;
 
@@ -137,6 +138,11 @@ fn resolve(
         .enumerate()
         .map(|(i, c)| baseline_of(root.key("comparisons").index(i).key("file"), c))
         .collect::<Result<_, _>>()?;
+    let space = spec
+        .space
+        .as_ref()
+        .map(|s| load_space(file, &s.file, &read))
+        .transpose()?;
     Ok(Task {
         id: id.to_owned(),
         spec,
@@ -144,6 +150,58 @@ fn resolve(
         seed,
         baseline,
         comparisons,
+        space,
+    })
+}
+
+/// The space file `rel` (relative to the task directory) and every template it names, which
+/// lie next to it; a template that cannot be read is reported at the field that names it.
+fn load_space(
+    task_file: &str,
+    rel: &str,
+    read: &impl Fn(&str) -> Result<String, String>,
+) -> Result<TaskSpace, LoadError> {
+    let shown = match task_file.strip_suffix("task.toml") {
+        Some(dir) => format!("{dir}{rel}"),
+        None => rel.to_owned(),
+    };
+    let text = read(rel).map_err(|message| {
+        LoadError::Task(TaskError {
+            file: task_file.to_owned(),
+            location: None,
+            field: "space.file".into(),
+            message,
+        })
+    })?;
+    let spec = parse_space(&text, &shown)?;
+    let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut templates = Vec::new();
+    let root = FieldPath::root();
+    let fields = std::iter::once(root.key("template"))
+        .chain((0..spec.includes.len()).map(|i| root.key("includes").index(i)));
+    for (name, field) in spec.template_files().zip(fields) {
+        let path = if dir.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{dir}/{name}")
+        };
+        let body = read(&path).map_err(|message| {
+            LoadError::Task(TaskError {
+                file: shown.clone(),
+                location: locate(&text, &field),
+                field: field.to_string(),
+                message,
+            })
+        })?;
+        templates.push(Source {
+            file: name.to_owned(),
+            text: body,
+        });
+    }
+    Ok(TaskSpace {
+        file: rel.to_owned(),
+        spec,
+        templates,
     })
 }
 

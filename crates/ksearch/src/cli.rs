@@ -83,6 +83,8 @@ pub(crate) enum Command {
     /// The knowledge layer: hardware specs, CUDA→Metal/MLX translations, tactics, and the
     /// rules checked on every candidate.
     Knowledge(crate::commands::knowledge::KnowledgeArgs),
+    /// A task's template space, which the builtin proposer searches: check its points.
+    Space(crate::commands::space::SpaceArgs),
     /// Confine a program and run it (started by ksearch's evaluation workers).
     #[command(hide = true)]
     Sandbox {

@@ -4,6 +4,8 @@
 pub(crate) const OK: i32 = 0;
 /// ksearch itself failed (a worker could not start, an IO error).
 pub(crate) const INTERNAL: i32 = 1;
+/// A check command (`space check`) found a fault in what it checked.
+pub(crate) const CHECK_FAILED: i32 = 1;
 /// Bad command-line usage (clap uses this code too).
 pub(crate) const USAGE: i32 = 2;
 /// The task or candidate given is malformed or missing.

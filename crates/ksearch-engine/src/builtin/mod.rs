@@ -3,5 +3,6 @@
 pub mod families;
 pub mod machine;
 mod proposer;
+pub mod space;
 
 pub use proposer::BuiltinProposer;

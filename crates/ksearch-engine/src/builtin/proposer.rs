@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::families::{Config, Family, for_task};
 use super::machine::Machine;
+use super::space::FileSpace;
 use crate::proposer::{
     Candidate, CycleEvidence, GenerateRequest, ProposeContext, ProposeError, Proposer, TooHard,
     WorldModel,
@@ -80,14 +81,32 @@ struct Correction {
 }
 
 impl BuiltinProposer {
-    pub fn for_task(task: &Task, machine: Machine) -> Result<Self, ProposeError> {
+    /// The proposer for `task`: its own template space when it ships one (`hardware` gives the
+    /// limits the space's constraints read), else the built-in family that matches it.
+    pub fn for_task(
+        task: &Task,
+        machine: Machine,
+        hardware: Option<&ksearch_knowledge::Hardware>,
+    ) -> Result<Self, ProposeError> {
+        if let Some(space) = &task.space {
+            let family = FileSpace::new(&task.spec, space, hardware).map_err(|message| {
+                ProposeError::Failed {
+                    proposer: "builtin".into(),
+                    message,
+                }
+            })?;
+            return Ok(Self {
+                family: Box::new(family),
+                machine,
+            });
+        }
         match for_task(&task.spec) {
             Some(family) => Ok(Self { family, machine }),
             None => Err(ProposeError::Unsupported {
                 proposer: "builtin".into(),
                 task: task.id.clone(),
                 reason: format!(
-                    "it has templates only for these task families: {} (an LLM proposer can work on any task)",
+                    "the task ships no template space (see docs/spaces.md) and the builtin proposer has its own templates only for these task families: {} (an LLM proposer can work on any task)",
                     super::families::all()
                         .iter()
                         .map(|f| f.name())
@@ -225,28 +244,28 @@ impl BuiltinProposer {
         let mut best_per_knob: BTreeMap<String, Step> = BTreeMap::new();
         for knob in self.family.knobs() {
             for v in &knob.values {
-                if from.get(knob.name) == Some(&v.value) {
+                if from.get(&knob.name) == Some(&v.value) {
                     continue;
                 }
                 let mut config = from.clone();
-                config.insert(knob.name.to_owned(), v.value);
+                config.insert(knob.name.clone(), v.value);
                 if taken.contains(&config) || !self.family.valid(&config) {
                     continue;
                 }
                 let model_speedup = base / self.cycles(task, &config);
-                let factor = corr.get(knob.name).map_or(1.0, |c| c.factor);
+                let factor = corr.get(&knob.name).map_or(1.0, |c| c.factor);
                 let step = Step {
-                    knob: knob.name.to_owned(),
+                    knob: knob.name.clone(),
                     value: v.value,
                     config,
                     model_speedup,
                     predicted: model_speedup * factor,
                 };
                 let better = best_per_knob
-                    .get(knob.name)
+                    .get(&knob.name)
                     .is_none_or(|b| step.predicted > b.predicted);
                 if better {
-                    best_per_knob.insert(knob.name.to_owned(), step);
+                    best_per_knob.insert(knob.name.clone(), step);
                 }
             }
         }
@@ -274,13 +293,15 @@ impl BuiltinProposer {
         let c = corr.get(&step.knob);
         let p = step.predicted;
         let score = (p.ln() / 4f64.ln()).clamp(0.02, 1.0);
+        let model = self.family.cost_model();
         let rationale = match c {
             Some(c) if c.n > 0 => format!(
-                "cost model: {:.2}× over the parent; corrected by {:.2}× from {} measurement(s) of this tactic → {p:.2}×",
+                "{model}: {:.2}× over the parent; corrected by {:.2}× from {} measurement(s) of this tactic → {p:.2}×",
                 step.model_speedup, c.factor, c.n
             ),
             _ => format!(
-                "cost model: {p:.2}× over the parent (bytes moved and operations per element against this machine's bandwidth and vector width); not yet measured"
+                "{model}: {p:.2}× over the parent ({}); not yet measured",
+                self.family.cost_basis()
             ),
         };
         NewNode {
@@ -291,7 +312,7 @@ impl BuiltinProposer {
                     "{} Changes `{}` from {old} to {new}.{}",
                     knob.description,
                     knob.name,
-                    pattern_note(knob.pattern)
+                    pattern_note(knob.pattern.as_deref())
                 ),
                 difficulty: knob.difficulty.clamp(1, 5),
                 score,
@@ -311,15 +332,21 @@ impl BuiltinProposer {
         }
     }
 
-    fn candidate(&self, node: NodeId, config: Config, note: String) -> Candidate {
-        Candidate {
+    fn candidate(
+        &self,
+        node: NodeId,
+        config: Config,
+        note: String,
+    ) -> Result<Candidate, ProposeError> {
+        let text = self.family.render(&config).map_err(|e| self.fail(e))?;
+        Ok(Candidate {
             source: Source {
-                file: format!("{}_n{node}.c", self.family.name()),
-                text: self.family.render(&config),
+                file: format!("{}_n{node}.{}", self.family.name(), self.family.extension()),
+                text,
             },
             note,
             payload: serde_json::to_value(AttemptPlan { config }).expect("plans serialize"),
-        }
+        })
     }
 
     /// Values of `knob` next to `value` (for ordered knobs), nearest first.
@@ -452,10 +479,12 @@ impl Proposer for BuiltinProposer {
                 .steps(ctx.task, &parent_config, &self.taken(ctx), &corr, ctx.seed)
                 .into_iter()
                 .next();
-            return Ok(step.map(|s| {
-                let note = format!("tune: {} → {}", s.knob, self.label(&s.knob, s.value));
-                self.candidate(req.node, s.config, note)
-            }));
+            return step
+                .map(|s| {
+                    let note = format!("tune: {} → {}", s.knob, self.label(&s.knob, s.value));
+                    self.candidate(req.node, s.config, note)
+                })
+                .transpose();
         };
         let with = |value: i64| {
             let mut c = parent_config.clone();
@@ -513,19 +542,21 @@ impl Proposer for BuiltinProposer {
             AttemptKind::Debug => pick(self.neighbours(&plan.knob, plan.value)),
             AttemptKind::Seed => None,
         };
-        Ok(chosen.map(|(value, config)| {
-            let from = parent_config
-                .get(&plan.knob)
-                .map_or_else(|| "default".into(), |v| self.label(&plan.knob, *v));
-            let note = format!(
-                "{:?}: `{}` {from} → {}",
-                req.kind,
-                plan.knob,
-                self.label(&plan.knob, value)
-            )
-            .to_lowercase();
-            self.candidate(req.node, config, note)
-        }))
+        chosen
+            .map(|(value, config)| {
+                let from = parent_config
+                    .get(&plan.knob)
+                    .map_or_else(|| "default".into(), |v| self.label(&plan.knob, *v));
+                let note = format!(
+                    "{:?}: `{}` {from} → {}",
+                    req.kind,
+                    plan.knob,
+                    self.label(&plan.knob, value)
+                )
+                .to_lowercase();
+                self.candidate(req.node, config, note)
+            })
+            .transpose()
     }
 
     fn refine(

@@ -64,6 +64,7 @@ fn task() -> Task {
         },
         baseline: None,
         comparisons: Vec::new(),
+        space: None,
     }
 }
 

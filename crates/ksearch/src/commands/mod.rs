@@ -7,6 +7,7 @@ pub(crate) mod knowledge;
 pub(crate) mod report;
 mod run;
 pub(crate) mod show;
+pub(crate) mod space;
 mod tasks;
 mod tree;
 
@@ -28,6 +29,7 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Show(args) => show::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Knowledge(args) => knowledge::run(&args),
+        Command::Space(args) => space::run(&args),
         Command::Sandbox { spec } => Ok(ksearch_eval::sandbox::launcher_main(&spec)),
         Command::Runner { backend } => match backend.as_str() {
             "c" => Ok(ksearch_eval::c_worker::run_runner()),

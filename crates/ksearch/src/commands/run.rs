@@ -179,9 +179,13 @@ fn proposer_for(
     replay: Option<(&[LlmCallRecord], &ReplayPlan)>,
 ) -> anyhow::Result<Box<dyn Proposer>> {
     let Some(m) = models else {
+        let hardware = ksearch_eval::knowledge()
+            .select_hardware(eval.hardware.as_deref())?
+            .cloned();
         return Ok(Box::new(BuiltinProposer::for_task(
             task,
             machine::detect(),
+            hardware.as_ref(),
         )?));
     };
     let offline = replay.is_some();

@@ -10,6 +10,7 @@ mod fallback;
 mod kernels;
 mod libraries;
 mod limits;
+mod space;
 
 fn ksearch(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ksearch"));
@@ -64,15 +65,20 @@ fn eval_json(task: &str, candidate: Option<&Path>, extra_env: &[(&str, &str)]) -
 fn tasks_lists_the_builtin_cpu_tasks() {
     let (code, stdout, _) = run(&mut ksearch(&["tasks"]));
     assert_eq!(code, 0);
-    for name in ["cpu/softmax", "cpu/matmul", "cpu/linear_recurrence"] {
+    for name in [
+        "cpu/softmax",
+        "cpu/matmul",
+        "cpu/linear_recurrence",
+        "cpu/rmsnorm",
+    ] {
         assert!(stdout.contains(name), "{stdout}");
     }
     let (_, json, _) = run(&mut ksearch(&["tasks", "--json"]));
     let rows: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
         rows.as_array().unwrap().len(),
-        6,
-        "three cpu and three mlx tasks"
+        7,
+        "four cpu and three mlx tasks"
     );
 }
 

@@ -30,10 +30,10 @@ impl LinearRecurrence {
     pub fn new() -> LinearRecurrence {
         let knobs = vec![
             Knob {
-                name: "rows",
-                pattern: Some("multiple-accumulators"),
-                tactic: "interleave rows",
-                description: "Advances this many rows in lock-step, so as many independent recurrence chains are in flight and the FMA latency of one row overlaps the others.",
+                name: "rows".into(),
+                pattern: Some("multiple-accumulators".into()),
+                tactic: "interleave rows".into(),
+                description: "Advances this many rows in lock-step, so as many independent recurrence chains are in flight and the FMA latency of one row overlaps the others.".into(),
                 difficulty: 2,
                 values: values(&[
                     (1, "1 row at a time"),
@@ -44,10 +44,10 @@ impl LinearRecurrence {
                 ordered: true,
             },
             Knob {
-                name: "block",
-                pattern: Some("chunked-scan"),
-                tactic: "blocked in-register scan",
-                description: "Loads this many time steps as one GCC vector, composes their affine maps with a log-step prefix scan in registers, and applies the carried state with one vector FMA, leaving a single scalar FMA per block on the sequential chain.",
+                name: "block".into(),
+                pattern: Some("chunked-scan".into()),
+                tactic: "blocked in-register scan".into(),
+                description: "Loads this many time steps as one GCC vector, composes their affine maps with a log-step prefix scan in registers, and applies the carried state with one vector FMA, leaving a single scalar FMA per block on the sequential chain.".into(),
                 difficulty: 4,
                 values: values(&[
                     (0, "sequential"),
@@ -58,10 +58,10 @@ impl LinearRecurrence {
                 ordered: true,
             },
             Knob {
-                name: "nt_store",
+                name: "nt_store".into(),
                 pattern: None,
-                tactic: "non-temporal stores",
-                description: "Peels each row to vector alignment and writes h with streaming stores, so output lines are not read for ownership nor left to evict the inputs.",
+                tactic: "non-temporal stores".into(),
+                description: "Peels each row to vector alignment and writes h with streaming stores, so output lines are not read for ownership nor left to evict the inputs.".into(),
                 difficulty: 2,
                 values: values(&[(0, "cached stores"), (1, "streaming stores")]),
                 ordered: false,
@@ -87,7 +87,7 @@ fn params(c: &Config) -> P {
 }
 
 impl Family for LinearRecurrence {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "linear_recurrence"
     }
 
@@ -118,8 +118,8 @@ impl Family for LinearRecurrence {
         !(p.nt && p.block == 0)
     }
 
-    fn render(&self, config: &Config) -> String {
-        render(config)
+    fn render(&self, config: &Config) -> Result<String, String> {
+        Ok(render(config))
     }
 
     fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost {
@@ -436,7 +436,9 @@ mod tests {
 
     #[test]
     fn seed_renders_the_sequential_recurrence() {
-        let src = LinearRecurrence::new().render(&LinearRecurrence::new().seed());
+        let src = LinearRecurrence::new()
+            .render(&LinearRecurrence::new().seed())
+            .unwrap();
         assert!(src.contains("x0 = a0[t] * x0 + b0[t];"));
         assert!(!src.contains("scan("));
     }

@@ -39,10 +39,10 @@ impl Matmul {
     pub fn new() -> Matmul {
         let knobs = vec![
             Knob {
-                name: "loop_order",
+                name: "loop_order".into(),
                 pattern: None,
-                tactic: "loop interchange",
-                description: "Chooses the outer loop over tiles: rows of tiles outermost keeps the A rows of a tile in L1 while it sweeps B; columns outermost keeps a B panel in cache while it sweeps every row of A.",
+                tactic: "loop interchange".into(),
+                description: "Chooses the outer loop over tiles: rows of tiles outermost keeps the A rows of a tile in L1 while it sweeps B; columns outermost keeps a B panel in cache while it sweeps every row of A.".into(),
                 difficulty: 1,
                 values: values(&[
                     (0, "row tiles outermost (i, j, k)"),
@@ -51,10 +51,10 @@ impl Matmul {
                 ordered: false,
             },
             Knob {
-                name: "vec",
-                pattern: Some("vectorized-access"),
-                tactic: "explicit vectorization",
-                description: "Tile columns are handled as GCC vectors of this many floats: one vector load of B and one broadcast of A feed a vector FMA.",
+                name: "vec".into(),
+                pattern: Some("vectorized-access".into()),
+                tactic: "explicit vectorization".into(),
+                description: "Tile columns are handled as GCC vectors of this many floats: one vector load of B and one broadcast of A feed a vector FMA.".into(),
                 difficulty: 2,
                 values: values(&[
                     (1, "scalar"),
@@ -65,10 +65,10 @@ impl Matmul {
                 ordered: true,
             },
             Knob {
-                name: "nr",
-                pattern: Some("register-blocking"),
-                tactic: "register blocking (columns)",
-                description: "Vectors per tile row: each loaded A element is reused across this many vectors of B, and the tile has this many independent accumulator chains per row.",
+                name: "nr".into(),
+                pattern: Some("register-blocking".into()),
+                tactic: "register blocking (columns)".into(),
+                description: "Vectors per tile row: each loaded A element is reused across this many vectors of B, and the tile has this many independent accumulator chains per row.".into(),
                 difficulty: 2,
                 values: values(&[
                     (1, "1 vector wide"),
@@ -79,10 +79,10 @@ impl Matmul {
                 ordered: true,
             },
             Knob {
-                name: "mr",
-                pattern: Some("register-blocking"),
-                tactic: "register blocking (rows)",
-                description: "Rows of C per tile: each loaded vector of B is reused across this many rows of A, multiplying the accumulators held in registers.",
+                name: "mr".into(),
+                pattern: Some("register-blocking".into()),
+                tactic: "register blocking (rows)".into(),
+                description: "Rows of C per tile: each loaded vector of B is reused across this many rows of A, multiplying the accumulators held in registers.".into(),
                 difficulty: 2,
                 values: values(&[
                     (1, "1 row"),
@@ -95,10 +95,10 @@ impl Matmul {
                 ordered: true,
             },
             Knob {
-                name: "kc",
-                pattern: Some("cache-blocking"),
-                tactic: "cache blocking (K)",
-                description: "Splits the k loop into blocks of this depth so the slice of B a tile sweeps stays in cache while C tiles are revisited once per block.",
+                name: "kc".into(),
+                pattern: Some("cache-blocking".into()),
+                tactic: "cache blocking (K)".into(),
+                description: "Splits the k loop into blocks of this depth so the slice of B a tile sweeps stays in cache while C tiles are revisited once per block.".into(),
                 difficulty: 2,
                 values: values(&[
                     (0, "no K blocking"),
@@ -110,10 +110,10 @@ impl Matmul {
                 ordered: true,
             },
             Knob {
-                name: "nc",
-                pattern: Some("cache-blocking"),
-                tactic: "cache blocking (N)",
-                description: "Splits the columns into blocks of this width so the K×N block of B reused by every row of A fits in L2.",
+                name: "nc".into(),
+                pattern: Some("cache-blocking".into()),
+                tactic: "cache blocking (N)".into(),
+                description: "Splits the columns into blocks of this width so the K×N block of B reused by every row of A fits in L2.".into(),
                 difficulty: 2,
                 values: values(&[
                     (0, "no N blocking"),
@@ -125,19 +125,19 @@ impl Matmul {
                 ordered: true,
             },
             Knob {
-                name: "pack_b",
+                name: "pack_b".into(),
                 pattern: None,
-                tactic: "packing B panels",
-                description: "Copies each K×N block of B into contiguous, zero-padded panels as wide as a tile, so the micro-kernel reads B sequentially without cache-set conflicts or TLB misses from the row stride.",
+                tactic: "packing B panels".into(),
+                description: "Copies each K×N block of B into contiguous, zero-padded panels as wide as a tile, so the micro-kernel reads B sequentially without cache-set conflicts or TLB misses from the row stride.".into(),
                 difficulty: 3,
                 values: values(&[(0, "B read in place"), (1, "B packed into panels")]),
                 ordered: false,
             },
             Knob {
-                name: "unroll",
+                name: "unroll".into(),
                 pattern: None,
-                tactic: "loop unrolling",
-                description: "Unrolls the k loop of the micro-kernel by this factor to cut loop overhead and let loads run ahead.",
+                tactic: "loop unrolling".into(),
+                description: "Unrolls the k loop of the micro-kernel by this factor to cut loop overhead and let loads run ahead.".into(),
                 difficulty: 1,
                 values: values(&[
                     (1, "no unrolling"),
@@ -194,7 +194,7 @@ fn params(c: &Config) -> P {
 }
 
 impl Family for Matmul {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "matmul"
     }
 
@@ -229,8 +229,8 @@ impl Family for Matmul {
         in_space(&self.knobs, config)
     }
 
-    fn render(&self, config: &Config) -> String {
-        render(config)
+    fn render(&self, config: &Config) -> Result<String, String> {
+        Ok(render(config))
     }
 
     fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost {
@@ -756,7 +756,7 @@ mod tests {
 
     #[test]
     fn seed_renders_a_dot_product() {
-        let src = Matmul::new().render(&Matmul::new().seed());
+        let src = Matmul::new().render(&Matmul::new().seed()).unwrap();
         assert!(src.contains("typedef float V;"));
         assert!(src.contains("c0_0 += a0 * b0;"));
         assert!(!src.contains("#pragma GCC unroll"));

@@ -31,14 +31,14 @@ pub struct KnobValue {
 #[derive(Debug, Clone)]
 pub struct Knob {
     /// Config key, e.g. "loop_order".
-    pub name: &'static str,
+    pub name: String,
     /// Tactic name, e.g. "loop interchange".
-    pub tactic: &'static str,
+    pub tactic: String,
     /// The knowledge layer's pattern this tactic instantiates (`knowledge/patterns/<id>.toml`),
     /// if there is one.
-    pub pattern: Option<&'static str>,
+    pub pattern: Option<String>,
     /// One or two sentences: what changes in the code and why it can help.
-    pub description: &'static str,
+    pub description: String,
     /// 1..=5
     pub difficulty: u8,
     pub values: Vec<KnobValue>,
@@ -57,7 +57,7 @@ pub struct Cost {
 
 pub trait Family: Send + Sync + std::fmt::Debug {
     /// "matmul"
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// Name, inputs, outputs, axes and dtypes match the built-in task.
     fn matches(&self, spec: &TaskSpec) -> bool;
     /// Reproduces seed.c's algorithm.
@@ -65,8 +65,21 @@ pub trait Family: Send + Sync + std::fmt::Debug {
     fn knobs(&self) -> &[Knob];
     /// Whether the combination can be rendered.
     fn valid(&self, config: &Config) -> bool;
-    /// Complete C source satisfying the candidate contract; a header comment lists the config.
-    fn render(&self, config: &Config) -> String;
+    /// Complete source satisfying the candidate contract; a header comment lists the config.
+    /// Fails only for a file-defined space whose template cannot be rendered.
+    fn render(&self, config: &Config) -> Result<String, String>;
+    /// The candidate's file extension.
+    fn extension(&self) -> &str {
+        "c"
+    }
+    /// What `cost` is, for the rationale of an action.
+    fn cost_model(&self) -> &str {
+        "cost model"
+    }
+    /// What the cost model weighs, said when nothing has been measured yet.
+    fn cost_basis(&self) -> &str {
+        "bytes moved and operations per element against this machine's bandwidth and vector width"
+    }
     /// Deterministic.
     fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost;
     /// Expected effect of setting `knob` to `value` from `from`, on the tree's three impact axes
@@ -89,18 +102,18 @@ pub fn for_task(spec: &TaskSpec) -> Option<Box<dyn Family>> {
 }
 
 /// Every valid config one knob change away from `config`: (knob, value, config).
-pub fn neighbours(family: &dyn Family, config: &Config) -> Vec<(&'static str, i64, Config)> {
+pub fn neighbours(family: &dyn Family, config: &Config) -> Vec<(String, i64, Config)> {
     let mut out = Vec::new();
     for knob in family.knobs() {
-        let current = value(config, knob.name);
+        let current = value(config, &knob.name);
         for v in &knob.values {
             if v.value == current {
                 continue;
             }
             let mut next = config.clone();
-            next.insert(knob.name.to_owned(), v.value);
+            next.insert(knob.name.clone(), v.value);
             if family.valid(&next) {
-                out.push((knob.name, v.value, next));
+                out.push((knob.name.clone(), v.value, next));
             }
         }
     }
@@ -122,7 +135,7 @@ pub(crate) fn in_space(knobs: &[Knob], config: &Config) -> bool {
     config.len() == knobs.len()
         && knobs.iter().all(|k| {
             config
-                .get(k.name)
+                .get(&k.name)
                 .is_some_and(|v| k.values.iter().any(|kv| kv.value == *v))
         })
 }
@@ -264,7 +277,7 @@ mod pattern_tests {
         let k = ksearch_knowledge::Knowledge::builtin().unwrap();
         for family in super::all() {
             for knob in family.knobs() {
-                if let Some(id) = knob.pattern {
+                if let Some(id) = &knob.pattern {
                     assert!(
                         k.pattern(id).is_some(),
                         "{}.{} names unknown pattern {id}",
@@ -320,7 +333,7 @@ pub(crate) mod test_support {
         all.extend(path);
         for c in &all {
             assert!(family.valid(c), "{c:?}");
-            let src = family.render(c);
+            let src = family.render(c).unwrap();
             assert!(src.contains(signature), "{c:?}");
             assert!(!src.contains("ksearch_"));
             for w in &spec.workloads {
@@ -337,7 +350,7 @@ pub(crate) mod test_support {
     pub(crate) fn assert_impacts_rated(family: &dyn Family) {
         let seed = family.seed();
         for (knob, value, _) in super::neighbours(family, &seed) {
-            let i = family.impacts(&seed, knob, value);
+            let i = family.impacts(&seed, &knob, value);
             let ratings = [
                 i.memory_bandwidth.rating,
                 i.register_pressure.rating,
@@ -385,7 +398,8 @@ pub(crate) mod test_support {
                         for (i, config) in chunk {
                             let src = dir.join(format!("c{i}.c"));
                             let obj = dir.join(format!("c{i}.o"));
-                            std::fs::write(&src, family.render(config)).expect("write source");
+                            std::fs::write(&src, family.render(config).unwrap())
+                                .expect("write source");
                             let out = Command::new(std::env::var("CC").unwrap_or("cc".into()))
                                 .args([
                                     "-O3",

@@ -33,10 +33,10 @@ impl Softmax {
     pub fn new() -> Softmax {
         let knobs = vec![
             Knob {
-                name: "vec",
-                pattern: Some("vectorized-access"),
-                tactic: "explicit vectorization",
-                description: "Processes each pass in vectors of this many floats (GCC vector extensions), so the max, the sum and the scaling run one instruction per vector instead of per element.",
+                name: "vec".into(),
+                pattern: Some("vectorized-access".into()),
+                tactic: "explicit vectorization".into(),
+                description: "Processes each pass in vectors of this many floats (GCC vector extensions), so the max, the sum and the scaling run one instruction per vector instead of per element.".into(),
                 difficulty: 2,
                 values: values(&[
                     (1, "scalar"),
@@ -47,10 +47,10 @@ impl Softmax {
                 ordered: true,
             },
             Knob {
-                name: "acc",
-                pattern: Some("multiple-accumulators"),
-                tactic: "multiple accumulators",
-                description: "Splits the max and sum reductions over several independent accumulators (unrolling the loop), which hides the add latency chain and makes the float sum more accurate.",
+                name: "acc".into(),
+                pattern: Some("multiple-accumulators".into()),
+                tactic: "multiple accumulators".into(),
+                description: "Splits the max and sum reductions over several independent accumulators (unrolling the loop), which hides the add latency chain and makes the float sum more accurate.".into(),
                 difficulty: 1,
                 values: values(&[
                     (1, "1 accumulator"),
@@ -60,37 +60,37 @@ impl Softmax {
                 ordered: true,
             },
             Knob {
-                name: "exp",
+                name: "exp".into(),
                 pattern: None,
-                tactic: "vectorized polynomial exp",
-                description: "Replaces the libm expf call per element with an inline range reduction and degree-6 polynomial that works on whole vectors, removing the dominant scalar call.",
+                tactic: "vectorized polynomial exp".into(),
+                description: "Replaces the libm expf call per element with an inline range reduction and degree-6 polynomial that works on whole vectors, removing the dominant scalar call.".into(),
                 difficulty: 3,
                 values: values(&[(0, "libm expf"), (1, "polynomial exp")]),
                 ordered: false,
             },
             Knob {
-                name: "recip",
+                name: "recip".into(),
                 pattern: None,
-                tactic: "reciprocal instead of division",
-                description: "Computes 1/sum once per row and multiplies each element by it instead of dividing each element by the sum.",
+                tactic: "reciprocal instead of division".into(),
+                description: "Computes 1/sum once per row and multiplies each element by it instead of dividing each element by the sum.".into(),
                 difficulty: 1,
                 values: values(&[(0, "divide"), (1, "multiply by reciprocal")]),
                 ordered: false,
             },
             Knob {
-                name: "online",
-                pattern: Some("online-softmax"),
-                tactic: "online (one-pass) softmax",
-                description: "Computes the running max and the rescaled running sum in a single pass over x, then writes exp(x - max) / sum in a second pass: the output is written once instead of stored, re-read and rewritten.",
+                name: "online".into(),
+                pattern: Some("online-softmax".into()),
+                tactic: "online (one-pass) softmax".into(),
+                description: "Computes the running max and the rescaled running sum in a single pass over x, then writes exp(x - max) / sum in a second pass: the output is written once instead of stored, re-read and rewritten.".into(),
                 difficulty: 3,
                 values: values(&[(0, "three passes"), (1, "online max+sum, two passes")]),
                 ordered: false,
             },
             Knob {
-                name: "nt_store",
+                name: "nt_store".into(),
                 pattern: None,
-                tactic: "non-temporal stores",
-                description: "Writes the final output with streaming (non-temporal) stores after peeling to vector alignment, so output lines are not read for ownership nor pollute the cache.",
+                tactic: "non-temporal stores".into(),
+                description: "Writes the final output with streaming (non-temporal) stores after peeling to vector alignment, so output lines are not read for ownership nor pollute the cache.".into(),
                 difficulty: 2,
                 values: values(&[(0, "cached stores"), (1, "streaming stores")]),
                 ordered: false,
@@ -122,7 +122,7 @@ fn params(c: &Config) -> P {
 }
 
 impl Family for Softmax {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "softmax"
     }
 
@@ -160,8 +160,8 @@ impl Family for Softmax {
         !(p.nt && p.vec < 4)
     }
 
-    fn render(&self, config: &Config) -> String {
-        render(config)
+    fn render(&self, config: &Config) -> Result<String, String> {
+        Ok(render(config))
     }
 
     fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost {
@@ -686,7 +686,7 @@ mod tests {
 
     #[test]
     fn seed_renders_the_seed_algorithm() {
-        let src = Softmax::new().render(&Softmax::new().seed());
+        let src = Softmax::new().render(&Softmax::new().seed()).unwrap();
         assert!(src.contains("expf"));
         assert!(src.contains("/ s"));
         assert!(!src.contains("vector_size"));

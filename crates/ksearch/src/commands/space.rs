@@ -1,0 +1,166 @@
+//! `ksearch space check TASK`: render points of a task's template space and check each one the
+//! way a candidate is checked before it reaches a worker (the contract and the knowledge rules),
+//! plus a compile where this machine can compile the task's code. The decisions live in
+//! `ksearch_engine::builtin::space`; this module supplies the checks that need the machine.
+//!
+//! Exit codes: 0 when every checked point passed (points excluded by a constraint are fine), 1
+//! when one failed, 3 for input errors (no such task, a task without a space, a broken space).
+
+use std::io::Write;
+use std::process::Command as Process;
+
+use clap::{Args, Subcommand};
+use ksearch_core::task::{BackendKind, Task};
+use ksearch_engine::builtin::space::FileSpace;
+use ksearch_knowledge::{Backend, Hardware, Target};
+
+use crate::exit_codes;
+
+#[derive(Debug, Args)]
+pub(crate) struct SpaceArgs {
+    #[command(subcommand)]
+    pub(crate) command: SpaceCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SpaceCommand {
+    /// Render points of a task's template space (every point of a small space, a stated sample
+    /// of a large one) and check each: constraints, the contract, the knowledge rules, and a
+    /// compile where this machine can. Exit code 1 when a point fails.
+    Check {
+        /// A built-in task name (e.g. `mlx/attention`) or a task directory.
+        task: String,
+        /// Most points to render and check.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+        /// The device whose limits the constraints and the rules read (a name from `ksearch
+        /// knowledge hardware`); the GPU found here when unset.
+        #[arg(long)]
+        hardware: Option<String>,
+        /// Skip the compile (the contract and the rules are still checked).
+        #[arg(long)]
+        no_compile: bool,
+    },
+}
+
+pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
+    let SpaceCommand::Check {
+        task,
+        limit,
+        hardware,
+        no_compile,
+    } = &args.command;
+    let task = match ksearch_tasks::load_task(task) {
+        Ok(t) => t,
+        Err(e) => return input_error(&e),
+    };
+    let Some(space) = &task.space else {
+        return input_error(&format!(
+            "task `{}` ships no template space (a `[space] file = \"space/space.toml\"` in its task.toml; see docs/spaces.md)",
+            task.id
+        ));
+    };
+    let k = ksearch_eval::knowledge();
+    let hw = match k.select_hardware(hardware.as_deref()) {
+        Ok(h) => h.cloned(),
+        Err(e) => return input_error(&e),
+    };
+    let family = match FileSpace::new(&task.spec, space, hw.as_ref()) {
+        Ok(f) => f,
+        Err(e) => return input_error(&e),
+    };
+    let tmp = tempfile::tempdir()?;
+    let report = family.check(*limit as usize, |_, source| {
+        checks(&task, source, hw.as_ref())?;
+        if *no_compile {
+            Ok(())
+        } else {
+            compile(&task, source, family.spec().extension(), tmp.path())
+        }
+    });
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", report.render(&task.id, &space.file))?;
+    if !*no_compile && task.spec.backend == BackendKind::Mlx {
+        writeln!(
+            out,
+            "(the mlx modules were compiled as Python only: their CUDA and Metal kernels compile when MLX runs them on a GPU)"
+        )?;
+    }
+    Ok(if report.failed() > 0 {
+        exit_codes::CHECK_FAILED
+    } else {
+        exit_codes::OK
+    })
+}
+
+/// The checks every candidate meets before a worker sees it: the contract and the knowledge
+/// rules (for an mlx module, those of both GPU targets, since one module carries both kernels).
+fn checks(task: &Task, source: &str, hw: Option<&Hardware>) -> Result<(), String> {
+    let mut violations = ksearch_core::static_check::check_candidate(&task.spec, source);
+    let k = ksearch_eval::knowledge();
+    let platforms: Vec<(Backend, Target)> = match task.spec.backend {
+        BackendKind::C => vec![(Backend::C, Target::Cpu)],
+        BackendKind::Mlx => vec![(Backend::Mlx, Target::Cuda), (Backend::Mlx, Target::Metal)],
+    };
+    for (backend, target) in platforms {
+        if let Ok(platform) = ksearch_knowledge::Platform::new(backend, target) {
+            let device = hw.filter(|h| h.target == target);
+            violations.extend(k.check(source, platform, device));
+        }
+    }
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(violations
+        .iter()
+        .map(|v| match v.line {
+            Some(line) => format!("rule `{}` (line {line}): {}", v.rule, v.message),
+            None => format!("rule `{}`: {}", v.rule, v.message),
+        })
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// Compile a rendered point the way this machine can: C with the compiler the evaluator uses,
+/// a Python module to bytecode.
+fn compile(
+    task: &Task,
+    source: &str,
+    extension: &str,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let file = dir.join(format!("point.{extension}"));
+    std::fs::write(&file, source).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    let output = match task.spec.backend {
+        BackendKind::C => {
+            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+            Process::new(&cc)
+                .args(["-O3", "-march=native", "-fPIC", "-Wall", "-c", "-o"])
+                .arg(dir.join("point.o"))
+                .arg(&file)
+                .output()
+                .map_err(|e| format!("cannot run `{cc}`: {e}"))?
+        }
+        BackendKind::Mlx => Process::new("python3")
+            .args([
+                "-c",
+                "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')",
+            ])
+            .arg(&file)
+            .output()
+            .map_err(|e| format!("cannot run python3: {e}"))?,
+    };
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "does not compile:\n{}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+fn input_error(e: &dyn std::fmt::Display) -> anyhow::Result<i32> {
+    writeln!(std::io::stderr().lock(), "error: {e}")?;
+    Ok(exit_codes::INPUT)
+}
