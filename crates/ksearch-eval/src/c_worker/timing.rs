@@ -3,10 +3,12 @@
 //!
 //! Every timed call sees inputs no earlier call saw: before each round the judge changes every
 //! element of the sets the round uses (outside the timed region) and poisons every output slot.
-//! The baseline (trusted: the task's own code) runs every set of the round; each untrusted
-//! contender's timed outputs are checked against the baseline's on the same inputs: sampled
-//! elements of every call, read the moment it says "done", and the whole output of one call,
-//! chosen after the fact, in the first round and a secret share of the others. An output that changes after "done", and CPU time used
+//! Each contender runs its own batch size; the baseline (trusted: the task's own code) runs a
+//! window of the round's sets at a secret offset. Each untrusted contender's timed outputs are
+//! checked: sampled elements of every call, read the moment it says "done", must be written,
+//! and must equal the baseline's where it ran the same set; and the whole output of one such
+//! call, chosen after the fact, in the first round and a secret share of the others. A runner
+//! cannot tell which of its calls are compared. An output that changes after "done", and CPU time used
 //! outside the timed calls, are caught as well.
 
 use std::collections::BTreeMap;
@@ -205,9 +207,11 @@ pub(crate) fn time_workload(
     for b in &mut batch {
         b.0 = b.0.min(sets);
     }
-    // The baseline covers every set any contender uses in a round.
+    // A round uses as many sets as the longest batch. Each contender's calls take the first of
+    // them; the baseline's take a window at a secret offset, and an untrusted contender's calls
+    // on the sets of that window are the ones compared with the baseline's outputs (every call
+    // is checked for outputs left unwritten).
     let round_len = batch.iter().map(|b| b.0).max().unwrap_or(1);
-    batch[baseline].0 = round_len;
     let mut pool = if sets == warm_sets {
         warm
     } else {
@@ -251,13 +255,28 @@ pub(crate) fn time_workload(
             *o = ((start + i) % sets) as u32;
         }
         let used = &order[..round_len];
+        let window = secret.next_u64() as usize % round_len;
+        let calls: Vec<Vec<u32>> = (0..n)
+            .map(|i| {
+                let k = batch[i].0;
+                if i == baseline {
+                    (0..k).map(|j| used[(window + j) % round_len]).collect()
+                } else {
+                    used[..k].to_vec()
+                }
+            })
+            .collect();
+        let mut checked = vec![false; sets];
+        for &s in &calls[baseline] {
+            checked[s as usize] = true;
+        }
         on_cpu(place, || {
             for &s in used {
                 pool.perturb(spec, s as usize, secret.next_u64(), stores);
             }
-            for (c, &(k, _)) in contenders.iter_mut().zip(&batch) {
+            for (c, sets) in contenders.iter_mut().zip(&calls) {
                 let mut slots = slots(c, &pool);
-                for &s in &used[..k] {
+                for &s in sets {
                     slots.poison(s as usize, stores);
                 }
             }
@@ -273,10 +292,10 @@ pub(crate) fn time_workload(
             let c = &mut contenders[i];
             let t = c
                 .runner
-                .timed(pool.id, &used[..k])
+                .timed(pool.id, &calls[i])
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
             if !c.trusted {
-                snapshots[i] = sample(spec, workload, &slots(c, &pool), &used[..k], &mut secret);
+                snapshots[i] = sample(spec, workload, &slots(c, &pool), &calls[i], &mut secret);
             }
             let ms = t.as_secs_f64() * 1e3;
             timed_s[i] += t.as_secs_f64();
@@ -290,8 +309,8 @@ pub(crate) fn time_workload(
             contenders,
             &pool,
             baseline,
-            used,
-            &batch,
+            &calls,
+            &checked,
             &snapshots,
             &names,
             round == 0 || secret.next_u64() < (WHOLE_CHECK_SHARE * u64::MAX as f64) as u64,
@@ -414,8 +433,9 @@ fn scaled(tol: Tolerance) -> Tolerance {
     }
 }
 
-/// Check the round's timed outputs of every untrusted contender against the baseline's: the
-/// sampled elements of every call, and, where `whole`, one call's whole output.
+/// Check the round's timed outputs of every untrusted contender: the sampled elements of every
+/// call are written, and equal the baseline's where the baseline ran the same set (`checked`);
+/// where `whole`, one such call's whole output is compared.
 #[allow(clippy::too_many_arguments)]
 fn verify_round(
     spec: &TaskSpec,
@@ -424,8 +444,8 @@ fn verify_round(
     contenders: &mut [Timed<'_>],
     pool: &Pool,
     baseline: usize,
-    used: &[u32],
-    batch: &[(usize, f64)],
+    calls: &[Vec<u32>],
+    checked: &[bool],
     snapshots: &[Vec<Sample>],
     names: &[String],
     whole: bool,
@@ -451,13 +471,12 @@ fn verify_round(
         if c.trusted {
             continue;
         }
-        let k = batch[i].0;
+        let mine_calls = &calls[i];
+        let k = mine_calls.len();
         let wrong = |message: String| TimingStop::Incorrect { index: i, message };
         for s in &snapshots[i] {
             let tensor = &spec.outputs[s.output];
-            let set = used[s.call] as usize;
-            let r = truth.element(set, s.output, tensor.dtype, s.index);
-            let tol = tol_of(tensor.dtype);
+            let set = mine_calls[s.call] as usize;
             let at = || index_name(tensor, &workload.axes, s.index);
             if !s.value.is_finite() {
                 return Err(wrong(format!(
@@ -467,6 +486,11 @@ fn verify_round(
                     s.value
                 )));
             }
+            if !checked[set] {
+                continue;
+            }
+            let r = truth.element(set, s.output, tensor.dtype, s.index);
+            let tol = tol_of(tensor.dtype);
             if (s.value - r).abs() > tol.atol + tol.rtol * r.abs() {
                 return Err(wrong(format!(
                     "while timed, call {} of a batch gave {} = {:e} where the baseline gives {r:e} on the same inputs (timed outputs are checked; every timed call gets new inputs)",
@@ -476,9 +500,9 @@ fn verify_round(
                 )));
             }
         }
-        // One whole call, chosen now, after the runner said "done".
+        // One call, chosen now, after the runner said "done": its guards and its samples again.
         let call = rng.next_u64() as usize % k;
-        let set = used[call] as usize;
+        let set = mine_calls[call] as usize;
         let mine = slots(c, pool);
         if let Some(name) = mine.broken_guard(set, names) {
             return Err(wrong(format!(
@@ -495,9 +519,15 @@ fn verify_round(
                 )));
             }
         }
-        if !whole {
+        // And one whole output the baseline computed too.
+        let comparable: Vec<usize> = (0..k)
+            .filter(|&j| checked[mine_calls[j] as usize])
+            .collect();
+        if !whole || comparable.is_empty() {
             continue;
         }
+        let call = comparable[rng.next_u64() as usize % comparable.len()];
+        let set = mine_calls[call] as usize;
         for (t, tensor) in spec.outputs.iter().enumerate() {
             let c = compare(
                 tensor,
