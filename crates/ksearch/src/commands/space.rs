@@ -11,7 +11,7 @@ use std::process::Command as Process;
 
 use clap::{Args, Subcommand};
 use ksearch_core::task::{BackendKind, Task};
-use ksearch_engine::builtin::space::FileSpace;
+use ksearch_engine::builtin::space::{FileSpace, knobs_of};
 use ksearch_knowledge::{Backend, Hardware, Target};
 
 use crate::exit_codes;
@@ -40,6 +40,10 @@ pub(crate) enum SpaceCommand {
         /// Skip the compile (the contract and the rules are still checked).
         #[arg(long)]
         no_compile: bool,
+        /// Also write each rendered point to this directory, named by its knobs, to read or
+        /// to try by hand (`ksearch eval TASK FILE`).
+        #[arg(long, value_name = "DIR")]
+        write: Option<std::path::PathBuf>,
     },
 }
 
@@ -49,6 +53,7 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         limit,
         hardware,
         no_compile,
+        write,
     } = &args.command;
     let task = match ksearch_tasks::load_task(task) {
         Ok(t) => t,
@@ -70,12 +75,23 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         Err(e) => return input_error(&e),
     };
     let tmp = tempfile::tempdir()?;
-    let report = family.check(*limit as usize, |_, source| {
+    if let Some(dir) = write {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
+    let extension = family.spec().extension();
+    let report = family.check(*limit as usize, |config, source| {
+        if let Some(dir) = write {
+            let name = knobs_of(config).replace([' ', '='], "_");
+            let file = dir.join(format!("{name}.{extension}"));
+            std::fs::write(&file, source)
+                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        }
         checks(&task, source, hw.as_ref())?;
         if *no_compile {
             Ok(())
         } else {
-            compile(&task, source, family.spec().extension(), tmp.path())
+            compile(&task, source, extension, tmp.path())
         }
     });
     let mut out = std::io::stdout().lock();

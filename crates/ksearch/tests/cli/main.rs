@@ -280,11 +280,22 @@ fn against_times_a_second_kernel_side_by_side() {
 
 #[test]
 fn the_builtin_proposer_declines_tasks_it_has_no_templates_for() {
+    // The built-in mlx/attention without its template space.
     let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("attention");
+    std::fs::create_dir(&task).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx/attention");
+    for f in ["reference.py", "seed.py", "baseline.py"] {
+        std::fs::copy(src.join(f), task.join(f)).unwrap();
+    }
+    let toml = std::fs::read_to_string(src.join("task.toml")).unwrap();
+    let without = toml.replace("[space]\nfile = \"space/space.toml\"\n", "");
+    assert_ne!(toml, without);
+    std::fs::write(task.join("task.toml"), without).unwrap();
     let rd = dir.path().join("run");
     let (code, _, stderr) = run(&mut ksearch(&[
         "run",
-        "mlx/attention",
+        task.to_str().unwrap(),
         "--model",
         "builtin",
         "--run-dir",
@@ -292,9 +303,10 @@ fn the_builtin_proposer_declines_tasks_it_has_no_templates_for() {
     ]));
     assert_eq!(code, 3, "{stderr}");
     assert!(
-        stderr.contains("the builtin proposer cannot work on task `mlx/attention`"),
+        stderr.contains("the builtin proposer cannot work on task"),
         "{stderr}"
     );
+    assert!(stderr.contains("ships no template space"), "{stderr}");
     assert!(
         stderr.contains("softmax, matmul, linear_recurrence"),
         "{stderr}"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The builtin proposer on the three MLX template spaces, on an H200 through MLX's CUDA backend,
+# in steps that fit one device call each (MLX installed in /tmp/site by
+# .device/mlx2/install.sh; the ksearch binary in .device/bin, as for bench/mlx_h200_security.sh):
+#   points TASK         render a sample of the task's space and evaluate each point once
+#                       (`ksearch eval`, one seed, short timing): does every kernel compile, run
+#                       and pass on the GPU?
+#   search TASK ITERS   start, or resume when the run directory came back from an earlier call,
+#                       `ksearch run mlx/TASK --model builtin` for ITERS more rounds, then tree,
+#                       report and export; the run directory goes to $OUT to be carried back
+# Usage: bash bench/mlx_space_h200.sh STEP TASK [ITERS]   (results in $OUT)
+set -uo pipefail
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+K=${KSEARCH:-.device/bin/ksearch}
+step=$1
+task=$2
+OUTDIR=${OUT:-/tmp/out}
+mkdir -p "$OUTDIR"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUTDIR/gpu.csv" 2>&1
+# Short but honest timing: every workload, one seed for the check, at least 5 samples.
+QUICK=(--seeds 1 --min-runs 5 --min-time-ms 50 --warmup-ms 20 --max-time-ms 3000 --target cuda)
+case "$step" in
+  points)
+    pts="$OUTDIR/points-$task"
+    "$K" space check "mlx/$task" --hardware h200 --limit "${LIMIT:-24}" --write "$pts" > "$OUTDIR/space-check-$task.txt"
+    for f in "$pts"/*.py; do
+      s=$(date +%s%N)
+      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" > "${f%.py}.json" 2> "${f%.py}.err"
+      ms=$(( ($(date +%s%N) - s) / 1000000 ))
+      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms')" "$(basename "$f" .py)" "$ms" \
+        || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
+    done | tee "$OUTDIR/points-$task.txt"
+    ;;
+  search)
+    iters=$3
+    rd=runs/space-$task
+    if [ -f "$rd/run.sqlite" ]; then
+      "$K" resume "$rd" --iterations "$iters" --json > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
+    else
+      "$K" run "mlx/$task" --model builtin --hardware h200 --iterations "$iters" --seed 0 \
+        --run-dir "$rd" --json "${QUICK[@]}" > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
+    fi
+    "$K" tree "$rd" > "$OUTDIR/tree-$task.txt"
+    "$K" report "$rd" -o "$OUTDIR/report-$task.html"
+    "$K" export "$rd" -o "$OUTDIR/export-$task" > "$OUTDIR/export-$task.txt" 2>&1
+    tar czf "$OUTDIR/run-$task.tgz" "$rd"
+    tail -5 "$OUTDIR/search-$task.err"
+    ;;
+  *)
+    echo "unknown step $step" >&2
+    exit 2
+    ;;
+esac
