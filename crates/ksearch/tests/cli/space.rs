@@ -215,3 +215,32 @@ fn the_builtin_proposer_searches_a_task_s_own_space() {
         "no rendered candidate among the artifacts"
     );
 }
+
+#[test]
+fn the_built_in_gpu_spaces_render_and_meet_the_rules_of_both_targets() {
+    for task in [
+        "mlx/attention",
+        "mlx/selective_scan",
+        "mlx/selective_state_update",
+    ] {
+        for hw in ["h200", "m3-max"] {
+            let (code, stdout, stderr) = run(&mut ksearch(&[
+                "space",
+                "check",
+                task,
+                "--hardware",
+                hw,
+                "--no-compile",
+                "--limit",
+                "12",
+            ]));
+            assert_eq!(code, 0, "{task} on {hw}: {stdout}{stderr}");
+            // The seed point, the points one knob away from it, then others: all 384 points of
+            // the attention space take minutes in a debug build (seconds in a release build,
+            // where `space check --limit 1000` checks them all).
+            assert!(stdout.contains("checked a sample of 12"), "{stdout}");
+            assert!(stdout.contains(", 0 failed"), "{task} on {hw}: {stdout}");
+            assert!(stdout.contains(" ok, "), "{stdout}");
+        }
+    }
+}
