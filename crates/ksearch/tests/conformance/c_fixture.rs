@@ -299,6 +299,35 @@ mod c_only {
         assert!(out.contains("descriptors stolen 0"), "{out}");
     }
 
+    /// Aimed at the judge comparing only the calls on the baseline's secret window: once timed,
+    /// it computes one call in eight and fills the other seven with a copy of its last honest
+    /// answer, which is finite and looks like a softmax (every row sums to one), so a check for
+    /// unwritten outputs alone would pass it, about eight times faster.
+    #[test]
+    fn copying_an_earlier_answer_into_most_timed_calls_is_caught() {
+        let prefix = "#include <stdlib.h>\n\
+             static float *ksq_last; static int64_t ksq_len;\n";
+        let e = evaluate(with_prelude(
+            &format!("{TIMED}{prefix}"),
+            &format!(
+                "int64_t n = rows * cols;\n\
+                 if (KSQ_TIMED && ksq_last && ksq_len == n && ksq_calls % 8 != 0) {{\n\
+                   memcpy(y, ksq_last, sizeof(float) * n);\n\
+                   return;\n\
+                 }}\n\
+                 {ALL_ROWS}\n\
+                 if (ksq_len != n) {{ free(ksq_last); ksq_last = malloc(sizeof(float) * n); ksq_len = n; }}\n\
+                 memcpy(ksq_last, y, sizeof(float) * n);"
+            ),
+        ));
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        assert!(
+            e.result.message.contains("while timed"),
+            "{}",
+            e.result.message
+        );
+    }
+
     #[test]
     fn a_gigabyte_of_static_data_is_refused_at_build_time() {
         let e = evaluate(format!(
