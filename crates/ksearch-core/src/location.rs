@@ -120,6 +120,22 @@ fn fmt_field(field: &str) -> String {
     }
 }
 
+/// [`parse_toml`], then `validate`; a field `validate` refuses is reported at its line.
+pub fn parse_checked<T: DeserializeOwned>(
+    text: &str,
+    file: &str,
+    validate: impl FnOnce(&T) -> Result<(), (FieldPath, String)>,
+) -> Result<T, FileError> {
+    let value: T = parse_toml(text, file)?;
+    validate(&value).map_err(|(field, message)| FileError {
+        file: file.to_owned(),
+        location: locate(text, &field),
+        field: field.to_string(),
+        message,
+    })?;
+    Ok(value)
+}
+
 /// Deserialize TOML into `T`; syntax errors, unknown keys (with `deny_unknown_fields`) and wrong
 /// types come back with the file, line, column and field. `file` only names the file.
 pub fn parse_toml<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, FileError> {

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::location::{FieldPath, FileError, locate, parse_toml};
+use crate::location::{FieldPath, FileError, parse_checked};
+use crate::task::is_identifier;
 
 /// Version of the space file format.
 pub const SPACE_FORMAT: u32 = 1;
@@ -144,20 +145,7 @@ pub type SpaceError = FileError;
 
 /// Parse and validate `space.toml`.
 pub fn parse_space(text: &str, file: &str) -> Result<SpaceSpec, SpaceError> {
-    let spec: SpaceSpec = parse_toml(text, file)?;
-    validate(&spec).map_err(|(field, message)| FileError {
-        file: file.to_owned(),
-        location: locate(text, &field),
-        field: field.to_string(),
-        message,
-    })?;
-    Ok(spec)
-}
-
-fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    parse_checked(text, file, validate)
 }
 
 /// A path inside the space's directory: relative, no `..`.

@@ -10,7 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::dtype::Dtype;
-use crate::location::{FieldPath, locate};
+use crate::location::FieldPath;
 
 /// The task format this build reads and writes.
 pub const TASK_FORMAT: u32 = 1;
@@ -257,17 +257,10 @@ const MAX_TENSOR_ELEMENTS: u128 = 1 << 31;
 
 /// Parse and validate `task.toml`. `file` only names the file in errors.
 pub fn parse_task(text: &str, file: &str) -> Result<TaskSpec, TaskError> {
-    let spec: TaskSpec = crate::location::parse_toml(text, file)?;
-    validate(&spec).map_err(|(field, message)| TaskError {
-        file: file.to_owned(),
-        location: locate(text, &field),
-        field: field.to_string(),
-        message,
-    })?;
-    Ok(spec)
+    crate::location::parse_checked(text, file, validate)
 }
 
-fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

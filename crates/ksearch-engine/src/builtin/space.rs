@@ -135,16 +135,7 @@ impl FileSpace {
             .map(|(k, v)| (k.clone(), Value::from(*v)))
             .collect();
         ctx.insert("knobs".into(), Value::from(Serde(config)));
-        ctx.insert(
-            "ksearch_config".into(),
-            Value::from(
-                config
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
-        );
+        ctx.insert("ksearch_config".into(), Value::from(knobs_of(config)));
         ctx.insert("hw".into(), self.hw.clone());
         ctx.insert("target".into(), Value::from(self.target.clone()));
         if let Some(a) = axes {

@@ -82,24 +82,14 @@ fn cache_bytes(max_level: u32) -> Option<usize> {
     (best.1 > 0).then_some(best.1)
 }
 
-/// Run `f` on `cpu` (when known), then return to the judge's own CPU.
+/// Run `f` on the runners' CPU (when the judge pinned them apart), then return to the judge's.
 fn on_cpu<R>(place: Option<(usize, usize)>, f: impl FnOnce() -> R) -> R {
-    let pin = |cpu: usize| {
-        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in bounds for cpu < 1024.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if cpu < 1024 {
-                libc::CPU_SET(cpu, &mut set);
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
-            }
-        }
-    };
     let Some((there, home)) = place else {
         return f();
     };
-    pin(there);
+    crate::sandbox::pin_to_cpu(there);
     let r = f();
-    pin(home);
+    crate::sandbox::pin_to_cpu(home);
     r
 }
 

@@ -216,12 +216,7 @@ fn pick_cpus() -> (Option<usize>, Option<usize>) {
     } else {
         runner
     };
-    // SAFETY: pinning ourselves.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(judge, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
-    }
+    crate::sandbox::pin_to_cpu(judge);
     (Some(judge), Some(runner))
 }
 

@@ -349,14 +349,7 @@ fn child(
     }
     limits(spec)?;
     if let Some(cpu) = spec.cpu {
-        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in bounds for cpu < 1024.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if cpu < 1024 {
-                libc::CPU_SET(cpu, &mut set);
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
-            }
-        }
+        super::pin_to_cpu(cpu);
     }
     drop_bounding_capabilities();
     let uid = match isolation {

@@ -29,6 +29,21 @@ use other as platform;
 pub use spec::{Confinement, Limits, SandboxSpec, UNPRIVILEGED_ID};
 use spec::{Report, read_reports};
 
+/// Pin the calling thread to one CPU (Linux; elsewhere a no-op: macOS has no CPU affinity).
+pub(crate) fn pin_to_cpu(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in bounds for cpu < 1024.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu < 1024 {
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
 /// Entry point of `ksearch sandbox SPEC_JSON`: confine, then execute the program. Returns an
 /// exit code only when that failed.
 pub fn launcher_main(spec_json: &OsStr) -> i32 {
