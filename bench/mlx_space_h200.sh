@@ -7,7 +7,10 @@
 #                       and pass on the GPU?
 #   search TASK ITERS   start, or resume when the run directory came back from an earlier call,
 #                       `ksearch run mlx/TASK --model builtin` for ITERS more rounds, then tree,
-#                       report and export; the run directory goes to $OUT to be carried back
+#                       report and export; the run directory goes to $OUT to be carried back.
+#                       SEARCH_TIME (default 7m) stops starting rounds after that long and
+#                       BUDGET_S (default 480) interrupts the run as Ctrl-C would, so that the
+#                       device call ends in time; the next `search` resumes it
 # Usage: bash bench/mlx_space_h200.sh STEP TASK [ITERS]   (results in $OUT)
 set -uo pipefail
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
@@ -33,11 +36,11 @@ case "$step" in
     ;;
   search)
     iters=$3
-    rd=runs/space-$task
+    rd=${RUNS:-.device/runs}/space-$task
     if [ -f "$rd/run.sqlite" ]; then
-      "$K" resume "$rd" --iterations "$iters" --json > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
+      timeout -s INT "${BUDGET_S:-480}" "$K" resume "$rd" --iterations "$iters" --time "${SEARCH_TIME:-7m}" --json > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
     else
-      "$K" run "mlx/$task" --model builtin --hardware h200 --iterations "$iters" --seed 0 \
+      timeout -s INT "${BUDGET_S:-480}" "$K" run "mlx/$task" --model builtin --hardware h200 --iterations "$iters" --time "${SEARCH_TIME:-7m}" --seed 0 \
         --run-dir "$rd" --json "${QUICK[@]}" > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
     fi
     "$K" tree "$rd" > "$OUTDIR/tree-$task.txt"

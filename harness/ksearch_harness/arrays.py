@@ -1,8 +1,8 @@
 """Array backends: MLX (the real one, on Metal or CUDA; its CPU device for tests) and numpy (CPU;
 lets the harness's protocol, loading and checking be tested where no GPU exists).
 
-Inputs are drawn with numpy from a seed, then handed to the backend, so a seed means the same
-values on every target."""
+Checked inputs are drawn with numpy from a seed, then handed to the backend, so a seed means the
+same values on every target. Timed inputs on MLX are drawn on the device, a round at a time."""
 
 import zlib
 
@@ -166,23 +166,37 @@ def backend_for(target):
     return MlxBackend(target)
 
 
-def device_inputs(mx, backend, specs, shapes, seed):
-    """Inputs for one timed call, drawn on the device from `seed` (fast: no copy from the host).
-    Every process that draws from the same seed on the same device gets the same values."""
+def _device_draw(mx, backend, spec, shape, key):
+    dtype = spec["dtype"]
+    init = spec.get("init")
+    if init is None:
+        init = {"uniform": [-1.0, 1.0]} if dtype in FLOATS else {"randint": [-100, 100]}
+    (kind, (a, b)), = init.items()
+    if kind == "uniform":
+        x = mx.random.uniform(a, b, shape, key=key)
+    elif kind == "normal":
+        x = mx.random.normal(shape, loc=a, scale=b, key=key)
+    else:
+        x = mx.random.randint(int(a), int(b) + 1, shape, key=key)
+    return x.astype(backend.dtypes[dtype])
+
+
+# Each set of a round starts on a boundary of this many elements (256 bytes or more), as
+# separately allocated arrays do, so that vector loads stay aligned.
+SET_ALIGN = 128
+
+
+def round_inputs(mx, backend, specs, shapes, seed, count):
+    """`count` sets of inputs for one timed round, drawn on the device from `seed` with one draw
+    per input for the whole round (a draw per set and input costs thousands of small launches a
+    round, which on MLX's CUDA backend took longer than the kernels timed). Set `j` is a view of
+    row `j`; the same seed and count give the same sets in every process on one device."""
     keys = mx.random.split(mx.random.key(seed & 0xFFFFFFFF), max(len(specs), 2))
-    out = []
+    columns = []
     for i, (spec, shape) in enumerate(zip(specs, shapes)):
-        dtype = spec["dtype"]
-        init = spec.get("init")
-        if init is None:
-            init = {"uniform": [-1.0, 1.0]} if dtype in FLOATS else {"randint": [-100, 100]}
-        (kind, (a, b)), = init.items()
         shape = tuple(shape)
-        if kind == "uniform":
-            x = mx.random.uniform(a, b, shape, key=keys[i])
-        elif kind == "normal":
-            x = mx.random.normal(shape, loc=a, scale=b, key=keys[i])
-        else:
-            x = mx.random.randint(int(a), int(b) + 1, shape, key=keys[i])
-        out.append(x.astype(backend.dtypes[dtype]))
-    return out
+        size = int(np.prod(shape, dtype=np.int64))
+        stride = max(-(-size // SET_ALIGN) * SET_ALIGN, SET_ALIGN)
+        rows = _device_draw(mx, backend, spec, (count, stride), keys[i])
+        columns.append([rows[j, :size].reshape(shape) for j in range(count)])
+    return [list(s) for s in zip(*columns)]

@@ -32,9 +32,11 @@ def shape_of(spec, axes):
 class Settings:
     """What starting runners needs."""
 
-    def __init__(self, target, root_dir, cpus):
+    def __init__(self, target, root_dir, cpus, kernel_cache=None):
         self.target = target
         self.root_dir = root_dir
+        # MLX's cache of kernels it compiles at run time: writable to trusted runners only.
+        self.kernel_cache = kernel_cache
         self.gpu = target in ("cuda", "metal")
         self.memory = (32 << 30) if self.gpu else (4 << 30)
         self.runner_cpu = cpus[1] if cpus else None
@@ -145,8 +147,10 @@ class GraphContender:
     def __init__(self, settings, source, role, label, trusted, task, workloads, env=None):
         self.role, self.label, self.trusted = role, label, trusted
         self.task, self.workloads, self.source, self.settings = task, workloads, source, settings
-        self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
-        self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env)
+        cache = [settings.kernel_cache] if settings.kernel_cache else []
+        paths = {"writable": cache} if trusted else {"read_only": cache}
+        self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, **paths)
+        self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, **paths)
         self.confinement = (self.tracer or self.runner).confinement
 
     def finish(self):
@@ -232,11 +236,13 @@ class GraphContender:
             raise self.runner.lose(f"it answered {reply!r}")
         return got
 
-    def round(self, workload, seeds):
+    def round(self, workload, seed, sets):
+        """`sets` fresh input sets for the next batches, drawn in the runner from `seed`."""
         reply, _ = self.runner.request({
             "op": "round",
             "workload": workload["name"],
-            "seeds": list(seeds),
+            "seed": seed,
+            "sets": sets,
             "inputs": self.task["inputs"],
             "shapes": [list(s) for s in self.shapes[workload["name"]]],
             "outputs": self.out_specs[workload["name"]],
@@ -245,8 +251,9 @@ class GraphContender:
             self._answer(reply, b"")
             raise self.runner.lose(f"it answered {reply!r}")
 
-    def go(self, workload, k):
-        seconds, reply, _ = self.runner.timed({"op": "go", "workload": workload["name"], "k": k})
+    def go(self, workload, k, at=0):
+        """`k` timed calls on the round's sets `at` to `at + k - 1`."""
+        seconds, reply, _ = self.runner.timed({"op": "go", "workload": workload["name"], "k": k, "at": at})
         if reply.get("op") != "done":
             self._answer(reply, b"")
             raise self.runner.lose(f"it answered {reply!r}")

@@ -117,7 +117,7 @@ def runner_env(extra=None):
 class Runner:
     """A runner process in a sandbox, and the socket to it."""
 
-    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None):
+    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=()):
         exe = os.environ.get(SANDBOX_EXE_VAR)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # A second pair carries only "done" after a timed batch: its kernel timestamp stops the
@@ -142,8 +142,8 @@ class Runner:
                 "env": sorted(runner_env(env).items()),
                 "cwd": "/tmp",
                 "root_dir": root_dir,
-                "read_only": python_paths(),
-                "writable": [],
+                "read_only": python_paths() + list(read_only),
+                "writable": list(writable),
                 "tmp_bytes": 1 << 30,
                 "gpu": gpu,
                 "allow_fork": False,

@@ -4,12 +4,15 @@ round by round, order alternating. On MLX one synchronisation costs a fixed host
 where MAX_CALLS calls allow it.
 
 Every timed call sees inputs no earlier call saw: each round draws fresh inputs for every call
-(from seeds the runner cannot predict). The baseline (the task's own code) runs every set of the
-round; every untrusted contender's timed outputs are checked against the baseline's: sampled
-elements of every call, and the whole output of one call, chosen after the fact, in the first
-round and in a secret share of the others (a whole output crosses the process boundary, which
-costs more than the batch on short kernels). A direct runner's samples are read the moment it
-says "done", and CPU it uses outside its timed calls is caught."""
+(from seeds the runner cannot predict). Each contender runs its own number of calls a batch. The
+baseline (the task's own code) runs a window of the round's sets at a secret offset inside the
+candidate's calls, so a slow baseline costs one batch of its own, not one call per set; every
+untrusted contender's timed outputs are checked: sampled elements of every call must be finite
+(outputs start as NaN), those of calls on the baseline's window must match the baseline's, and
+the whole output of one such call, chosen after the fact, is compared in the first round and in a
+secret share of the others (a whole output crosses the process boundary, which costs more than
+the batch on short kernels). A direct runner's samples are read the moment it says "done", and
+CPU it uses outside its timed calls is caught."""
 
 import random
 
@@ -25,8 +28,13 @@ MIN_BATCH_MS = 10.0
 MAX_CALLS = 64
 # The share of rounds after the first whose whole output of one call is compared.
 WHOLE_CHECK_SHARE = 0.125
-# Elements sampled per output of each timed call.
+# Elements sampled per output of each sampled call.
 SAMPLED = 16
+# A graph runner answers a sample with a gather per (call, output), about a millisecond each on
+# MLX's CUDA backend, more than a whole batch of a short kernel: it is asked about this many of a
+# batch's calls, chosen after the batch, half of them on the baseline's window where it can.
+# (A direct runner's outputs are in shared memory: every call is sampled.)
+GRAPH_SAMPLED_CALLS = 8
 TIMED_TOLERANCE_FACTOR = 3.0
 # CPU a runner may use outside its timed calls, besides a share of its timed time: tight with
 # the scheduler's nanoseconds, loose with clock ticks.
@@ -84,7 +92,7 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
         warm_sets = 2
         if graph:
             for i, c in enumerate(contenders):
-                guarded(i, c.round, workload, [seed() for _ in range(warm_sets)])
+                guarded(i, c.round, workload, seed(), warm_sets)
         else:
             pool = Pool(task, workload, warm_sets)
             for s in range(warm_sets):
@@ -92,17 +100,17 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
             for i, c in enumerate(contenders):
                 guarded(i, c.map_pool, pool)
 
-        def go(i, c, k):
+        def go(i, c, k, at=0):
             if graph:
-                return guarded(i, c.go, workload, k)
-            return guarded(i, c.call, pool, list(range(k)), True)
+                return guarded(i, c.go, workload, k, at)
+            return guarded(i, c.call, pool, list(range(at, at + k)), True)
 
         def sets_for(count):
             """Room for `count` calls on fresh inputs, for every contender."""
             nonlocal pool
             if graph:
                 for i, c in enumerate(contenders):
-                    guarded(i, c.round, workload, [seed() for _ in range(count)])
+                    guarded(i, c.round, workload, seed(), count)
                 return
             for c in contenders:
                 c.drop_pool(pool)
@@ -129,7 +137,6 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
             if ks[i] > 1:
                 ks[i] = batch_size(go(i, c, ks[i]) * 1e3 / ks[i], target_ms, MAX_CALLS)
         round_len = max(ks)
-        ks[baseline] = round_len
         if not graph:
             sets_for(round_len)
 
@@ -143,22 +150,29 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
         min_runs = int(plan["min_runs"])
         rnd = 0
         while True:
-            seeds = [seed() for _ in range(round_len)]
-            sets = list(range(round_len))
             if graph:
+                round_seed = seed()
                 for i, c in enumerate(contenders):
-                    guarded(i, c.round, workload, seeds)
+                    guarded(i, c.round, workload, round_seed, round_len)
             else:
-                for s, sd in zip(sets, seeds):
-                    pool.fill(task, workload, s, sd)
+                for s in range(round_len):
+                    pool.fill(task, workload, s, seed())
+            # The baseline runs its own number of calls on a window of the round's sets at a
+            # secret offset inside the candidate's calls (or over all of them, when the baseline
+            # runs more); the others run from set 0. No runner can tell which of its calls the
+            # baseline also ran: those are compared with it, and every sampled value of every
+            # call must be finite (outputs start as NaN).
+            window = (int(secret.integers(0, max(ks[0] - ks[baseline], 0) + 1)), ks[baseline])
+            starts = [window[0] if i == baseline else 0 for i in range(n)]
+            sets = [list(range(a, a + k)) for a, k in zip(starts, ks)]
             snaps = [None] * n
             order = range(n) if rnd % 2 == 0 else reversed(range(n))
             for i in order:
                 c, k = contenders[i], ks[i]
-                seconds = go(i, c, k)
+                seconds = go(i, c, k, starts[i])
                 if not c.trusted:
-                    positions = sample_positions(secret, k, sizes)
-                    values = guarded(i, c.sample, workload, positions) if graph else guarded(i, c.sample, pool, sets, positions)
+                    positions = sample_positions(secret, sampled_calls(secret, k, window, graph), sizes)
+                    values = guarded(i, c.sample, workload, positions) if graph else guarded(i, c.sample, pool, sets[i], positions)
                     snaps[i] = (positions, values)
                 samples[i].append(seconds * 1e3 / k)
                 measured[i] += seconds * 1e3
@@ -166,7 +180,7 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
             # Shared memory is cheap to read: a direct runner's whole output (and its guards) is
             # checked every round.
             whole = not graph or rnd == 0 or secret.random() < WHOLE_CHECK_SHARE
-            verify_round(task, workload, tolerances, contenders, baseline, ks, snaps, secret, whole, graph, pool, sets, guarded)
+            verify_round(task, workload, tolerances, contenders, baseline, ks, snaps, secret, whole, graph, pool, sets, window, guarded)
             rnd += 1
             enough = all(len(s) >= min_runs and m >= plan["min_time_ms"] for s, m in zip(samples, measured))
             out_of_time = (time.perf_counter() - started) * 1e3 >= plan["max_time_ms"] and all(
@@ -193,53 +207,82 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
             pool.close()
 
 
-def sample_positions(rng, k, sizes):
-    """SAMPLED positions in every output of each of `k` calls: (call, output, flat index)."""
+def sampled_calls(rng, k, window, graph):
+    """The calls of a `k`-call batch whose outputs are sampled: all of them for a direct runner;
+    for a graph runner GRAPH_SAMPLED_CALLS, half on the baseline's window where it has them."""
+    if not graph or k <= GRAPH_SAMPLED_CALLS:
+        return list(range(k))
+    at, width = window
+    shared = [c for c in range(k) if at <= c < at + width]
+    others = [c for c in range(k) if not at <= c < at + width]
+    mine = [int(c) for c in rng.permutation(shared)[:GRAPH_SAMPLED_CALLS // 2]] if shared else []
+    mine += [int(c) for c in rng.permutation(others)[:GRAPH_SAMPLED_CALLS - len(mine)]]
+    return sorted(mine)
+
+
+def sample_positions(rng, calls, sizes):
+    """SAMPLED positions in every output of each of `calls`: (call, output, flat index)."""
     out = []
     for t, size in enumerate(sizes):
         if size:
             m = min(SAMPLED, size)
-            idx = rng.integers(0, size, (k, m))
-            out.extend((call, t, int(i)) for call in range(k) for i in idx[call])
+            idx = rng.integers(0, size, (len(calls), m))
+            out.extend((call, t, int(i)) for call, row in zip(calls, idx) for i in row)
     return out
 
 
-def verify_round(task, workload, tolerances, contenders, baseline, ks, snaps, secret, whole, graph, pool, sets, guarded):
+def verify_round(task, workload, tolerances, contenders, baseline, ks, snaps, secret, whole, graph, pool, sets, window, guarded):
+    """Check a round's sampled values: every one finite; those of calls on the baseline's window
+    equal to the baseline's within the timed tolerance; and, when `whole`, one such call entirely."""
     outs = task["outputs"]
     axes = workload["axes"]
     base = contenders[baseline]
+    at, width = window
+
+    def where(t, idx):
+        return index_name(outs[t]["name"], tuple(int(axes[a]) for a in outs[t]["shape"]), idx)
+
+    def base_sample(positions):
+        if graph:
+            return guarded(baseline, base.sample, workload, positions)
+        return guarded(baseline, base.sample, pool, sets[baseline], positions)
+
     for i, c in enumerate(contenders):
         if c.trusted:
             continue
         positions, values = snaps[i]
-        truth = guarded(baseline, base.sample, workload, positions) if graph else guarded(baseline, base.sample, pool, sets, positions)
-        if positions:
-            v = np.asarray(values, dtype=np.float64)
-            r = np.asarray(truth, dtype=np.float64)
-            t_of = np.fromiter((p[1] for p in positions), dtype=np.int64, count=len(positions))
+        v = np.asarray(values, dtype=np.float64)
+        bad = ~np.isfinite(v)
+        if bad.any():
+            call, t, idx = positions[int(np.flatnonzero(bad)[0])]
+            raise TimedIncorrect(i, f"while timed, call {call + 1} of a batch left {where(t, idx)} = {v[bad][0]} (was the work skipped?)")
+        # Calls `at` .. `at + width - 1` ran on the sets the baseline ran, as its calls 0, 1, ...
+        shared = [j for j, p in enumerate(positions) if at <= p[0] < at + width]
+        if shared:
+            mine = v[shared]
+            theirs = np.asarray(base_sample([(positions[j][0] - at, positions[j][1], positions[j][2]) for j in shared]), dtype=np.float64)
+            t_of = np.fromiter((positions[j][1] for j in shared), dtype=np.int64, count=len(shared))
             atol = np.array([scaled(tolerances[o["dtype"]])["atol"] for o in outs])[t_of]
             rtol = np.array([scaled(tolerances[o["dtype"]])["rtol"] for o in outs])[t_of]
             with np.errstate(invalid="ignore"):
-                bad = ~np.isfinite(v) | (np.abs(v - r) > atol + rtol * np.abs(r))
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                call, t, idx = positions[j]
-                shape = tuple(int(axes[a]) for a in outs[t]["shape"])
-                at = index_name(outs[t]["name"], shape, idx)
-                if not np.isfinite(v[j]):
-                    raise TimedIncorrect(i, f"while timed, call {call + 1} of a batch left {at} = {v[j]} (was the work skipped?)")
-                raise TimedIncorrect(i, f"while timed, call {call + 1} of a batch gave {at} = {v[j]:e} where the baseline gives {r[j]:e} on the same inputs (timed outputs are checked; every timed call gets new inputs)")
-        call = int(secret.integers(0, ks[i]))
+                off = np.abs(mine - theirs) > atol + rtol * np.abs(theirs)
+            if off.any():
+                k = int(np.flatnonzero(off)[0])
+                call, t, idx = positions[shared[k]]
+                raise TimedIncorrect(i, f"while timed, call {call + 1} of a batch gave {where(t, idx)} = {mine[k]:e} where the baseline gives {theirs[k]:e} on the same inputs (timed outputs are checked; every timed call gets new inputs)")
         if not graph:
-            now = c.sample(pool, sets, [p for p in positions if p[0] == call])
+            call = int(secret.integers(0, ks[i]))
+            now = c.sample(pool, sets[i], [p for p in positions if p[0] == call])
             then = [v for p, v in zip(positions, values) if p[0] == call]
             for a, b in zip(now, then):
                 if a != b and not (np.isnan(a) and np.isnan(b)):
                     raise TimedIncorrect(i, "an output of a timed call changed after the runner said \"done\": work after \"done\" is not timed and not allowed")
-        if not whole:
+        calls = range(at, min(at + width, ks[i]))
+        if not whole or not calls:
             continue
-        mine = guarded(i, c.fetch, workload, call) if graph else guarded(i, c.fetch, pool, sets, call)
-        theirs = guarded(baseline, base.fetch, workload, call) if graph else guarded(baseline, base.fetch, pool, sets, call)
+        call = int(secret.choice(calls))
+        mine = guarded(i, c.fetch, workload, call) if graph else guarded(i, c.fetch, pool, sets[i], call)
+        theirs = guarded(baseline, base.fetch, workload, call - at) if graph else guarded(baseline, base.fetch, pool, sets[baseline], call - at)
         for t, (m, r) in enumerate(zip(mine, theirs)):
             _, failure = compare(outs[t], m, r.astype(np.float64), scaled(tolerances[outs[t]["dtype"]]))
             if failure:

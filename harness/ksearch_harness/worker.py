@@ -5,6 +5,7 @@ sandbox, fresh for every evaluation. Only the task's own modules (reference, bas
 comparisons) are imported here."""
 
 import os
+import re
 import sys
 import tempfile
 import time
@@ -18,6 +19,8 @@ from .protocol import Channel, end_of_output
 from .timing import TimedFailure, TimedIncorrect, time_workload
 
 TRUSTED_ROLES = ("baseline", "comparison")
+# The uid the sandbox gives its programs when the judge runs as root.
+UNPRIVILEGED_ID = 65534
 
 
 class Outcome(Exception):
@@ -229,6 +232,36 @@ def compile_report(backend, log, started):
     }
 
 
+def kernel_cache_dir(backend):
+    """Where MLX keeps the kernels it compiles at run time (PTX on CUDA, MLX_PTX_CACHE_DIR), shared
+    by every process of every evaluation on this machine: each runner is a fresh process in a
+    fresh temporary directory, and without it compiled the same kernels again (a few seconds
+    each, most of an evaluation). The judge and trusted runners write it; candidates' runners only
+    read it (a kernel a candidate could put there would run in the judge and the baseline). One
+    directory per MLX version and device, since MLX names entries by kernel and shape alone.
+    None (no sharing) for numpy, or where no such directory can be made."""
+    if backend.name != "mlx":
+        return None
+    mx = backend.mx
+    try:
+        info = mx.device_info()
+    except Exception:  # noqa: BLE001 - an MLX without device_info
+        info = {}
+    key = "-".join(str(x) for x in (mx.__version__, backend.target, info.get("device_name", ""), info.get("architecture", "")))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "ksearch", "mlx-kernels", re.sub(r"[^A-Za-z0-9._-]+", "_", key))
+    try:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        if os.geteuid() == 0:
+            # Run as root, the sandbox runs programs as uid 65534: let trusted runners write.
+            os.chown(path, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+    except OSError:
+        return None
+    # Set before MLX compiles anything here; runners inherit MLX_* variables.
+    os.environ["MLX_PTX_CACHE_DIR"] = path
+    return path
+
+
 def serve(target):
     channel = Channel.from_env()
     from .arrays import backend_for
@@ -241,7 +274,7 @@ def serve(target):
         pass
     backend = backend_for(target)
     root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=os.getcwd())
-    settings = Settings(backend.target, root_dir, allowed_cpus())
+    settings = Settings(backend.target, root_dir, allowed_cpus(), kernel_cache_dir(backend))
     channel.send({"type": "hello", "backend": f"mlx/{backend.target}", "version": __version__, "pid": os.getpid()})
     for msg in channel.requests():
         kind = msg.get("type")

@@ -244,21 +244,37 @@ class TimingArithmetic(unittest.TestCase):
 
     def test_sampled_positions_cover_every_call_and_output_unpredictably(self):
         rng = np.random.Generator(np.random.PCG64(1))
-        pos = timing.sample_positions(rng, 5, [100, 3])
+        pos = timing.sample_positions(rng, list(range(5)), [100, 3])
         self.assertEqual(len(pos), 5 * (timing.SAMPLED + 3))
         self.assertEqual({(c, t) for c, t, _ in pos}, {(c, t) for c in range(5) for t in range(2)})
         self.assertTrue(all(0 <= i < (100 if t == 0 else 3) for _, t, i in pos))
-        again = timing.sample_positions(np.random.Generator(np.random.PCG64(2)), 5, [100, 3])
+        again = timing.sample_positions(np.random.Generator(np.random.PCG64(2)), list(range(5)), [100, 3])
         self.assertNotEqual(pos, again)
+
+    def test_a_graph_runner_is_asked_about_some_calls_half_on_the_window(self):
+        rng = np.random.Generator(np.random.PCG64(3))
+        self.assertEqual(timing.sampled_calls(rng, 64, (10, 4), False), list(range(64)))
+        self.assertEqual(timing.sampled_calls(rng, 5, (0, 2), True), list(range(5)))
+        seen = set()
+        for _ in range(50):
+            calls = timing.sampled_calls(rng, 64, (10, 4), True)
+            self.assertEqual(len(calls), timing.GRAPH_SAMPLED_CALLS)
+            self.assertEqual(len(set(calls)), len(calls))
+            self.assertEqual(sum(10 <= c < 14 for c in calls), timing.GRAPH_SAMPLED_CALLS // 2)
+            seen.update(calls)
+        self.assertGreater(len(seen), 40)
+        # A window wider than half the sample: half from it, half from the rest.
+        calls = timing.sampled_calls(rng, 64, (0, 60), True)
+        self.assertEqual(sum(c < 60 for c in calls), timing.GRAPH_SAMPLED_CALLS // 2)
 
 
 class ExecRunnerSample(unittest.TestCase):
-    """The exec runner's `sample`, with numpy standing in for MLX's three calls it makes."""
+    """The exec runner's `sample`, with numpy standing in for the MLX calls it makes."""
 
     class FakeMx:
         take = staticmethod(lambda a, i: np.take(a, i))
         array = staticmethod(np.asarray)
-        eval = staticmethod(lambda xs: None)
+        concatenate = staticmethod(np.concatenate)
 
     class FakeBackend:
         to_numpy = staticmethod(np.asarray)
@@ -266,10 +282,12 @@ class ExecRunnerSample(unittest.TestCase):
     def test_values_come_back_in_the_order_asked(self):
         from ksearch_harness.runner import sample
 
-        outs = [(np.arange(10.0) + 100 * c, np.arange(4.0) - c) for c in range(3)]
+        # A float output and an integer one, whose large values must come back exact.
+        outs = [(np.arange(10.0) + 100 * c, np.arange(4, dtype=np.int64) - c + (1 << 40)) for c in range(3)]
         positions = [(2, 0, 7), (0, 1, 3), (1, 0, 0), (2, 1, 1), (0, 0, 9), (1, 0, 5)]
         got = sample(self.FakeMx, self.FakeBackend, outs, positions)
-        self.assertEqual(got.tolist(), [207.0, 3.0, 100.0, -1.0, 9.0, 105.0])
+        big = float(1 << 40)
+        self.assertEqual(got.tolist(), [207.0, big + 3, 100.0, big - 1, 9.0, 105.0])
 
 
 if __name__ == "__main__":

@@ -448,7 +448,11 @@ impl<'e> Engine<'e> {
             Some(e) => e,
             None => {
                 let source = self.source_of(&seed.source_hash, &seed.source_file)?;
-                match self.evaluate_round(0, &source, Compare::default()) {
+                let compare = Compare {
+                    comparisons: true,
+                    ..Compare::default()
+                };
+                match self.evaluate_round(0, &source, compare) {
                     Err(EngineError::Eval(EvalError::Cancelled)) => {
                         return Err(EngineError::InterruptedDuringSetup);
                     }
@@ -1178,6 +1182,7 @@ impl<'e> Engine<'e> {
             Compare {
                 parent: Some(&parent),
                 incumbent: incumbent.as_ref(),
+                comparisons: false,
             },
         )?;
         let passed = evaluation.result.status == Status::Passed;

@@ -48,6 +48,10 @@ impl Default for EvalOptions {
 pub struct Compare<'a> {
     pub parent: Option<&'a Source>,
     pub incumbent: Option<&'a Source>,
+    /// The task's `[[comparisons]]` too. `ksearch eval` and a run's seed time them; a search's
+    /// rounds do not (nothing in a round reads them, and a slow one, such as a per-step scan,
+    /// can cost more than the rest of the evaluation).
+    pub comparisons: bool,
 }
 
 /// Something that evaluates candidates: a local worker today, a cluster job later.
@@ -147,7 +151,7 @@ pub fn build_request(
         },
     };
     let mut contenders = vec![baseline];
-    for c in &task.comparisons {
+    for c in task.comparisons.iter().filter(|_| compare.comparisons) {
         contenders.push(Contender {
             role: Role::Comparison,
             label: c.name.clone(),

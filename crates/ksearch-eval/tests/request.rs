@@ -1,5 +1,6 @@
 //! What `build_request` accepts before anything is allocated or started.
 
+use ksearch_core::protocol::Role;
 use ksearch_core::task::tests_support::matmul_spec;
 use ksearch_core::task::{Source, Task};
 use ksearch_eval::{Compare, EvalError, EvalOptions, MAX_SEEDS, build_request};
@@ -82,4 +83,30 @@ fn a_task_naming_a_missing_library_is_refused_with_how_to_install_it() {
         build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default()).expect("built");
     assert_eq!(r.compare[0].label, "reference (reference.c)");
     assert_eq!(r.compare[0].source.file, "reference.c");
+}
+
+#[test]
+fn comparisons_are_timed_only_when_asked() {
+    let mut t = task();
+    t.comparisons.push(ksearch_core::task::Baseline {
+        name: "another way".into(),
+        source: t.seed.clone(),
+        libs: Vec::new(),
+        install: Default::default(),
+        env: Default::default(),
+    });
+    let roles = |comparisons| {
+        let compare = Compare {
+            comparisons,
+            ..Compare::default()
+        };
+        build_request(1, &t, &t.seed, compare, &EvalOptions::default())
+            .expect("built")
+            .compare
+            .iter()
+            .map(|c| c.role)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(roles(false), [Role::Baseline]);
+    assert_eq!(roles(true), [Role::Baseline, Role::Comparison]);
 }

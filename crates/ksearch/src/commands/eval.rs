@@ -33,6 +33,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     let compare = Compare {
         parent: against.as_ref(),
         incumbent: None,
+        comparisons: true,
     };
     let evaluation = evaluator.evaluate(&task, &candidate, compare, &options)?;
     let against_file = against.as_ref().map(|a| a.file.as_str());

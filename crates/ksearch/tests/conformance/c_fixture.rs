@@ -77,6 +77,21 @@ impl Fixture for CFixture {
                     "if (KSQ_TIMED) {{ for (int64_t i = 0; i < {n}; i++) y[i] = 0.5f; }} else {{ {ALL_ROWS} }}"
                 ),
             ),
+            Behaviour::CopiesAnEarlierAnswer => with_prelude(
+                &format!(
+                    "{TIMED}#include <stdlib.h>\nstatic float *ksq_last; static int64_t ksq_len;\n"
+                ),
+                &format!(
+                    "int64_t n = {n};\n\
+                     if (KSQ_TIMED && ksq_last && ksq_len == n && ksq_calls % 8 != 0) {{\n\
+                       memcpy(y, ksq_last, sizeof(float) * n);\n\
+                       return;\n\
+                     }}\n\
+                     {ALL_ROWS}\n\
+                     if (ksq_len != n) {{ free(ksq_last); ksq_last = malloc(sizeof(float) * n); ksq_len = n; }}\n\
+                     memcpy(ksq_last, y, sizeof(float) * n);"
+                ),
+            ),
             Behaviour::WorkAfterDone => with_prelude(
                 &format!(
                     "{TIMED}#include <pthread.h>\n#include <sched.h>\nstatic const float *volatile job_x; static float *volatile job_y; static int64_t job_r, job_c; static volatile int pending = 0, started = 0;\nstatic void row(const float *x, float *y, int64_t cols);\nstatic void *worker(void *a) {{ (void)a; for (;;) {{ while (!pending) sched_yield(); for (int64_t r = 0; r < job_r; r++) row(job_x + r * job_c, job_y + r * job_c, job_c); pending = 0; }} return 0; }}\n"
@@ -297,35 +312,6 @@ mod c_only {
         assert!(!e.result.message.contains("FORGED"), "{}", e.result.message);
         let out = format!("{}{}", e.result.output.head, e.result.output.tail);
         assert!(out.contains("descriptors stolen 0"), "{out}");
-    }
-
-    /// Aimed at the judge comparing only the calls on the baseline's secret window: once timed,
-    /// it computes one call in eight and fills the other seven with a copy of its last honest
-    /// answer, which is finite and looks like a softmax (every row sums to one), so a check for
-    /// unwritten outputs alone would pass it, about eight times faster.
-    #[test]
-    fn copying_an_earlier_answer_into_most_timed_calls_is_caught() {
-        let prefix = "#include <stdlib.h>\n\
-             static float *ksq_last; static int64_t ksq_len;\n";
-        let e = evaluate(with_prelude(
-            &format!("{TIMED}{prefix}"),
-            &format!(
-                "int64_t n = rows * cols;\n\
-                 if (KSQ_TIMED && ksq_last && ksq_len == n && ksq_calls % 8 != 0) {{\n\
-                   memcpy(y, ksq_last, sizeof(float) * n);\n\
-                   return;\n\
-                 }}\n\
-                 {ALL_ROWS}\n\
-                 if (ksq_len != n) {{ free(ksq_last); ksq_last = malloc(sizeof(float) * n); ksq_len = n; }}\n\
-                 memcpy(ksq_last, y, sizeof(float) * n);"
-            ),
-        ));
-        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
-        assert!(
-            e.result.message.contains("while timed"),
-            "{}",
-            e.result.message
-        );
     }
 
     #[test]

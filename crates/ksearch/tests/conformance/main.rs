@@ -76,6 +76,12 @@ macro_rules! conformance_suite {
             }
             #[test]
             $(#[$attr])*
+            fn copying_an_earlier_answer_into_most_timed_calls_is_caught() {
+                let f = fixture();
+                outcome(&f, &Behaviour::CopiesAnEarlierAnswer);
+            }
+            #[test]
+            $(#[$attr])*
             fn exiting_the_process_is_a_runtime_error() {
                 let f = fixture();
                 outcome(&f, &Behaviour::Exits);

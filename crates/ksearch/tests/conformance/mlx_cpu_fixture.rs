@@ -76,6 +76,7 @@ impl Fixture for MlxCpuFixture {
             Behaviour::CachesFirstAnswer
             | Behaviour::CachesByAddress
             | Behaviour::GarbageWhenTimed
+            | Behaviour::CopiesAnEarlierAnswer
             | Behaviour::WorkAfterDone
             | Behaviour::BackgroundWork => Expect::Status(Status::Passed, "passed"),
             other => default_expect(other),
@@ -84,5 +85,61 @@ impl Fixture for MlxCpuFixture {
 
     fn assert_compile_message(&self, e: &Evaluation) {
         assert_python_compile_message(self, e);
+    }
+}
+
+/// Attacks on what MLX shares between processes. (Named so that CI's run without namespaces,
+/// which filters on `mlx_harness`, takes it too.)
+mod mlx_harness_cpu_only {
+    use ksearch_eval::Evaluator;
+
+    use super::*;
+    use crate::support::quick_options;
+
+    /// MLX's cache of run-time compiled kernels is shared by every process of an evaluation (the
+    /// judge and the baseline load from it); a candidate that could write it could swap in a
+    /// kernel of its own. Its runners see it read-only.
+    #[test]
+    #[cfg_attr(
+        not(has_mlx),
+        ignore = "needs python3 with MLX for CPU (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+    )]
+    fn the_kernel_cache_cannot_be_written_by_a_candidate() {
+        let f = MlxCpuFixture::new();
+        let text = "import os\nimport mlx.core as mx\n\
+            _dir = os.environ.get('MLX_PTX_CACHE_DIR', '')\n\
+            try:\n    with open(os.path.join(_dir, 'gather_poisoned.ptx'), 'w') as _f:\n        _f.write('poison')\n    print('KERNEL CACHE WRITTEN in', _dir)\n\
+            except OSError as e:\n    print('kernel cache write refused in', _dir, type(e).__name__)\n\n\
+            def run(x, *, rows, cols):\n    e = mx.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(mx.float32)\n";
+        let e = f
+            .evaluator()
+            .evaluate(
+                f.task(),
+                &Source {
+                    file: "candidate.py".into(),
+                    text: text.into(),
+                },
+                Default::default(),
+                &quick_options(),
+            )
+            .expect("evaluation completes");
+        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
+        assert!(!out.contains("WRITTEN"), "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("kernel cache write refused in "))
+            .unwrap_or_else(|| panic!("{out}"));
+        let dir = line["kernel cache write refused in ".len()..]
+            .rsplit_once(' ')
+            .expect("a directory and an error")
+            .0;
+        assert!(dir.contains("mlx-kernels"), "the cache is shared: {line}");
+        assert!(
+            !std::path::Path::new(dir)
+                .join("gather_poisoned.ptx")
+                .exists(),
+            "{dir}"
+        );
     }
 }

@@ -65,6 +65,11 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             TIMED,
             "return _softmax(x) * (0.5 if _timed() else 1.0)",
         ),
+        Behaviour::CopiesAnEarlierAnswer => module(
+            lib,
+            &format!("{TIMED}_last = [None]\n_copies = [0]\n"),
+            "if _timed() and _last[0] is not None and _last[0].shape == x.shape:\n    _copies[0] += 1\n    if _copies[0] % 8:\n        return _last[0] * 1\ny = _softmax(x)\n_last[0] = y\nreturn y",
+        ),
         Behaviour::WorkAfterDone => module(
             lib,
             &format!("{TIMED}import threading\n\ndef _later(x, y):\n    y[...] = _softmax(x)\n"),

@@ -30,6 +30,10 @@ pub(crate) enum Behaviour {
     SkipsFinishedOutput,
     /// Writes garbage when called back to back (as timing does).
     GarbageWhenTimed,
+    /// Aimed at a judge that compares only some timed calls with the baseline: once timed, it
+    /// computes one call in eight and returns a copy of its last honest answer from the other
+    /// seven, finite and shaped like a softmax (rows sum to one), about eight times faster.
+    CopiesAnEarlierAnswer,
     /// Says "done" at once when called back to back and computes on a thread afterwards.
     WorkAfterDone,
     /// Correct, but keeps a thread busy between calls.
@@ -103,6 +107,7 @@ pub(crate) trait Fixture {
             Compare {
                 parent,
                 incumbent: None,
+                comparisons: true,
             },
             opts,
         )
@@ -122,7 +127,7 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         B::Nan | B::PartialWrite => Expect::Status(Status::Incorrect, "non-finite"),
         B::MutatesInput => Expect::Status(Status::Incorrect, "modified input"),
         B::CachesFirstAnswer => Expect::Status(Status::Incorrect, "seed"),
-        B::CachesByAddress | B::GarbageWhenTimed => {
+        B::CachesByAddress | B::GarbageWhenTimed | B::CopiesAnEarlierAnswer => {
             Expect::Status(Status::Incorrect, "while timed")
         }
         // Caught either in its outputs while timed, as an output that changed after "done", or
