@@ -6,6 +6,8 @@
 //!   CPU target and the exported Python package;
 //! - `has_mlx`: `python3` with MLX (its CPU device is enough), for the MLX harness's graph
 //!   runners on the `cpu` target;
+//! - `has_mlx_lm`: `python3` with mlx-lm (its model code; it may be installed without its
+//!   dependencies), for the mlx-lm Mamba adapter's tests;
 //! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline.
 //!
 //! A test that needs a missing tool is marked `#[cfg_attr(not(has_…), ignore = "why")]`, so
@@ -22,7 +24,7 @@ use std::process::{Command, Stdio};
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_openblas)"
+        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_openblas)"
     );
     println!("cargo::rerun-if-changed=build.rs");
     for var in [
@@ -68,6 +70,20 @@ fn main() {
             Some(dir) => {
                 watch(Path::new(dir.trim()));
                 enable("has_mlx");
+            }
+            None => {
+                for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
+                    watch(dir);
+                }
+            }
+        }
+        // Found without importing it: its package __init__ imports the hub client.
+        match python(
+            "import importlib.util as u\ns = u.find_spec('mlx_lm')\nprint(list(s.submodule_search_locations)[0])",
+        ) {
+            Some(dir) => {
+                watch(Path::new(dir.trim()));
+                enable("has_mlx_lm");
             }
             None => {
                 for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {

@@ -1,0 +1,155 @@
+"""Make mlx-lm's Mamba call kernels exported by `ksearch export`: the selective scan for prefill and
+the selective state update for decode.
+
+    import mlx_lm_mamba
+    scan = mlx_lm_mamba.load_export("out/selective_scan")            # `ksearch export` folders
+    step = mlx_lm_mamba.load_export("out/selective_state_update")
+    mlx_lm_mamba.install(model, scan=scan, step=step)                # model: mlx-lm's Mamba
+
+Every Mamba block of `model` then computes its sequence mixing with the exported kernels, and
+with mlx-lm's own code wherever a kernel does not fit: a prefill that continues an earlier state,
+shapes outside what the kernel was verified on (`provenance.json`'s measured workloads), or the
+Falcon-Mamba variant's extra normalisations. The exported packages are loaded from their folders
+as they are: it is their files that run. `stats(model)` counts which path each call took.
+
+Contracts (the tasks `mlx/selective_scan` and `mlx/selective_state_update`): the kernels take
+u/x, Δ, B, C, z in f16, A, D and the state in f32, and return y already gated by silu(z) (what
+mlx-lm computes as `swiglu(z, y)`) and the f32 state after the last step."""
+
+import importlib.util
+import json
+import math
+import os
+import sys
+import types
+
+import mlx.core as mx
+import mlx.nn as nn
+
+__all__ = ["Export", "load_export", "install", "stats"]
+
+
+class Export:
+    """One exported kernel package: its function and the axes it was verified on."""
+
+    def __init__(self, fn, verified, folder):
+        self.fn = fn
+        self.verified = verified
+        self.folder = folder
+
+    def fits(self, **axes):
+        """Whether a call with `axes` is inside what the kernel was verified on: the same model
+        sizes (every axis but batch and seqlen equal to a verified workload's), a batch no larger
+        than the largest verified, and, for a scan, a length between the shortest and longest
+        verified ones and a multiple of their greatest common divisor."""
+        if not self.verified:
+            return False
+        fixed = {k: v for k, v in axes.items() if k not in ("batch", "seqlen")}
+        same = [w for w in self.verified if all(w.get(k) == v for k, v in fixed.items())]
+        if not same:
+            return False
+        if axes.get("batch", 1) > max(w.get("batch", 1) for w in same):
+            return False
+        if "seqlen" in axes:
+            lengths = [w["seqlen"] for w in same if "seqlen" in w]
+            if not lengths:
+                return False
+            step = 0
+            for n in lengths:
+                step = math.gcd(step, n)
+            n = axes["seqlen"]
+            return min(lengths) <= n <= max(lengths) and n % step == 0
+        return True
+
+
+def load_export(folder):
+    """The package `ksearch export` wrote in `folder` (the folder holding `provenance.json` and the
+    package directory), imported from there under a private name."""
+    folder = os.path.abspath(folder)
+    with open(os.path.join(folder, "provenance.json")) as f:
+        provenance = json.load(f)
+    name = provenance["task"]["name"]
+    package = os.path.join(folder, name)
+    spec = importlib.util.spec_from_file_location(
+        f"_ksearch_export_{name}_{abs(hash(folder))}", os.path.join(package, "__init__.py"), submodule_search_locations=[package]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    verified = [m["axes"] for m in provenance.get("measurements", []) if m.get("status") == "passed"]
+    return Export(getattr(module, name), verified, folder)
+
+
+def stats(model):
+    """How many block calls took each path, summed over the model's blocks."""
+    total = {}
+    for block in _blocks(model):
+        for k, v in getattr(block, "_ksearch_stats", {}).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def install(model, scan=None, step=None):
+    """Route every Mamba block of `model` through `scan` (prefill) and `step` (decode), each an
+    `Export` or None (mlx-lm's code for that part). Returns the number of blocks changed."""
+    n = 0
+    for block in _blocks(model):
+        # Plain attributes, not module members (an nn.Module keeps dicts as parameter trees).
+        for name, value in (("_ksearch_scan", scan), ("_ksearch_step", step), ("_ksearch_stats", {}),
+                            ("_ksearch_original", getattr(block, "_ksearch_original", block._process_sequence))):
+            object.__setattr__(block, name, value)
+        object.__setattr__(block, "_process_sequence", types.MethodType(_process_sequence, block))
+        n += 1
+    return n
+
+
+def _blocks(model):
+    layers = getattr(model, "layers", None) or model.backbone.layers
+    return [layer.mixer for layer in layers]
+
+
+def _count(block, path):
+    block._ksearch_stats[path] = block._ksearch_stats.get(path, 0) + 1
+
+
+def _process_sequence(self, x, conv_cache, state_cache):
+    batch, length, _ = x.shape
+    decode = state_cache is not None
+    kernel = self._ksearch_step if decode else self._ksearch_scan
+    if kernel is None or getattr(self, "use_bcdt_rms", False) or (decode and length != 1):
+        _count(self, "mlx-lm")
+        return self._ksearch_original(x, conv_cache, state_cache)
+    axes = {"batch": batch, "dinner": self.intermediate_size, "dstate": self.ssm_state_size}
+    if not decode:
+        axes["seqlen"] = length
+    if not kernel.fits(**axes):
+        _count(self, "mlx-lm")
+        return self._ksearch_original(x, conv_cache, state_cache)
+
+    # What mlx-lm computes before its scan: projection, causal depthwise convolution, SiLU.
+    xz = self.in_proj(x)
+    x, z = xz.split(indices_or_sections=2, axis=-1)
+    k = self.conv_kernel_size
+    if conv_cache is not None:
+        x_full = mx.concatenate([conv_cache, x], axis=1)
+    else:
+        x_full = mx.pad(x, [(0, 0), (k - 1, 0), (0, 0)])
+    new_conv_cache = x_full[:, -(k - 1):, :]
+    x = nn.silu(self.conv1d(x_full))
+    delta, B, C = mx.split(self.x_proj(x), [self.time_step_rank, self.time_step_rank + self.ssm_state_size], axis=-1)
+    delta = nn.softplus(self.dt_proj(delta))
+    A = -mx.exp(self.A_log.astype(mx.float32))
+    D = self.D.astype(mx.float32)
+    f16 = mx.float16
+    if decode:
+        y, state = kernel.fn(
+            state_cache.astype(mx.float32), x[:, 0].astype(f16), delta[:, 0].astype(f16), A,
+            B[:, 0].astype(f16), C[:, 0].astype(f16), D, z[:, 0].astype(f16),
+        )
+        y = y[:, None, :]
+        _count(self, "step kernel")
+    else:
+        y, state = kernel.fn(x.astype(f16), delta.astype(f16), A, B.astype(f16), C.astype(f16), D, z.astype(f16))
+        _count(self, "scan kernel")
+    # y is already gated by silu(z), as mlx-lm's swiglu(z, y) would.
+    return self.out_proj(y.astype(x.dtype)), (new_conv_cache, state)

@@ -1,0 +1,144 @@
+"""The mlx-lm Mamba adapter on MLX's CPU device, with mlx-lm's real Mamba model (small sizes,
+random weights) and stand-in exports: packages laid out as `ksearch export` writes them whose
+function is the task's trusted reference in MLX ops (custom kernels need a GPU). Run:
+python3 -m unittest discover -s adapters/tests (needs mlx and mlx-lm, which may be installed
+without its dependencies: only its model code is imported)."""
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import types
+import unittest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "adapters"))
+
+import mlx.core as mx  # noqa: E402
+
+import mlx_lm_mamba  # noqa: E402
+
+
+def mamba_module():
+    """mlx-lm's Mamba model code, without the package's __init__ (which imports the hub client)."""
+    if "mlx_lm.models.mamba" not in sys.modules:
+        spec = importlib.util.find_spec("mlx_lm")
+        if spec is None:
+            raise unittest.SkipTest("needs mlx-lm (pip install --no-deps mlx-lm)")
+        stub = types.ModuleType("mlx_lm")
+        stub.__path__ = list(spec.submodule_search_locations)
+        sys.modules.setdefault("mlx_lm", stub)
+    from mlx_lm.models import mamba
+
+    return mamba
+
+
+def write_export(folder, task, workloads):
+    """A folder as `ksearch export` lays it out, whose function is mlx/TASK's reference and which
+    counts its calls in its global CALLS."""
+    package = os.path.join(folder, task)
+    os.makedirs(package)
+    with open(os.path.join(ROOT, "tasks", "mlx", task, "reference.py")) as f:
+        reference = f.read()
+    with open(os.path.join(package, "_candidate.py"), "w") as f:
+        f.write(reference)
+    axes = ["batch", "seqlen", "dinner", "dstate"] if task == "selective_scan" else ["batch", "dinner", "dstate"]
+    with open(os.path.join(package, "__init__.py"), "w") as f:
+        f.write(
+            "import importlib.util, os\n"
+            "_spec = importlib.util.spec_from_file_location(__name__ + '._candidate', os.path.join(os.path.dirname(__file__), '_candidate.py'))\n"
+            "_candidate = importlib.util.module_from_spec(_spec)\n_spec.loader.exec_module(_candidate)\n"
+            "CALLS = []\n"
+            f"def {task}(*args):\n"
+            f"    CALLS.append(1)\n"
+            f"    names = {axes!r}\n"
+            "    shape = {'batch': args[0].shape[0], 'dinner': args[2].shape[0] if len(names) == 4 else args[0].shape[1], 'dstate': args[2].shape[1] if len(names) == 4 else args[0].shape[2]}\n"
+            "    if len(names) == 4:\n        shape['seqlen'] = args[0].shape[1]\n"
+            "    return _candidate.run(*args, **shape)\n"
+        )
+    with open(os.path.join(folder, "provenance.json"), "w") as f:
+        json.dump({"task": {"name": task}, "measurements": [{"status": "passed", "axes": w} for w in workloads]}, f)
+    return folder
+
+
+class Adapter(unittest.TestCase):
+    def setUp(self):
+        mamba = mamba_module()
+        mx.random.seed(0)
+        args = mamba.ModelArgs(model_type="mamba", vocab_size=96, hidden_size=32, intermediate_size=64, state_size=16,
+                               num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank=4)
+        self.model = mamba.Model(args)
+        # Weights in the range of a trained model's, so the recurrence is not trivial.
+        for layer in self.model.layers:
+            layer.mixer.dt_proj.bias = mx.random.uniform(-4.0, -2.0, layer.mixer.dt_proj.bias.shape)
+        mx.eval(self.model.parameters())
+        self.tmp = tempfile.mkdtemp()
+        scan_workloads = [{"batch": 1, "seqlen": n, "dinner": 64, "dstate": 16} for n in (16, 32)]
+        step_workloads = [{"batch": b, "dinner": 64, "dstate": 16} for b in (1, 4)]
+        self.scan = mlx_lm_mamba.load_export(write_export(os.path.join(self.tmp, "scan"), "selective_scan", scan_workloads))
+        self.step = mlx_lm_mamba.load_export(write_export(os.path.join(self.tmp, "step"), "selective_state_update", step_workloads))
+        # The calls the exported files themselves counted.
+        self.scan_calls = self.scan.fn.__globals__["CALLS"]
+        self.step_calls = self.step.fn.__globals__["CALLS"]
+
+    def logits(self, tokens, cache=None):
+        out = self.model(mx.array(tokens), cache=cache)
+        mx.eval(out)
+        return out
+
+    def test_prefill_and_decode_match_mlx_lm_and_run_the_exported_files(self):
+        prompt = [[int(t) for t in mx.random.randint(0, 96, (32,)).tolist()]]
+        cache = self.model.make_cache()
+        want = self.logits(prompt, cache)
+        want_steps = []
+        token = [[int(mx.argmax(want[0, -1]).item())]]
+        tokens_a = [token[0][0]]
+        for _ in range(8):
+            out = self.logits(token, cache)
+            want_steps.append(out)
+            token = [[int(mx.argmax(out[0, -1]).item())]]
+            tokens_a.append(token[0][0])
+
+        self.assertEqual(mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step), 2)
+        cache = self.model.make_cache()
+        got = self.logits(prompt, cache)
+        self.assertLess(float(mx.abs(got - want).max()), 1e-3 * float(mx.abs(want).max()) + 1e-4)
+        token = [[int(mx.argmax(got[0, -1]).item())]]
+        tokens_b = [token[0][0]]
+        for w in want_steps:
+            out = self.logits(token, cache)
+            self.assertLess(float(mx.abs(out - w).max()), 1e-3 * float(mx.abs(w).max()) + 1e-4)
+            token = [[int(mx.argmax(out[0, -1]).item())]]
+            tokens_b.append(token[0][0])
+        self.assertEqual(tokens_a, tokens_b)
+        # Two blocks: one scan each for the prompt, one step each per decoded token.
+        self.assertEqual(len(self.scan_calls), 2)
+        self.assertEqual(len(self.step_calls), 2 * 8)
+        self.assertEqual(mlx_lm_mamba.stats(self.model), {"scan kernel": 2, "step kernel": 16})
+
+    def test_shapes_outside_what_was_verified_fall_back_to_mlx_lm(self):
+        want = self.logits([[1, 2, 3, 4, 5, 6, 7]])
+        mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step)
+        got = self.logits([[1, 2, 3, 4, 5, 6, 7]])  # length 7: not a verified length
+        self.assertEqual(len(self.scan_calls), 0)
+        self.assertTrue(mx.array_equal(got, want).item())
+        self.assertEqual(mlx_lm_mamba.stats(self.model), {"mlx-lm": 2})
+        # A length between verified ones, on their grid, fits; one beyond the longest does not.
+        self.assertTrue(self.scan.fits(batch=1, seqlen=48 - 16, dinner=64, dstate=16))
+        self.assertFalse(self.scan.fits(batch=1, seqlen=48, dinner=64, dstate=16))
+        self.assertFalse(self.scan.fits(batch=2, seqlen=32, dinner=64, dstate=16))
+        self.assertFalse(self.step.fits(batch=1, dinner=128, dstate=16))
+        self.assertTrue(self.step.fits(batch=3, dinner=64, dstate=16))
+
+    def test_installing_twice_keeps_mlx_lm_as_the_fallback(self):
+        mlx_lm_mamba.install(self.model, scan=self.scan, step=None)
+        mlx_lm_mamba.install(self.model, scan=None, step=None)
+        want_calls = len(self.scan_calls)
+        self.logits([[1] * 16])
+        self.assertEqual(len(self.scan_calls), want_calls)
+        self.assertEqual(mlx_lm_mamba.stats(self.model), {"mlx-lm": 2})
+
+
+if __name__ == "__main__":
+    unittest.main()
