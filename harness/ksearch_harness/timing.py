@@ -7,8 +7,9 @@ Every timed call sees inputs no earlier call saw: each round draws fresh inputs 
 (from seeds the runner cannot predict). Each contender runs its own number of calls a batch. The
 baseline (the task's own code) runs a window of the round's sets at a secret offset inside the
 candidate's calls, so a slow baseline costs one batch of its own, not one call per set; every
-untrusted contender's timed outputs are checked: sampled elements of every call must be finite
-(outputs start as NaN), those of calls on the baseline's window must match the baseline's, and
+untrusted contender's timed outputs are checked, on calls chosen after the batch (every call of a
+direct runner, eight of a graph runner's): sampled elements must be finite (outputs start as
+NaN), those of calls on the baseline's window must match the baseline's, and
 the whole output of one such call, chosen after the fact, is compared in the first round and in a
 secret share of the others (a whole output crosses the process boundary, which costs more than
 the batch on short kernels). A direct runner's samples are read the moment it says "done", and
@@ -160,8 +161,8 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
             # The baseline runs its own number of calls on a window of the round's sets at a
             # secret offset inside the candidate's calls (or over all of them, when the baseline
             # runs more); the others run from set 0. No runner can tell which of its calls the
-            # baseline also ran: those are compared with it, and every sampled value of every
-            # call must be finite (outputs start as NaN).
+            # baseline also ran: those are compared with it, and every sampled value must be
+            # finite (outputs start as NaN).
             window = (int(secret.integers(0, max(ks[0] - ks[baseline], 0) + 1)), ks[baseline])
             starts = [window[0] if i == baseline else 0 for i in range(n)]
             sets = [list(range(a, a + k)) for a, k in zip(starts, ks)]

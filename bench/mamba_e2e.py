@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Mamba end to end: mamba-370m built from its published configuration with random f16 weights
+(nothing here can download weights), prefill and decode tokens/s, side by side in one run, for
+(a) mlx-lm as installed, (b) mlx-lm with kernels exported by ksearch (adapters/mlx_lm_mamba.py),
+(c) mamba.py on PyTorch (CUDA, f16; skipped and said so where torch or CUDA is missing).
+
+    python3 bench/mamba_e2e.py --scan EXPORT_DIR --step EXPORT_DIR --out OUT.json
+        [--lengths 512,1024,2048,4096] [--decode 128] [--prompt 512] [--reps 3] [--tiny]
+
+Before timing, (b) is checked against (a): logits of a prompt of the shortest verified length
+(the kernels run on verified shapes only) and greedy decoding of 32 tokens. mlx-lm is imported
+without its package __init__ (which imports the hub client). `--tiny` uses a 2-layer model (for a
+quick run on MLX's CPU device); its numbers mean nothing."""
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+import types
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "adapters"))
+
+import mlx.core as mx  # noqa: E402
+
+import mlx_lm_mamba  # noqa: E402
+
+# state-spaces/mamba-370m: d_model 1024, 48 layers, vocabulary 50280, d_state 16, d_conv 4,
+# expand 2, dt_rank ceil(1024 / 16) = 64, no bias in the projections, a bias in the convolution.
+MAMBA_370M = dict(vocab_size=50280, hidden_size=1024, intermediate_size=2048, state_size=16, num_hidden_layers=48,
+                  conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank=64)
+TINY = dict(MAMBA_370M, num_hidden_layers=2)
+
+
+def mlx_lm_mamba_module():
+    spec = importlib.util.find_spec("mlx_lm")
+    if spec is None:
+        raise SystemExit("needs mlx-lm (pip install --no-deps mlx-lm)")
+    if "mlx_lm" not in sys.modules:
+        stub = types.ModuleType("mlx_lm")
+        stub.__path__ = list(spec.submodule_search_locations)
+        sys.modules["mlx_lm"] = stub
+    from mlx_lm.models import mamba
+
+    return mamba
+
+
+def build_mlx(config, seed):
+    mamba = mlx_lm_mamba_module()
+    mx.random.seed(seed)
+    model = mamba.Model(mamba.ModelArgs(model_type="mamba", **config))
+    # dt's bias as Mamba initialises it (softplus⁻¹ of a step in [0.001, 0.1]); the rest random.
+    for layer in model.layers:
+        dt = mx.exp(mx.random.uniform(-6.9, -2.3, layer.mixer.dt_proj.bias.shape))
+        layer.mixer.dt_proj.bias = dt + mx.log(-mx.expm1(-dt))
+    model.set_dtype(mx.float16)
+    mx.eval(model.parameters())
+    return model
+
+
+def mlx_prefill(model, tokens):
+    out = model(tokens, cache=model.make_cache())
+    mx.eval(out)
+    return out
+
+
+def mlx_decode(model, prompt, n):
+    """Greedy decoding of `n` tokens after `prompt`: the tokens and the seconds the n steps took."""
+    cache = model.make_cache()
+    logits = model(prompt, cache=cache)
+    token = mx.argmax(logits[:, -1], axis=-1, keepdims=True)
+    mx.eval(token, cache)
+    out = []
+    t0 = time.perf_counter()
+    for _ in range(n):
+        logits = model(token, cache=cache)
+        token = mx.argmax(logits[:, -1], axis=-1, keepdims=True)
+        mx.eval(token)
+        out.append(int(token.item()))
+    return out, time.perf_counter() - t0
+
+
+def timed(f, reps):
+    f()  # warm-up: compiles kernels
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def torch_side(config, lengths, prompt_len, decode, reps):
+    try:
+        import torch
+        from mambapy.lm import LM
+        from mambapy.mamba import MambaConfig
+    except ImportError as e:
+        return {"skipped": f"mamba.py not run: {e}"}
+    if not torch.cuda.is_available():
+        return {"skipped": "mamba.py not run: no CUDA device for PyTorch"}
+    torch.manual_seed(0)
+    cfg = MambaConfig(d_model=config["hidden_size"], n_layers=config["num_hidden_layers"], d_state=config["state_size"],
+                      d_conv=config["conv_kernel"], dt_rank=config["time_step_rank"])
+    model = LM(cfg, vocab_size=config["vocab_size"]).to("cuda", dtype=torch.float16).eval()
+    res = {"prefill_tokens_per_s": {}}
+    with torch.no_grad():
+        for n in lengths:
+            tokens = torch.randint(0, config["vocab_size"], (1, n), device="cuda")
+
+            def run():
+                model(tokens)
+                torch.cuda.synchronize()
+
+            res["prefill_tokens_per_s"][str(n)] = n / timed(run, reps)
+        # Decode as mamba.py does it: the prompt step by step into its caches, then greedy steps.
+        tokens = torch.randint(0, config["vocab_size"], (1, prompt_len), device="cuda")
+        d_inner = cfg.expand_factor * cfg.d_model
+        caches = [(None, torch.zeros(1, d_inner, cfg.d_conv - 1, device="cuda", dtype=torch.float16)) for _ in range(cfg.n_layers)]
+        for i in range(prompt_len):
+            logits, caches = model.step(tokens[:, i], caches)
+        token = logits.argmax(-1)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(decode):
+            logits, caches = model.step(token, caches)
+            token = logits.argmax(-1)
+        torch.cuda.synchronize()
+        res["decode_tokens_per_s"] = decode / (time.perf_counter() - t0)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scan", required=True)
+    ap.add_argument("--step", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--lengths", default="512,1024,2048,4096")
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--tiny", action="store_true")
+    args = ap.parse_args()
+    lengths = [int(n) for n in args.lengths.split(",")]
+    config = TINY if args.tiny else MAMBA_370M
+    scan = mlx_lm_mamba.load_export(args.scan)
+    step = mlx_lm_mamba.load_export(args.step)
+    model = build_mlx(config, 0)
+    result = {"device": str(mx.default_device()), "mlx": mx.__version__, "config": config, "tiny": args.tiny,
+              "scan_export": os.path.abspath(args.scan), "step_export": os.path.abspath(args.step)}
+
+    # The check: (b) against (a) on a prompt of the shortest verified length.
+    check_len = min(w["seqlen"] for w in scan.verified)
+    prompt = mx.random.randint(0, config["vocab_size"], (1, check_len))
+    mlx_lm_mamba.install(model, scan=None, step=None)
+    want = mlx_prefill(model, prompt).astype(mx.float32)
+    want_tokens, _ = mlx_decode(model, prompt, 32)
+    mlx_lm_mamba.install(model, scan=scan, step=step)
+    got = mlx_prefill(model, prompt).astype(mx.float32)
+    got_tokens, _ = mlx_decode(model, prompt, 32)
+    paths = mlx_lm_mamba.stats(model)
+    diff = float(mx.abs(got - want).max())
+    scale = float(mx.abs(want).max())
+    result["check"] = {"prompt_len": check_len, "max_abs_logit_diff": diff, "max_abs_logit": scale,
+                       "greedy_32_same": want_tokens == got_tokens, "tokens_mlx_lm": want_tokens, "tokens_kernels": got_tokens,
+                       "paths": paths}
+    print(json.dumps(result["check"]), flush=True)
+    if paths.get("scan kernel", 0) == 0 or paths.get("step kernel", 0) == 0:
+        raise SystemExit(f"the kernels did not run (paths {paths}): the export's verified shapes do not cover this model")
+
+    for name, (s, t) in (("mlx_lm", (None, None)), ("mlx_lm_kernels", (scan, step))):
+        mlx_lm_mamba.install(model, scan=s, step=t)
+        side = {"prefill_tokens_per_s": {}}
+        for n in lengths:
+            tokens = mx.random.randint(0, config["vocab_size"], (1, n))
+            side["prefill_tokens_per_s"][str(n)] = n / timed(lambda: mlx_prefill(model, tokens), args.reps)
+        p = mx.random.randint(0, config["vocab_size"], (1, args.prompt))
+        mlx_decode(model, p, 4)
+        _, seconds = mlx_decode(model, p, args.decode)
+        side["decode_tokens_per_s"] = args.decode / seconds
+        side["paths"] = mlx_lm_mamba.stats(model)
+        result[name] = side
+        print(name, json.dumps(side), flush=True)
+    result["mamba_py"] = torch_side(config, lengths, args.prompt, args.decode, args.reps)
+    print("mamba_py", json.dumps(result["mamba_py"]), flush=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
