@@ -1,20 +1,16 @@
-//! The Python harness's own unit tests (`harness/tests`), run from `cargo test` so the one test
-//! command covers them.
+//! The repository's Python unit tests (`harness/tests`, `adapters/tests`), run from `cargo test`
+//! so the one test command covers them.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-#[test]
-#[cfg_attr(
-    not(has_numpy),
-    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
-)]
-fn the_python_harness_unit_tests_pass() {
+/// `python3 -m unittest discover -s DIR` from the repository's root, with `env`: whether it
+/// passed, and everything it printed.
+fn unittest_discover(dir: &str, env: &[(&str, &str)]) -> (bool, String) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("python3")
-        .args(["-m", "unittest", "discover", "-s", "harness/tests"])
-        // Runners start in ksearch's sandbox, as they do under ksearch.
-        .env("KSEARCH_SANDBOX_EXE", env!("CARGO_BIN_EXE_ksearch"))
+        .args(["-m", "unittest", "discover", "-s", dir])
+        .envs(env.iter().copied())
         .current_dir(&root)
         .output()
         .unwrap();
@@ -23,7 +19,21 @@ fn the_python_harness_unit_tests_pass() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{text}");
+    (out.status.success(), text)
+}
+
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn the_python_harness_unit_tests_pass() {
+    // Runners start in ksearch's sandbox, as they do under ksearch.
+    let (ok, text) = unittest_discover(
+        "harness/tests",
+        &[("KSEARCH_SANDBOX_EXE", env!("CARGO_BIN_EXE_ksearch"))],
+    );
+    assert!(ok, "{text}");
     assert!(text.contains("OK"), "{text}");
 }
 
@@ -34,18 +44,8 @@ fn the_python_harness_unit_tests_pass() {
     ignore = "needs python3 with MLX and mlx-lm (`.ci/run` installs them: pip install \"mlx[cpu]\"; pip install --no-deps mlx-lm==0.32.2)"
 )]
 fn the_mlx_lm_mamba_adapter_tests_pass() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("python3")
-        .args(["-m", "unittest", "discover", "-s", "adapters/tests"])
-        .current_dir(&root)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
+    let (ok, text) = unittest_discover("adapters/tests", &[]);
+    assert!(ok, "{text}");
     assert!(
         text.contains("Ran 3 tests") && text.contains("OK"),
         "{text}"
