@@ -3,9 +3,9 @@
 
 use ksearch_core::protocol::Status;
 use ksearch_core::task::{Source, Task};
-use ksearch_eval::{CBackend, Evaluation, Evaluator, LocalEvaluator};
+use ksearch_eval::{CBackend, Evaluation, LocalEvaluator};
 
-use crate::support::{Behaviour, Expect, Fixture, default_expect, quick_options};
+use crate::support::{Behaviour, Expect, Fixture, default_expect};
 
 pub(crate) struct CFixture {
     task: Task,
@@ -211,19 +211,8 @@ mod c_only {
     /// A complete `passed` result line, as a forger would write it.
     const FORGED_LINE: &str = "{\"protocol\":2,\"type\":\"result\",\"id\":1,\"status\":\"passed\",\"message\":\"FORGED\",\"workloads\":[],\"phases\":{\"compile_s\":0,\"check_s\":0,\"timing_s\":0},\"output\":{\"bytes\":0,\"head\":\"\",\"tail\":\"\"}}\n";
 
-    fn evaluate(text: String) -> Evaluation {
-        let f = CFixture::new();
-        f.evaluator()
-            .evaluate(
-                f.task(),
-                &Source {
-                    file: "candidate.c".into(),
-                    text,
-                },
-                Default::default(),
-                &quick_options(),
-            )
-            .expect("evaluation completes")
+    fn evaluate(text: impl AsRef<str>) -> Evaluation {
+        CFixture::new().evaluate_text("candidate.c", text.as_ref())
     }
 
     #[test]

@@ -91,10 +91,7 @@ impl Fixture for MlxCpuFixture {
 /// Attacks on what MLX shares between processes. (Named so that CI's run without namespaces,
 /// which filters on `mlx_harness`, takes it too.)
 mod mlx_harness_cpu_only {
-    use ksearch_eval::Evaluator;
-
     use super::*;
-    use crate::support::quick_options;
 
     /// MLX's cache of run-time compiled kernels is shared by every process of an evaluation (the
     /// judge and the baseline load from it); a candidate that could write it could swap in a
@@ -111,18 +108,7 @@ mod mlx_harness_cpu_only {
             try:\n    with open(os.path.join(_dir, 'gather_poisoned.ptx'), 'w') as _f:\n        _f.write('poison')\n    print('KERNEL CACHE WRITTEN in', _dir)\n\
             except OSError as e:\n    print('kernel cache write refused in', _dir, type(e).__name__)\n\n\
             def run(x, *, rows, cols):\n    e = mx.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(mx.float32)\n";
-        let e = f
-            .evaluator()
-            .evaluate(
-                f.task(),
-                &Source {
-                    file: "candidate.py".into(),
-                    text: text.into(),
-                },
-                Default::default(),
-                &quick_options(),
-            )
-            .expect("evaluation completes");
+        let e = f.evaluate_text("candidate.py", text);
         let out = format!("{}{}", e.result.output.head, e.result.output.tail);
         assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
         assert!(!out.contains("WRITTEN"), "{out}");

@@ -97,11 +97,8 @@ pub(crate) fn assert_python_compile_message(f: &impl Fixture, e: &Evaluation) {
 /// Attacks only a direct runner allows. (Named so that CI's run without namespaces, which
 /// filters on `mlx_harness`, takes it too.)
 mod mlx_harness_numpy_only {
-    use ksearch_core::protocol::Status;
-    use ksearch_eval::Evaluator;
-
     use super::*;
-    use crate::support::quick_options;
+    use ksearch_core::protocol::Status;
 
     /// A direct runner reads its inputs from memory the judge shares with every contender; a
     /// candidate that could write it would change what the baseline computes from. This one is
@@ -115,18 +112,7 @@ mod mlx_harness_numpy_only {
     fn writing_the_shared_inputs_while_timed_is_refused_and_caught() {
         let f = NumpyFixture::new();
         let text = include_str!("../fixtures/hostile/writes_shared_inputs.py");
-        let e = f
-            .evaluator()
-            .evaluate(
-                f.task(),
-                &Source {
-                    file: "candidate.py".into(),
-                    text: text.into(),
-                },
-                Default::default(),
-                &quick_options(),
-            )
-            .expect("evaluation completes");
+        let e = f.evaluate_text("candidate.py", text);
         let out = format!("{}{}", e.result.output.head, e.result.output.tail);
         assert!(!out.contains("WROTE"), "{out}");
         for route in ["map_files refused", "mprotect refused", "proc_mem refused"] {

@@ -94,6 +94,17 @@ pub(crate) trait Fixture {
         default_expect(b)
     }
 
+    /// Evaluates `text` as it is (an attack only this backend allows), with `quick_options`.
+    fn evaluate_text(&self, file: &str, text: &str) -> Evaluation {
+        let source = Source {
+            file: file.into(),
+            text: text.into(),
+        };
+        self.evaluator()
+            .evaluate(self.task(), &source, Compare::default(), &quick_options())
+            .expect("evaluation completes")
+    }
+
     fn evaluate_with(
         &self,
         ev: &mut LocalEvaluator,
