@@ -24,8 +24,9 @@ pub(crate) fn hardware(explicit: Option<&str>) -> Result<Option<Hardware>, EvalE
         .map_err(|e| EvalError::Options(e.to_string()))
 }
 
-/// Violations of the rules for `backend` on `target`.
-pub(crate) fn check(
+/// Violations of the rules for `backend` on `target` (none where the knowledge base has no such
+/// platform).
+pub fn check(
     source: &str,
     backend: Backend,
     target: Target,

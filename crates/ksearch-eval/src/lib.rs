@@ -24,7 +24,7 @@ pub use error::EvalError;
 pub use evaluator::{
     Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS, build_request,
 };
-pub use knowledge_checks::knowledge;
+pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
 pub use supervisor::Supervisor;
 pub use worker_process::{WorkerCommand, signal_name};

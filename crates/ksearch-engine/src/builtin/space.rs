@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ksearch_core::space::{SpaceSpec, TaskSpace};
+use ksearch_core::space::{ImpactHints, SpaceSpec, TaskSpace};
 use ksearch_core::task::{TaskSpec, Workload};
 use ksearch_core::tree::{Impacts, Risk};
 use ksearch_knowledge::Hardware;
@@ -315,18 +315,22 @@ impl Family for FileSpace {
             .iter()
             .find(|k| k.name == knob)
             .and_then(|k| k.impacts);
-        let note = "as the task's space declares";
-        match hints {
-            Some(h) => Impacts {
-                memory_bandwidth: impact(h.memory_bandwidth, Risk::Medium, note),
-                register_pressure: impact(h.register_pressure, Risk::Medium, note),
-                compute_fit: impact(h.compute_fit, Risk::Medium, note),
-            },
-            None => Impacts {
-                memory_bandwidth: impact(5.0, Risk::Medium, "not declared by the space"),
-                register_pressure: impact(5.0, Risk::Medium, "not declared by the space"),
-                compute_fit: impact(5.0, Risk::Medium, "not declared by the space"),
-            },
+        let (h, note) = match hints {
+            Some(h) => (h, "as the task's space declares"),
+            // What an absent `impacts` table reads as.
+            None => (
+                ImpactHints {
+                    memory_bandwidth: 5.0,
+                    register_pressure: 5.0,
+                    compute_fit: 5.0,
+                },
+                "not declared by the space",
+            ),
+        };
+        Impacts {
+            memory_bandwidth: impact(h.memory_bandwidth, Risk::Medium, note),
+            register_pressure: impact(h.register_pressure, Risk::Medium, note),
+            compute_fit: impact(h.compute_fit, Risk::Medium, note),
         }
     }
 

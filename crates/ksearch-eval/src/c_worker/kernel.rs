@@ -24,10 +24,13 @@ pub(crate) enum Flavor {
     Reference,
 }
 
+/// What candidates, parents and baselines are compiled with (into a shared object).
+pub const CANDIDATE_FLAGS: &[&str] = &["-O3", "-march=native", "-shared", "-fPIC", "-Wall"];
+
 impl Flavor {
     fn flags(self) -> &'static [&'static str] {
         match self {
-            Flavor::Optimized => &["-O3", "-march=native", "-shared", "-fPIC", "-Wall"],
+            Flavor::Optimized => CANDIDATE_FLAGS,
             Flavor::Reference => &["-O2", "-ffp-contract=off", "-shared", "-fPIC", "-Wall"],
         }
     }

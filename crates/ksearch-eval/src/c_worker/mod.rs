@@ -15,5 +15,6 @@ mod tensors;
 mod timing;
 mod worker;
 
+pub use kernel::CANDIDATE_FLAGS;
 pub use runner::run as run_runner;
 pub use worker::run;

@@ -113,16 +113,13 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
 /// rules (for an mlx module, those of both GPU targets, since one module carries both kernels).
 fn checks(task: &Task, source: &str, hw: Option<&Hardware>) -> Result<(), String> {
     let mut violations = ksearch_core::static_check::check_candidate(&task.spec, source);
-    let k = ksearch_eval::knowledge();
     let platforms: Vec<(Backend, Target)> = match task.spec.backend {
         BackendKind::C => vec![(Backend::C, Target::Cpu)],
         BackendKind::Mlx => vec![(Backend::Mlx, Target::Cuda), (Backend::Mlx, Target::Metal)],
     };
     for (backend, target) in platforms {
-        if let Ok(platform) = ksearch_knowledge::Platform::new(backend, target) {
-            let device = hw.filter(|h| h.target == target);
-            violations.extend(k.check(source, platform, device));
-        }
+        let device = hw.filter(|h| h.target == target);
+        violations.extend(ksearch_eval::check_rules(source, backend, target, device));
     }
     if violations.is_empty() {
         return Ok(());
@@ -137,8 +134,8 @@ fn checks(task: &Task, source: &str, hw: Option<&Hardware>) -> Result<(), String
         .join("\n"))
 }
 
-/// Compile a rendered point the way this machine can: C with the compiler the evaluator uses,
-/// a Python module to bytecode.
+/// Compile a rendered point the way this machine can: C with the compiler and the flags the
+/// evaluator builds candidates with, a Python module to bytecode.
 fn compile(
     task: &Task,
     source: &str,
@@ -151,8 +148,9 @@ fn compile(
         BackendKind::C => {
             let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
             Process::new(&cc)
-                .args(["-O3", "-march=native", "-fPIC", "-Wall", "-c", "-o"])
-                .arg(dir.join("point.o"))
+                .args(ksearch_eval::c_worker::CANDIDATE_FLAGS)
+                .arg("-o")
+                .arg(dir.join("point.so"))
                 .arg(&file)
                 .output()
                 .map_err(|e| format!("cannot run `{cc}`: {e}"))?
