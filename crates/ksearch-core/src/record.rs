@@ -154,6 +154,11 @@ pub struct LlmCallRecord {
     /// Answered from the journal rather than the network (free).
     pub replayed: bool,
     pub seconds: f64,
+    /// A call of a round that never finished: its session ended on an error before the round
+    /// was committed. Kept for what it cost and so that a resume reuses the answer instead of
+    /// paying again; a replay, which goes on from the last commit as the resume did, skips it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished_round: bool,
 }
 
 #[cfg(test)]

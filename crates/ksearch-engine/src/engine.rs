@@ -541,12 +541,39 @@ impl<'e> Engine<'e> {
         self.uncommitted_calls.extend(calls);
     }
 
+    /// Persist the model calls not yet committed, alone, marked as calls of a round that never
+    /// finished (the round they belong to is not committed).
+    fn save_calls(&mut self) -> Result<(), EngineError> {
+        self.take_calls();
+        let mut calls = std::mem::take(&mut self.uncommitted_calls);
+        for c in &mut calls {
+            c.unfinished_round = true;
+        }
+        if calls.is_empty() {
+            return Ok(());
+        }
+        self.store.transaction(|tx| {
+            for c in &calls {
+                tx.add_llm_call(c)?;
+            }
+            Ok(())
+        })?;
+        self.llm_calls.extend(calls);
+        Ok(())
+    }
+
     /// Where the run stands now (model calls made, evaluations finished, next round and
     /// cycle): what a replay matches to stop where a recorded session stopped.
     fn position(&mut self) -> Position {
         self.take_calls();
+        // Calls of rounds that never finished are not part of the path a replay follows.
+        let finished = self
+            .llm_calls
+            .iter()
+            .filter(|c| !c.unfinished_round)
+            .count();
         Position {
-            calls: (self.llm_calls.len() + self.uncommitted_calls.len()) as u64,
+            calls: (finished + self.uncommitted_calls.len()) as u64,
             evaluations: self
                 .attempts
                 .iter()
@@ -887,7 +914,12 @@ impl<'e> Engine<'e> {
                     cost = Some(self.cost_stop(spent_usd, next_usd, cap_usd)?);
                     break StopReason::Cost;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The model calls this round already paid for are kept: a resume answers
+                    // the same requests from them instead of paying again.
+                    self.save_calls()?;
+                    return Err(e);
+                }
             }
         };
         let at = self.position();
@@ -1471,7 +1503,11 @@ impl ReplayPlan {
         Ok(Self {
             sessions,
             end: Position {
-                calls: snap.llm_calls.len() as u64,
+                calls: snap
+                    .llm_calls
+                    .iter()
+                    .filter(|c| !c.unfinished_round)
+                    .count() as u64,
                 evaluations: snap
                     .attempts
                     .iter()

@@ -25,4 +25,4 @@ pub use run_config::{
     MAX_TIMEOUT_S, MAX_TIMING_MS, Position, RUN_FORMAT, RunConfig, SessionEnd, StopReason,
     check_range,
 };
-pub use summary::{Best, LlmTotals, RunSummary, summarize};
+pub use summary::{Best, LlmTotals, RunSummary, asked_again, summarize};

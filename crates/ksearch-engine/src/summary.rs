@@ -63,6 +63,29 @@ pub struct LlmTotals {
     /// Calls with no price in the table (their cost is not in `cost_usd`).
     pub unpriced_calls: u64,
     pub replayed_calls: u64,
+    /// Answers with no text, and answers cut off at the output limit: both asked again.
+    #[serde(default)]
+    pub empty_answers: u64,
+    #[serde(default)]
+    pub truncated_answers: u64,
+}
+
+/// `; 2 empty answers and 1 cut off, each asked again` (nothing when both are zero): what the
+/// summary and the report add after a count of calls.
+pub fn asked_again(empty: u64, truncated: u64) -> String {
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    match (empty, truncated) {
+        (0, 0) => String::new(),
+        (e, 0) => format!("; {e} empty answer{}, asked again", plural(e)),
+        (0, t) => format!(
+            "; {t} answer{} cut off at the output limit, asked again",
+            plural(t)
+        ),
+        (e, t) => format!(
+            "; {e} empty answer{} and {t} cut off at the output limit, each asked again",
+            plural(e)
+        ),
+    }
 }
 
 #[allow(clippy::too_many_arguments)] // the parts of a stored run, read separately
@@ -91,6 +114,10 @@ pub fn summarize(
         t.cost_usd += c.cost_usd.unwrap_or(0.0);
         t.unpriced_calls += u64::from(c.cost_usd.is_none());
         t.replayed_calls += u64::from(c.replayed);
+        if let Ok(answer) = serde_json::from_value::<ksearch_llm::Completion>(c.response.clone()) {
+            t.empty_answers += u64::from(answer.is_empty());
+            t.truncated_answers += u64::from(!answer.is_empty() && answer.is_truncated());
+        }
     }
     let best = tree.best();
     let root = tree.root();

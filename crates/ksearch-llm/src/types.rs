@@ -145,6 +145,26 @@ pub struct Completion {
     pub http_attempts: u32,
 }
 
+/// The providers' words for "generation stopped at the output limit": Chat Completions
+/// `length`, Anthropic `max_tokens`, Gemini `MAX_TOKENS`, Responses `max_output_tokens`.
+const CUT_OFF: &[&str] = &["length", "max_tokens", "MAX_TOKENS", "max_output_tokens"];
+
+impl Completion {
+    /// No text at all: every output token went to hidden reasoning, a safety block, an empty
+    /// turn, a refusal without words. Such an answer is never sent back as a turn (Anthropic
+    /// and Gemini refuse an empty text part).
+    pub fn is_empty(&self) -> bool {
+        self.text.trim().is_empty()
+    }
+
+    /// Generation stopped at the output limit: the text is cut off, whatever it looks like.
+    pub fn is_truncated(&self) -> bool {
+        self.finish_reason
+            .as_deref()
+            .is_some_and(|r| CUT_OFF.contains(&r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +184,31 @@ mod tests {
         let s: Usage = [a, a, a].into_iter().sum();
         assert_eq!(s, b);
         assert_eq!(s.total_tokens(), 45);
+    }
+
+    #[test]
+    fn empty_and_cut_off_answers_are_recognised_in_every_provider_s_words() {
+        let answer = |text: &str, reason: Option<&str>| Completion {
+            text: text.into(),
+            usage: Usage::default(),
+            model: "m".into(),
+            finish_reason: reason.map(Into::into),
+            http_attempts: 1,
+        };
+        assert!(answer(" \n\t", Some("stop")).is_empty());
+        assert!(!answer("x", None).is_empty());
+        for reason in ["length", "max_tokens", "MAX_TOKENS", "max_output_tokens"] {
+            assert!(answer("```c\nint", Some(reason)).is_truncated(), "{reason}");
+        }
+        for reason in [
+            None,
+            Some("stop"),
+            Some("end_turn"),
+            Some("STOP"),
+            Some("refusal"),
+        ] {
+            assert!(!answer("x", reason).is_truncated(), "{reason:?}");
+        }
     }
 
     #[test]

@@ -380,10 +380,12 @@ fn header(o: &mut String, data: &RunData) {
     );
     let calls: u64 = s.llm.values().map(|t| t.calls).sum();
     let unpriced: u64 = s.llm.values().map(|t| t.unpriced_calls).sum();
+    let empty: u64 = s.llm.values().map(|t| t.empty_answers).sum();
+    let truncated: u64 = s.llm.values().map(|t| t.truncated_answers).sum();
     fact(
         "LLM",
         format!(
-            "{} tokens · ${:.4} · {calls} calls{}",
+            "{} tokens · ${:.4} · {calls} calls{}{}",
             s.tokens,
             // `+ 0.0` turns a -0.0 sum into 0.0.
             s.cost_usd.max(0.0) + 0.0,
@@ -391,7 +393,8 @@ fn header(o: &mut String, data: &RunData) {
                 format!(" ({unpriced} without a price)")
             } else {
                 String::new()
-            }
+            },
+            ksearch_engine::asked_again(empty, truncated)
         ),
     );
     let best_round = data

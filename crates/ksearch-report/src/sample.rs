@@ -718,6 +718,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
             cost_usd: Some(cost),
             replayed: false,
             seconds: 3.5,
+            unfinished_round: false,
         };
     let llm_calls = vec![
         call(

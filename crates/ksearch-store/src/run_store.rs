@@ -559,6 +559,7 @@ mod tests {
             cost_usd: Some(0.01),
             replayed: false,
             seconds: 1.0,
+            unfinished_round: false,
         };
         s.transaction(|tx| tx.add_llm_call(&call)).unwrap();
         assert_eq!(s.snapshot().unwrap().llm_calls, vec![call]);

@@ -21,11 +21,14 @@ use super::{LlmProposer, LlmSettings, NoKnowledge};
 use crate::proposer::{CycleEvidence, Evaluated, GenerateRequest, ProposeContext, Proposer};
 
 /// Answers each call with the next canned text, recording what was asked.
+/// An answer's text and why generation stopped.
+type Answer = (String, Option<String>);
+
 #[derive(Debug)]
 struct Recorder {
     spec: ModelSpec,
     seen: Arc<Mutex<Vec<CompletionRequest>>>,
-    answers: Arc<Mutex<Vec<String>>>,
+    answers: Arc<Mutex<Vec<Answer>>>,
 }
 
 impl LlmClient for Recorder {
@@ -34,12 +37,12 @@ impl LlmClient for Recorder {
     }
     fn complete(&self, req: &CompletionRequest) -> Result<Completion, LlmError> {
         self.seen.lock().unwrap().push(req.clone());
-        let text = self.answers.lock().unwrap().remove(0);
+        let (text, finish_reason) = self.answers.lock().unwrap().remove(0);
         Ok(Completion {
             text,
             usage: Usage::default(),
             model: "m".into(),
-            finish_reason: None,
+            finish_reason,
             http_attempts: 1,
         })
     }
@@ -218,6 +221,15 @@ fn json_block(v: &serde_json::Value) -> String {
 
 /// Every prompt the proposer sends while `drive` runs, with `answers` fed back in order.
 fn prompts(answers: Vec<String>, drive: impl FnOnce(&mut LlmProposer)) -> String {
+    prompts_with(answers.into_iter().map(|a| (a, None)).collect(), 1, drive)
+}
+
+/// As [`prompts`], with each answer's finish reason, and `repairs` re-asks.
+fn prompts_with(
+    answers: Vec<Answer>,
+    repairs: u32,
+    drive: impl FnOnce(&mut LlmProposer),
+) -> String {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let answers = Arc::new(Mutex::new(answers));
     let client = || {
@@ -237,7 +249,7 @@ fn prompts(answers: Vec<String>, drive: impl FnOnce(&mut LlmProposer)) -> String
         code_languages: vec!["c".into()],
         candidate_file: "candidate.c".into(),
         max_output_tokens: 4096,
-        repairs: 1,
+        repairs,
     });
     drive(&mut p);
     let seen = seen.lock().unwrap();
@@ -443,5 +455,46 @@ fn refine_too_hard_and_propose_prompts() {
         assert!(matches!(decision, crate::TooHard::Downgrade(_)));
         assert_eq!(p.propose_actions(&c).unwrap().ops.len(), 1);
     });
+    insta::assert_snapshot!(text);
+}
+
+/// An empty answer (every token spent on reasoning) and one cut off at the output limit are
+/// asked again with a note saying so, never sent back as turns; the third answer is used.
+#[test]
+fn empty_and_cut_off_answers_are_asked_again_not_sent_back() {
+    let task = task();
+    let tree = tree();
+    let parent = task.seed.clone();
+    let cut = format!("```c\n{}", &CODE[..CODE.len() / 2]);
+    let answers = vec![
+        (String::new(), Some("length".to_owned())),
+        (cut, Some("length".to_owned())),
+        (format!("```c\n{CODE}```"), Some("stop".to_owned())),
+    ];
+    let mut used = None;
+    let text = prompts_with(answers, 2, |p| {
+        let c = ctx(&task, &tree, &[], None);
+        used = p
+            .generate(
+                &c,
+                &GenerateRequest {
+                    node: 1,
+                    kind: AttemptKind::Implement,
+                    parent_source: &parent,
+                    previous: None,
+                    best: None,
+                    cycle_attempts: &[],
+                },
+            )
+            .unwrap();
+    });
+    let used = used.expect("the third answer is used");
+    assert_eq!(used.source.text.trim(), CODE.trim());
+    assert!(!text.contains("--- Assistant ---"), "{text}");
+    assert!(text.contains("Your previous answer was empty"), "{text}");
+    assert!(
+        text.contains("cut off at the output limit (4096 tokens)"),
+        "{text}"
+    );
     insta::assert_snapshot!(text);
 }

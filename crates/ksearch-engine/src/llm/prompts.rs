@@ -24,6 +24,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("propose.j2", include_str!("prompts/propose.j2")),
     ("too_hard.j2", include_str!("prompts/too_hard.j2")),
     ("repair.j2", include_str!("prompts/repair.j2")),
+    ("unusable.j2", include_str!("prompts/unusable.j2")),
     ("node_schema.j2", include_str!("prompts/node_schema.j2")),
 ];
 

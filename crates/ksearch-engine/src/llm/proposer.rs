@@ -174,6 +174,7 @@ impl LlmProposer {
             cost_usd,
             replayed,
             seconds: started.elapsed().as_secs_f64(),
+            unfinished_round: false,
         });
         Ok(completion)
     }
@@ -220,6 +221,34 @@ impl LlmProposer {
                 format!("{purpose}/repair")
             };
             let answer = self.call(role, &p, round, messages.clone())?;
+            // An empty or cut-off answer is not sent back (an empty turn is refused by some
+            // providers; a cut-off one is not worth its tokens, and its code would be cut off
+            // mid-loop): the question is asked again, saying what went wrong.
+            let fault = if answer.is_empty() {
+                Some("empty")
+            } else if answer.is_truncated() {
+                Some("truncated")
+            } else {
+                None
+            };
+            if let Some(fault) = fault {
+                let note = self.render(
+                    "unusable.j2",
+                    &serde_json::json!({
+                        "fault": fault,
+                        "finish_reason": answer.finish_reason,
+                        "max_output_tokens": self.s.max_output_tokens,
+                        "expected": expected,
+                    }),
+                )?;
+                let last = messages
+                    .iter_mut()
+                    .rev()
+                    .find(|m| m.role == MessageRole::User)
+                    .expect("a prompt has a user message");
+                last.content = format!("{}\n\n{note}", last.content);
+                continue;
+            }
             match accept(&answer.text) {
                 Ok(v) => return Ok(Some(v)),
                 Err(Unusable(error)) => {

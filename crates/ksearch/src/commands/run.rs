@@ -207,7 +207,14 @@ fn proposer_for(
         repairs: 2,
     });
     if let Some((records, plan)) = replay {
-        proposer.journal.restore(records, false);
+        // The replay goes on from the last commit, as the recorded resume did: the calls of a
+        // round that never finished are not on its path.
+        let path: Vec<_> = records
+            .iter()
+            .filter(|r| !r.unfinished_round)
+            .cloned()
+            .collect();
+        proposer.journal.restore(&path, false);
         proposer.journal.replay_only = true;
         proposer.journal.refuse_as_recorded(plan.cost_stops());
     }
@@ -521,9 +528,10 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         for (who, t) in &s.llm {
             let _ = writeln!(
                 o,
-                "  {who}: {} calls ({} from the journal), {} in ({} cached) / {} out ({} reasoning) tokens, ${:.4}{}",
+                "  {who}: {} calls ({} from the journal{}), {} in ({} cached) / {} out ({} reasoning) tokens, ${:.4}{}",
                 t.calls,
                 t.replayed_calls,
+                ksearch_engine::asked_again(t.empty_answers, t.truncated_answers),
                 t.input_tokens,
                 t.cached_input_tokens,
                 t.output_tokens,

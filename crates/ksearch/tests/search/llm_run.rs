@@ -355,3 +355,194 @@ fn a_missing_key_names_the_variable_to_set() {
         "no run is created without a usable model"
     );
 }
+
+/// An answer in the chat format that stopped with `reason`.
+fn stopped(text: &str, reason: &str) -> Reply {
+    let mut body = ksearch_llm::loopback::openai_chat_body(text, &USAGE);
+    body["choices"][0]["finish_reason"] = reason.into();
+    Reply::ok(body)
+}
+
+/// As Anthropic and Gemini do, refuse a conversation that holds an empty turn.
+fn refuses_empty_turns(req: &RecordedRequest) -> Option<Reply> {
+    let empty = req.body["messages"]
+        .as_array()?
+        .iter()
+        .any(|m| m["content"].as_str().is_some_and(|c| c.trim().is_empty()));
+    empty.then(|| {
+        Reply::provider_error(
+            Provider::OpenAiChat,
+            400,
+            "messages: text content blocks must be non-empty",
+        )
+    })
+}
+
+/// A model whose first code answer is empty (every token spent thinking) and whose second is
+/// cut off mid-kernel at the output limit, on a server that refuses an empty turn: the run goes
+/// on, neither answer becomes a candidate, and both are counted.
+#[test]
+fn an_empty_answer_and_a_cut_off_one_do_not_end_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ksearch.toml"), CONFIG).unwrap();
+    let world = Arc::new(AtomicUsize::new(0));
+    let code_calls = Arc::new(AtomicUsize::new(0));
+    let (w, c) = (Arc::clone(&world), Arc::clone(&code_calls));
+    let server = ScriptedServer::serve(move |req| {
+        if let Some(refusal) = refuses_empty_turns(req) {
+            return refusal;
+        }
+        let first_user = req.body["messages"][1]["content"].as_str().unwrap_or("");
+        if first_user.contains("Implement ONLY this action") {
+            match c.fetch_add(1, Ordering::SeqCst) {
+                0 => return stopped("", "length"),
+                1 => {
+                    let good = fenced_c(&kernels::good());
+                    return stopped(&good[..good.len() / 2], "length");
+                }
+                _ => {}
+            }
+        }
+        answer(req, &w)
+    });
+    let base = format!("{}/v1", server.url());
+    let rd = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        "openai:e2e-model",
+        "--base-url",
+        &base,
+        "--iterations",
+        "2",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(QUICK);
+    let j = run_json(dir.path(), &args);
+    assert_eq!(j["rounds"], 2, "{j}");
+    let codegen = &j["llm"]["codegen openai:e2e-model"];
+    assert_eq!(codegen["empty_answers"], 1, "{j}");
+    assert_eq!(codegen["truncated_answers"], 1, "{j}");
+    // Neither unusable answer was sent back; the re-asks said what went wrong.
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| refuses_empty_turns(r).is_none()));
+    let asked_again: Vec<String> = requests
+        .iter()
+        .filter_map(RecordedRequest::last_user_text)
+        .filter(|t| t.contains("Your previous answer was"))
+        .collect();
+    assert!(
+        asked_again.iter().any(|t| t.contains("was empty"))
+            && asked_again.iter().any(|t| t.contains("cut off")),
+        "{asked_again:?}"
+    );
+    // The report says so too.
+    let html = dir.path().join("report.html");
+    let out = ksearch(&["report", rd.to_str().unwrap(), "-o", html.to_str().unwrap()])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(
+        html.contains("1 empty answer and 1 cut off at the output limit, each asked again"),
+        "the report's LLM line"
+    );
+}
+
+/// A call the provider refuses ends the run with an error, but the calls of that round already
+/// paid for are kept: the resume answers the same request from them instead of paying again.
+/// (Here the first code answer is unusable, and the provider refuses the re-ask.)
+#[test]
+fn paid_calls_survive_a_failed_call_and_a_resume_reuses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ksearch.toml"), CONFIG).unwrap();
+    let world = Arc::new(AtomicUsize::new(0));
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (w, f) = (Arc::clone(&world), Arc::clone(&failing));
+    let server = ScriptedServer::serve(move |req| {
+        let first_user = req.body["messages"][1]["content"].as_str().unwrap_or("");
+        if first_user.contains("Implement ONLY this action") {
+            if req.body["messages"].as_array().unwrap().len() == 2 {
+                return Reply::success(Provider::OpenAiChat, "I would rather not.", &USAGE);
+            }
+            if f.load(Ordering::SeqCst) {
+                return Reply::provider_error(Provider::OpenAiChat, 400, "context length exceeded");
+            }
+        }
+        answer(req, &w)
+    });
+    let base = format!("{}/v1", server.url());
+    let rd = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        "openai:e2e-model",
+        "--base-url",
+        &base,
+        "--iterations",
+        "1",
+        "--run-dir",
+        rd.to_str().unwrap(),
+    ];
+    args.extend_from_slice(QUICK);
+    let out = ksearch(&args)
+        .current_dir(dir.path())
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the refused call ends the run");
+    let first_asks = |s: &ScriptedServer| {
+        s.requests()
+            .iter()
+            .filter(|r| {
+                r.body["messages"].as_array().unwrap().len() == 2
+                    && r.body["messages"][1]["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("Implement ONLY this action"))
+            })
+            .count()
+    };
+    assert_eq!(first_asks(&server), 1);
+
+    failing.store(false, Ordering::SeqCst);
+    let j = run_json(
+        dir.path(),
+        &[
+            "resume",
+            rd.to_str().unwrap(),
+            "--base-url",
+            &base,
+            "--json",
+        ],
+    );
+    assert_eq!(j["rounds"], 1, "{j}");
+    assert_eq!(
+        first_asks(&server),
+        1,
+        "the resume paid again for the code answer the failed session had received"
+    );
+    let codegen = &j["llm"]["codegen openai:e2e-model"];
+    assert_eq!(codegen["replayed_calls"], 1, "{j}");
+
+    // The whole record replays, the failed session and the resume, with the server gone.
+    drop(server);
+    let rd2 = dir.path().join("replay");
+    let j2 = run_json(
+        dir.path(),
+        &[
+            "run",
+            "cpu/softmax",
+            "--replay",
+            rd.to_str().unwrap(),
+            "--run-dir",
+            rd2.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(j2["rounds"], j["rounds"]);
+}
