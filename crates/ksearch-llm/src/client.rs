@@ -159,6 +159,11 @@ pub fn client_with_env(
     Ok(Box::new(HttpClient {
         spec: spec.clone(),
         reasoning_effort,
+        dialect: if official_openai {
+            wire::Dialect::OpenAi
+        } else {
+            wire::Dialect::Compatible
+        },
         transport: Transport {
             provider,
             model: spec.model.clone(),
@@ -189,6 +194,7 @@ fn install_crypto_provider() {
 struct HttpClient {
     spec: ModelSpec,
     reasoning_effort: Option<String>,
+    dialect: wire::Dialect,
     transport: Transport,
 }
 
@@ -214,9 +220,11 @@ impl LlmClient for HttpClient {
         let model = self.spec.model.as_str();
         let effort = self.reasoning_effort.as_deref();
         let body = match self.spec.provider {
-            Provider::OpenAiChat => wire::openai_chat::request_body(model, request, effort),
+            Provider::OpenAiChat => {
+                wire::openai_chat::request_body(model, request, effort, self.dialect)
+            }
             Provider::OpenAiResponses => {
-                wire::openai_responses::request_body(model, request, effort)
+                wire::openai_responses::request_body(model, request, effort, self.dialect)
             }
             Provider::Gemini => wire::gemini::request_body(request),
             Provider::Anthropic => wire::anthropic::request_body(model, request),

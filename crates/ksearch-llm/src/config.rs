@@ -27,9 +27,10 @@ pub struct ClientConfig {
     pub backoff_initial: Duration,
     /// The bound doubles per retry up to this.
     pub backoff_max: Duration,
-    /// Reasoning effort (`minimal`, `low`, `medium`, `high`, ...). Sent as
-    /// `reasoning: {effort}` on `openai-responses` and as `reasoning_effort` on `openai`;
-    /// ignored by Gemini and Anthropic.
+    /// Reasoning effort (`low`, `medium`, `high`; OpenAI also takes `minimal`). Sent as
+    /// `reasoning: {effort}` on `openai-responses` and as `reasoning_effort` on `openai`: to
+    /// OpenAI's reasoning models only when the server is OpenAI's, as given to any other server.
+    /// Ignored by Gemini and Anthropic.
     pub reasoning_effort: Option<String>,
     /// More headers for every request (e.g. OpenRouter's `HTTP-Referer`). Values are never
     /// printed by `Debug`.

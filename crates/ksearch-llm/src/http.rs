@@ -164,8 +164,25 @@ impl Transport {
                 "check the API key: {} or ClientConfig::api_key",
                 self.provider.key_variable()
             )),
+            400 | 422 => rejected_parameter(message),
             _ => None,
         }
+    }
+}
+
+/// What to do when a server refuses a parameter it does not take (Ollama refuses
+/// `reasoning_effort` for a model that does not think; vLLM takes only low, medium and high).
+fn rejected_parameter(message: &str) -> Option<String> {
+    let m = message.to_ascii_lowercase();
+    if m.contains("reasoning_effort") || m.contains("reasoning.effort") {
+        Some("this model or server does not take the reasoning effort sent: leave `reasoning_effort` unset for it (ksearch: no --reasoning-effort, no `reasoning_effort` in ksearch.toml's [llm] or [providers.*]), or use a value it lists".into())
+    } else if m.contains("max_tokens")
+        || m.contains("max_completion_tokens")
+        || m.contains("max_output_tokens")
+    {
+        Some("the output budget is more than this model allows: lower `max_output_tokens` (ksearch.toml's [llm])".into())
+    } else {
+        None
     }
 }
 

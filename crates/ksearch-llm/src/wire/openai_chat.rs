@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions, and every server that speaks it.
 //!
-//! Request: `{model, messages: [{role, content}], max_completion_tokens?, temperature?,
-//! reasoning_effort?}`. Answer: `choices[0].message.content`, `choices[0].finish_reason`,
+//! Request: `{model, messages: [{role, content}], max_completion_tokens? (OpenAI) or
+//! max_tokens? (other servers), temperature?, reasoning_effort?}` (see [`Dialect`]). Answer: `choices[0].message.content`, `choices[0].finish_reason`,
 //! `usage.{prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens,
 //! completion_tokens_details.reasoning_tokens}` (reasoning tokens are part of
 //! `completion_tokens`). Local servers may omit `id`, `usage` or its details: all optional.
@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Parsed, parse_body, temperature_json};
+use super::{Dialect, Parsed, parse_body, temperature_json};
 use crate::types::{CompletionRequest, MessageRole, Usage};
 
 pub(crate) const PATH: &str = "/chat/completions";
@@ -18,7 +18,9 @@ pub(crate) fn request_body(
     model: &str,
     request: &CompletionRequest,
     reasoning_effort: Option<&str>,
+    dialect: Dialect,
 ) -> Value {
+    let sampling = dialect.sampling(model, request, reasoning_effort);
     let messages: Vec<Value> = request
         .messages
         .iter()
@@ -35,12 +37,12 @@ pub(crate) fn request_body(
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(messages));
     if let Some(max) = request.max_output_tokens {
-        body.insert("max_completion_tokens".into(), json!(max));
+        body.insert(sampling.max_tokens_field.into(), json!(max));
     }
-    if let Some(t) = request.temperature {
+    if let Some(t) = sampling.temperature {
         body.insert("temperature".into(), temperature_json(t));
     }
-    if let Some(effort) = reasoning_effort {
+    if let Some(effort) = sampling.reasoning_effort {
         body.insert("reasoning_effort".into(), json!(effort));
     }
     Value::Object(body)

@@ -12,7 +12,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Parsed, conversation, joined_system, parse_body, temperature_json};
+use super::{Dialect, Parsed, conversation, joined_system, parse_body, temperature_json};
 use crate::types::{CompletionRequest, MessageRole, Usage};
 
 pub(crate) const PATH: &str = "/responses";
@@ -21,7 +21,10 @@ pub(crate) fn request_body(
     model: &str,
     request: &CompletionRequest,
     reasoning_effort: Option<&str>,
+    dialect: Dialect,
 ) -> Value {
+    // The Responses API names its output budget `max_output_tokens` everywhere.
+    let sampling = dialect.sampling(model, request, reasoning_effort);
     let input: Vec<Value> = conversation(&request.messages)
         .map(|m| {
             let role = match m.role {
@@ -40,10 +43,10 @@ pub(crate) fn request_body(
     if let Some(max) = request.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(max));
     }
-    if let Some(t) = request.temperature {
+    if let Some(t) = sampling.temperature {
         body.insert("temperature".into(), temperature_json(t));
     }
-    if let Some(effort) = reasoning_effort {
+    if let Some(effort) = sampling.reasoning_effort {
         body.insert("reasoning".into(), json!({"effort": effort}));
     }
     body.insert("store".into(), json!(false));

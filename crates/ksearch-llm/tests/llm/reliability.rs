@@ -136,6 +136,27 @@ fn gemini_bad_key_400_hints_at_the_variable() {
     assert!(error.to_string().contains("GEMINI_API_KEY"), "{error}");
 }
 
+/// Ollama's answer to a reasoning effort for a model that does not think, and vLLM's to an
+/// effort it does not list: the error says which parameter and how to leave it out.
+#[test]
+fn a_refused_parameter_is_named_with_how_to_leave_it_out() {
+    let provider = Provider::OpenAiChat;
+    for message in [
+        "\"qwen2.5-coder:32b\" does not support thinking (reasoning_effort)",
+        "1 validation error: reasoning_effort: Input should be 'low', 'medium' or 'high'",
+    ] {
+        let server = ScriptedServer::start(vec![Reply::provider_error(provider, 400, message)]);
+        let llm = make_client(provider, config(provider, &server));
+        let error = llm.complete(&request()).expect_err("400").to_string();
+        assert_eq!(server.request_count(), 1, "not retried");
+        assert!(error.contains(message), "{error}");
+        assert!(
+            error.contains("leave `reasoning_effort` unset for it"),
+            "{error}"
+        );
+    }
+}
+
 #[test]
 fn local_openai_compatible_server_needs_no_key() {
     for provider in [Provider::OpenAiChat, Provider::OpenAiResponses] {
@@ -194,6 +215,7 @@ fn openai_base_url_and_key_come_from_the_environment() {
     assert_eq!(req.header("authorization"), Some("Bearer env-key"));
     // No limits in the request: the provider's defaults apply.
     assert!(req.body.get("max_completion_tokens").is_none());
+    assert!(req.body.get("max_tokens").is_none());
     assert!(req.body.get("temperature").is_none());
     assert!(req.body.get("reasoning_effort").is_none());
 }

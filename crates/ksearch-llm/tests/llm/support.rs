@@ -118,10 +118,12 @@ pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
                     {"role": "user", "content": USER},
                 ])
             );
-            assert_eq!(body["max_completion_tokens"], 1000);
+            // A server other than OpenAI's: the budget where Ollama and llama.cpp read it, and
+            // the temperature and effort as configured.
+            assert_eq!(body["max_tokens"], 1000);
             assert_eq!(body["temperature"], 0.2);
             assert_eq!(body["reasoning_effort"], "high");
-            assert!(body.get("max_tokens").is_none());
+            assert!(body.get("max_completion_tokens").is_none());
         }
         Provider::OpenAiResponses => {
             assert_eq!(
