@@ -66,7 +66,13 @@ impl Transport {
                     last: failure,
                 });
             }
-            std::thread::sleep(retry_delay(&self.policy, attempt - 1, retry_after));
+            let rate_limited = matches!(failure, Failure::Status { status: 429, .. });
+            std::thread::sleep(retry_delay(
+                &self.policy,
+                attempt - 1,
+                retry_after,
+                rate_limited,
+            ));
         }
     }
 
@@ -116,7 +122,10 @@ impl Transport {
                 scrub(&location, self.secret.as_ref())
             );
         }
-        if is_retryable(status) {
+        // OpenAI's 429 for an account without credit: waiting does not help.
+        let out_of_quota = status == 429 && text.contains("insufficient_quota");
+        if is_retryable(status) && !out_of_quota {
+            let retry_after = retry_after.or_else(|| body_retry_delay(&text));
             return Ok(Err((Failure::Status { status, message }, retry_after)));
         }
         Err(LlmError::Api {
@@ -165,6 +174,10 @@ impl Transport {
                 self.provider.key_variable()
             )),
             400 | 422 => rejected_parameter(message),
+            429 => Some(
+                "the account has no quota or credit left for this API: waiting does not help"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -194,11 +207,14 @@ pub(crate) fn is_retryable(status: u16) -> bool {
 
 /// The sleep before retry number `retry` (0 for the first retry): uniform in
 /// `[0, min(backoff_max, backoff_initial · 2^retry)]`, raised to the server's `Retry-After`
-/// (itself capped at [`RETRY_AFTER_CEILING`]).
+/// (itself capped at [`RETRY_AFTER_CEILING`]). A rate limit the server gave no delay for waits
+/// at least `RATE_LIMIT_FACTOR` times that bound (capped at `backoff_max`): with the defaults
+/// 4, 8, 16 and 32 s, a minute in all, the window of a per-minute quota.
 pub(crate) fn retry_delay(
     policy: &RetryPolicy,
     retry: u32,
     retry_after: Option<Duration>,
+    rate_limited: bool,
 ) -> Duration {
     let factor = 2u32.saturating_pow(retry.min(31));
     let bound = policy
@@ -208,8 +224,42 @@ pub(crate) fn retry_delay(
     let jittered = bound.mul_f64(random_unit());
     match retry_after {
         Some(requested) => requested.min(RETRY_AFTER_CEILING).max(jittered),
+        None if rate_limited => {
+            let floor = policy
+                .backoff_initial
+                .saturating_mul(factor.saturating_mul(RATE_LIMIT_FACTOR))
+                .min(policy.backoff_max);
+            jittered.max(floor)
+        }
         None => jittered,
     }
+}
+
+/// See [`retry_delay`].
+const RATE_LIMIT_FACTOR: u32 = 4;
+
+/// The delay a 429 body asks for: Gemini's `error.details[]` entry of type
+/// `google.rpc.RetryInfo`, whose `retryDelay` is a duration like `"37s"` or `"1.5s"` (Gemini sends
+/// no `Retry-After` header).
+pub(crate) fn body_retry_delay(body: &str) -> Option<Duration> {
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    let value = match value {
+        serde_json::Value::Array(mut items) if !items.is_empty() => items.swap_remove(0),
+        other => other,
+    };
+    value["error"]["details"]
+        .as_array()?
+        .iter()
+        .filter(|d| {
+            d["@type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|d| d["retryDelay"].as_str())
+        .and_then(|d| d.trim().strip_suffix('s'))
+        .and_then(|n| n.parse::<f64>().ok())
+        .filter(|n| n.is_finite() && *n >= 0.0)
+        .map(|n| Duration::from_secs_f64(n.min(1e9)))
 }
 
 /// A number in `[0, 1)`, different on every call (std only: `RandomState` is randomly keyed).
@@ -414,16 +464,49 @@ mod tests {
                 .saturating_mul(2u32.saturating_pow(retry.min(31)))
                 .min(Duration::from_millis(1000));
             for _ in 0..20 {
-                assert!(retry_delay(&policy, retry, None) <= bound);
+                assert!(retry_delay(&policy, retry, None, false) <= bound);
             }
         }
-        let d = retry_delay(&policy, 0, Some(Duration::from_secs(5)));
+        let d = retry_delay(&policy, 0, Some(Duration::from_secs(5)), true);
         assert_eq!(d, Duration::from_secs(5));
-        let d = retry_delay(&policy, 0, Some(Duration::from_secs(100_000)));
+        let d = retry_delay(&policy, 0, Some(Duration::from_secs(100_000)), false);
         assert_eq!(d, RETRY_AFTER_CEILING);
         // Full jitter: not always the bound.
-        let draws: Vec<Duration> = (0..50).map(|_| retry_delay(&policy, 3, None)).collect();
+        let draws: Vec<Duration> = (0..50)
+            .map(|_| retry_delay(&policy, 3, None, false))
+            .collect();
         assert!(draws.iter().any(|d| *d != draws[0]));
+    }
+
+    #[test]
+    fn a_rate_limit_without_a_stated_delay_waits_out_a_quota_minute() {
+        let policy = RetryPolicy {
+            timeout: Duration::from_secs(600),
+            max_retries: 4,
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+        };
+        let total: Duration = (0..4).map(|r| retry_delay(&policy, r, None, true)).sum();
+        assert!(total >= Duration::from_secs(60), "{total:?}");
+        // Other failures keep the short backoff: at most 1 + 2 + 4 + 8 s.
+        let total: Duration = (0..4).map(|r| retry_delay(&policy, r, None, false)).sum();
+        assert!(total <= Duration::from_secs(15), "{total:?}");
+    }
+
+    #[test]
+    fn gemini_s_retry_delay_is_read_from_the_body() {
+        let body = r#"{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+            "status": "RESOURCE_EXHAUSTED", "details": [
+              {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+              {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}]}}"#;
+        assert_eq!(body_retry_delay(body), Some(Duration::from_secs(37)));
+        let wrapped = format!("[{}]", body.replace("37s", "1.5s"));
+        assert_eq!(
+            body_retry_delay(&wrapped),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(body_retry_delay(r#"{"error": {"message": "x"}}"#), None);
+        assert_eq!(body_retry_delay("not json"), None);
     }
 
     #[test]

@@ -136,6 +136,24 @@ fn gemini_bad_key_400_hints_at_the_variable() {
     assert!(error.to_string().contains("GEMINI_API_KEY"), "{error}");
 }
 
+/// OpenAI's 429 for an account without credit is not retried: waiting does not help.
+#[test]
+fn a_429_for_no_quota_is_not_retried() {
+    let provider = Provider::OpenAiChat;
+    let mut body = ksearch_llm::loopback::error_body(
+        provider,
+        429,
+        "You exceeded your current quota, please check your plan and billing details.",
+    );
+    body["error"]["code"] = "insufficient_quota".into();
+    body["error"]["type"] = "insufficient_quota".into();
+    let server = ScriptedServer::start(vec![Reply::json(429, body)]);
+    let llm = make_client(provider, config(provider, &server));
+    let error = llm.complete(&request()).expect_err("429").to_string();
+    assert_eq!(server.request_count(), 1);
+    assert!(error.contains("no quota or credit left"), "{error}");
+}
+
 /// Ollama's answer to a reasoning effort for a model that does not think, and vLLM's to an
 /// effort it does not list: the error says which parameter and how to leave it out.
 #[test]

@@ -108,12 +108,26 @@ fn prose_around_fenced_code(provider: Provider) {
     assert_eq!(answer.text, text);
 }
 
-/// 429 with `Retry-After: 1`, then success: one retry, after at least about a second.
+/// 429 asking for a second, then success: one retry, after at least about a second. The delay
+/// is where each provider puts it: a `Retry-After` header, or for Gemini, which sends none, a
+/// `google.rpc.RetryInfo` entry in the error body.
 fn rate_limited_then_success(provider: Provider) {
-    let server = ScriptedServer::start(vec![
-        Reply::provider_error(provider, 429, "Rate limit reached").with_header("Retry-After", "1"),
-        Reply::success(provider, "ok", &usage()),
-    ]);
+    let limited = match provider {
+        Provider::Gemini => {
+            let mut body = ksearch_llm::loopback::error_body(
+                provider,
+                429,
+                "Resource has been exhausted (e.g. check quota).",
+            );
+            body["error"]["details"] = serde_json::json!([
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}
+            ]);
+            Reply::json(429, body)
+        }
+        _ => Reply::provider_error(provider, 429, "Rate limit reached")
+            .with_header("Retry-After", "1"),
+    };
+    let server = ScriptedServer::start(vec![limited, Reply::success(provider, "ok", &usage())]);
     let llm = make_client(provider, config(provider, &server));
     let started = Instant::now();
     let answer = llm.complete(&request()).expect("answer after the retry");
