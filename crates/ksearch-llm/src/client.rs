@@ -47,6 +47,7 @@ pub fn client_with_env(
         backoff_initial,
         backoff_max,
         reasoning_effort,
+        allow_plain_http,
         extra_headers,
     } = config;
     let provider = spec.provider;
@@ -77,6 +78,18 @@ pub fn client_with_env(
     let key = api_key
         .or_else(|| env(provider.key_variable()).map(Secret::new))
         .filter(|k| !k.is_empty());
+    let loopback = parsed_base.host_str().is_some_and(|host| {
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    if key.is_some() && parsed_base.scheme() == "http" && !loopback && !allow_plain_http {
+        return Err(config_error(format!(
+            "the base URL `{base}` is plain http to another machine, where anyone on the way could read the API key: use https, or allow_plain_http to send it anyway"
+        )));
+    }
     let official_openai = parsed_base.host_str() == Some("api.openai.com");
     let keyless_ok =
         matches!(provider, Provider::OpenAiChat | Provider::OpenAiResponses) && !official_openai;
@@ -132,13 +145,6 @@ pub fn client_with_env(
         headers.insert(name, sensitive(value.trim())?);
     }
 
-    let loopback = parsed_base.host_str().is_some_and(|host| {
-        host.eq_ignore_ascii_case("localhost")
-            || host
-                .trim_matches(|c| c == '[' || c == ']')
-                .parse::<IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    });
     let mut builder = reqwest::blocking::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(30)))

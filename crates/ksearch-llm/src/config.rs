@@ -32,6 +32,10 @@ pub struct ClientConfig {
     /// OpenAI's reasoning models only when the server is OpenAI's, as given to any other server.
     /// Ignored by Gemini and Anthropic.
     pub reasoning_effort: Option<String>,
+    /// Send the key over plain `http://` to a host other than this machine. Off by default:
+    /// anyone on the path could read it; a server on `localhost` or a loopback address needs no
+    /// opt-in.
+    pub allow_plain_http: bool,
     /// More headers for every request (e.g. OpenRouter's `HTTP-Referer`). Values are never
     /// printed by `Debug`.
     pub extra_headers: Vec<(String, String)>,
@@ -47,6 +51,7 @@ impl Default for ClientConfig {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             reasoning_effort: None,
+            allow_plain_http: false,
             extra_headers: Vec::new(),
         }
     }
@@ -67,6 +72,7 @@ impl fmt::Debug for ClientConfig {
             .field("backoff_initial", &self.backoff_initial)
             .field("backoff_max", &self.backoff_max)
             .field("reasoning_effort", &self.reasoning_effort)
+            .field("allow_plain_http", &self.allow_plain_http)
             .field("extra_headers (values redacted)", &header_names)
             .finish()
     }

@@ -55,6 +55,8 @@ pub(crate) struct ProviderConfig {
     pub(crate) max_retries: Option<u32>,
     pub(crate) reasoning_effort: Option<String>,
     pub(crate) max_output_tokens: Option<u32>,
+    /// Send the key over plain http to a host other than this machine.
+    pub(crate) allow_plain_http: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
@@ -80,6 +82,7 @@ impl ProviderConfig {
             max_retries: or(&self.max_retries, &under.max_retries),
             reasoning_effort: or(&self.reasoning_effort, &under.reasoning_effort),
             max_output_tokens: or(&self.max_output_tokens, &under.max_output_tokens),
+            allow_plain_http: or(&self.allow_plain_http, &under.allow_plain_http),
         }
     }
 }

@@ -149,3 +149,64 @@ fn the_key_never_leaks_from_connection_and_config_errors() {
     assert_eq!(format!("{}", Secret::new(SECRET)), "[redacted]");
     assert_eq!(format!("{:?}", Secret::new(SECRET)), "[redacted]");
 }
+
+/// A key is never sent over plain http to another machine unless the config says so; a local
+/// server is fine, and a keyless compatible server is fine anywhere.
+#[test]
+fn a_key_is_not_sent_over_plain_http_to_another_machine() {
+    for provider in Provider::ALL {
+        let remote = ClientConfig {
+            base_url: Some("http://192.0.2.7:8000/v1".into()),
+            api_key: Some(Secret::new(SECRET)),
+            ..ClientConfig::default()
+        };
+        let error =
+            client_with_env(&spec(provider), remote.clone(), |_| None).expect_err("refused");
+        assert!(matches!(error, LlmError::Config { .. }), "{error:?}");
+        assert!(error.to_string().contains("plain http"), "{error}");
+        assert_error_clean("plain http", &error);
+        client_with_env(
+            &spec(provider),
+            ClientConfig {
+                allow_plain_http: true,
+                ..remote.clone()
+            },
+            |_| None,
+        )
+        .expect("allowed explicitly");
+        for local in [
+            "http://localhost:8000/v1",
+            "http://127.0.0.1:8000",
+            "http://[::1]:8000",
+        ] {
+            client_with_env(
+                &spec(provider),
+                ClientConfig {
+                    base_url: Some(local.into()),
+                    ..remote.clone()
+                },
+                |_| None,
+            )
+            .unwrap_or_else(|e| panic!("{local}: {e}"));
+        }
+        client_with_env(
+            &spec(provider),
+            ClientConfig {
+                base_url: Some("https://example.com/v1".into()),
+                ..remote.clone()
+            },
+            |_| None,
+        )
+        .expect("https");
+    }
+    // No key, no risk: a compatible server on another machine over http.
+    client_with_env(
+        &spec(Provider::OpenAiChat),
+        ClientConfig {
+            base_url: Some("http://192.0.2.7:8000/v1".into()),
+            ..ClientConfig::default()
+        },
+        |_| None,
+    )
+    .expect("keyless");
+}

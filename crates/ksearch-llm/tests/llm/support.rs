@@ -55,6 +55,7 @@ pub(crate) fn config(provider: Provider, server: &ScriptedServer) -> ClientConfi
         backoff_initial: Duration::from_millis(10),
         backoff_max: Duration::from_millis(50),
         reasoning_effort: Some("high".to_string()),
+        allow_plain_http: false,
         extra_headers: vec![("x-ksearch-test".to_string(), "yes".to_string())],
     }
 }

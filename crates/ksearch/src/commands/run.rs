@@ -17,7 +17,7 @@ use ksearch_engine::{
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
 use ksearch_knowledge::{ContextRequest, Level, Target};
-use ksearch_llm::{ClientConfig, LlmClient, ModelSpec, PriceTable, Secret};
+use ksearch_llm::{ClientConfig, LlmClient, ModelSpec, PriceTable, Provider, Secret};
 
 use super::eval::{backend_options, eval_settings};
 use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
@@ -92,15 +92,36 @@ fn client_for(
         return Ok(Box::new(OfflineClient::new(spec)));
     }
     let p = cfg.provider(spec.provider.prefix());
+    let effort = models
+        .reasoning_effort
+        .clone()
+        .or(p.reasoning_effort.clone());
+    if effort.is_some() && matches!(spec.provider, Provider::Anthropic | Provider::Gemini) {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "note: the reasoning effort does nothing for {spec}: ksearch sends it to OpenAI-format models only (not as Anthropic's thinking budget or Gemini's thinkingConfig)"
+        );
+    }
     let defaults = ClientConfig::default();
+    // `--base-url` names an OpenAI-compatible server: it is for the OpenAI-format roles only.
+    // Gemini and Anthropic take a base URL from their own [providers.*] table alone, never
+    // from one shared with other providers, so their key goes nowhere it was not meant for.
+    let base_url = match spec.provider {
+        Provider::OpenAiChat | Provider::OpenAiResponses => models.base_url.clone().or(p.base_url),
+        Provider::Gemini | Provider::Anthropic => cfg
+            .providers
+            .get(spec.provider.prefix())
+            .and_then(|own| own.base_url.clone()),
+    };
     let config = ClientConfig {
-        base_url: models.base_url.clone().or(p.base_url),
+        base_url,
+        allow_plain_http: p.allow_plain_http.unwrap_or(false),
         api_key: p.api_key.map(Secret::new),
         timeout: p
             .timeout_s
             .map_or(defaults.timeout, Duration::from_secs_f64),
         max_retries: p.max_retries.unwrap_or(defaults.max_retries),
-        reasoning_effort: models.reasoning_effort.clone().or(p.reasoning_effort),
+        reasoning_effort: effort,
         ..defaults
     };
     Ok(ksearch_llm::client(&spec, config)?)
@@ -194,10 +215,25 @@ fn proposer_for(
         BackendKind::C => (vec!["c".into(), "cpp".into(), "c++".into()], "candidate.c"),
         BackendKind::Mlx => (vec!["python".into(), "py".into()], "candidate.py"),
     };
+    let prices = prices(cfg)?;
+    if m.max_cost_usd.is_some() && !offline {
+        for model in [&m.reasoning, &m.codegen] {
+            let spec: ModelSpec = model.parse()?;
+            if prices.get(&spec).is_none() {
+                return Err(ksearch_llm::LlmError::Config {
+                    provider: spec.provider,
+                    detail: format!(
+                        "a cost cap needs the price of `{spec}`, which ksearch does not know (it would count as $0): give it one in ksearch.toml, [prices.\"{spec}\"] with input_per_mtok and output_per_mtok in US dollars per million tokens (0 for a local model)"
+                    ),
+                }
+                .into());
+            }
+        }
+    }
     let mut proposer = LlmProposer::new(LlmSettings {
         reasoning: client_for(&m.reasoning, m, cfg, offline)?,
         codegen: client_for(&m.codegen, m, cfg, offline)?,
-        prices: prices(cfg)?,
+        prices,
         max_cost_usd: m.max_cost_usd,
         knowledge: knowledge_source(task, m, eval)?,
         contract,

@@ -356,6 +356,102 @@ fn a_missing_key_names_the_variable_to_set() {
     );
 }
 
+/// A cost cap with a model that has no price would count its calls as $0 and never stop: the
+/// run is refused before it starts, naming the config key that gives the model a price. A
+/// price in ksearch.toml (here 0, as for a local model) lets it start.
+#[test]
+fn a_cost_cap_on_a_model_without_a_price_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |rd: &str| {
+        let rd = dir.path().join(rd);
+        let mut args = vec![
+            "run",
+            "cpu/softmax",
+            "--model",
+            "openai:unpriced-model",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--max-cost",
+            "1",
+            "--iterations",
+            "0",
+            "--run-dir",
+            rd.to_str().unwrap(),
+        ];
+        args.extend_from_slice(QUICK);
+        ksearch(&args).current_dir(dir.path()).output().unwrap()
+    };
+    let out = run("r");
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[prices.\"openai:unpriced-model\"]") && stderr.contains("$0"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("r").exists());
+
+    std::fs::write(
+        dir.path().join("ksearch.toml"),
+        "[prices.\"openai:unpriced-model\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n",
+    )
+    .unwrap();
+    let out = run("r2");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("does not know"), "{stderr}");
+}
+
+/// A reasoning effort for a model that takes none from ksearch is said to do nothing, not
+/// silently ignored. And `--base-url` (an OpenAI-compatible server) is not where an Anthropic
+/// model's key goes: its base URL comes from `[providers.anthropic]` alone.
+#[test]
+fn anthropic_gets_its_own_base_url_and_a_note_on_the_reasoning_effort() {
+    let dir = tempfile::tempdir().unwrap();
+    let anthropic =
+        ScriptedServer::serve(|_| Reply::success(Provider::Anthropic, "no idea", &USAGE));
+    let compatible = ScriptedServer::serve(|_| Reply::success(Provider::OpenAiChat, "x", &USAGE));
+    std::fs::write(
+        dir.path().join("ksearch.toml"),
+        format!(
+            "[llm]\nmax_retries = 0\n\n[providers.anthropic]\nbase_url = \"{}\"\n",
+            anthropic.url()
+        ),
+    )
+    .unwrap();
+    let compatible_url = format!("{}/v1", compatible.url());
+    let rd = dir.path().join("r");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "--base-url",
+        &compatible_url,
+        "--reasoning-effort",
+        "high",
+        "--iterations",
+        "0",
+        "--run-dir",
+        rd.to_str().unwrap(),
+    ];
+    args.extend_from_slice(QUICK);
+    let out = ksearch(&args)
+        .env("ANTHROPIC_API_KEY", KEY)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("note: the reasoning effort does nothing for anthropic:claude-sonnet-4-5"),
+        "{stderr}"
+    );
+    assert!(anthropic.request_count() >= 1, "{stderr}");
+    assert_eq!(
+        compatible.request_count(),
+        0,
+        "the Anthropic key went to the --base-url server"
+    );
+}
+
 /// An answer in the chat format that stopped with `reason`.
 fn stopped(text: &str, reason: &str) -> Reply {
     let mut body = ksearch_llm::loopback::openai_chat_body(text, &USAGE);
