@@ -14,7 +14,7 @@ use crate::http::{RetryPolicy, Transport};
 use crate::secret::{Secret, scrub};
 use crate::spec::{ModelSpec, Provider};
 use crate::types::{Completion, CompletionRequest};
-use crate::wire::{self, Parsed};
+use crate::wire::{self, Parsed, Wire};
 
 /// A model behind some provider: send a conversation, get one completion.
 pub trait LlmClient: Send + fmt::Debug {
@@ -38,6 +38,18 @@ pub fn client_with_env(
     config: ClientConfig,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn LlmClient>, LlmError> {
+    let Some(format) = wire::Wire::of(spec.provider) else {
+        // A command: no URL, no key, no HTTP.
+        return Ok(Box::new(crate::exec::ExecClient {
+            spec: spec.clone(),
+            policy: RetryPolicy {
+                timeout: config.timeout,
+                max_retries: config.max_retries,
+                backoff_initial: config.backoff_initial,
+                backoff_max: config.backoff_max,
+            },
+        }));
+    };
     install_crypto_provider();
     let ClientConfig {
         base_url,
@@ -100,11 +112,11 @@ pub fn client_with_env(
         });
     }
 
-    let path = match provider {
-        Provider::OpenAiChat => wire::openai_chat::PATH.to_string(),
-        Provider::OpenAiResponses => wire::openai_responses::PATH.to_string(),
-        Provider::Gemini => wire::gemini::path(&spec.model),
-        Provider::Anthropic => wire::anthropic::PATH.to_string(),
+    let path = match format {
+        Wire::OpenAiChat => wire::openai_chat::PATH.to_string(),
+        Wire::OpenAiResponses => wire::openai_responses::PATH.to_string(),
+        Wire::Gemini => wire::gemini::path(&spec.model),
+        Wire::Anthropic => wire::anthropic::PATH.to_string(),
     };
     let url = format!("{base}{path}");
 
@@ -118,17 +130,17 @@ pub fn client_with_env(
         Ok(value)
     };
     if let Some(key) = &key {
-        match provider {
-            Provider::OpenAiChat | Provider::OpenAiResponses => {
+        match format {
+            Wire::OpenAiChat | Wire::OpenAiResponses => {
                 headers.insert(
                     reqwest::header::AUTHORIZATION,
                     sensitive(&format!("Bearer {}", key.expose().trim()))?,
                 );
             }
-            Provider::Gemini => {
+            Wire::Gemini => {
                 headers.insert("x-goog-api-key", sensitive(key.expose().trim())?);
             }
-            Provider::Anthropic => {
+            Wire::Anthropic => {
                 headers.insert("x-api-key", sensitive(key.expose().trim())?);
             }
         }
@@ -164,6 +176,7 @@ pub fn client_with_env(
 
     Ok(Box::new(HttpClient {
         spec: spec.clone(),
+        format,
         reasoning_effort,
         dialect: if official_openai {
             wire::Dialect::OpenAi
@@ -199,6 +212,7 @@ fn install_crypto_provider() {
 /// The one implementation: an HTTP transport and a wire format.
 struct HttpClient {
     spec: ModelSpec,
+    format: Wire,
     reasoning_effort: Option<String>,
     dialect: wire::Dialect,
     transport: Transport,
@@ -225,22 +239,22 @@ impl LlmClient for HttpClient {
     fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
         let model = self.spec.model.as_str();
         let effort = self.reasoning_effort.as_deref();
-        let body = match self.spec.provider {
-            Provider::OpenAiChat => {
+        let body = match self.format {
+            Wire::OpenAiChat => {
                 wire::openai_chat::request_body(model, request, effort, self.dialect)
             }
-            Provider::OpenAiResponses => {
+            Wire::OpenAiResponses => {
                 wire::openai_responses::request_body(model, request, effort, self.dialect)
             }
-            Provider::Gemini => wire::gemini::request_body(request),
-            Provider::Anthropic => wire::anthropic::request_body(model, request),
+            Wire::Gemini => wire::gemini::request_body(request),
+            Wire::Anthropic => wire::anthropic::request_body(model, request),
         };
         let success = self.transport.post_json(&body)?;
-        let parsed = match self.spec.provider {
-            Provider::OpenAiChat => wire::openai_chat::parse(&success.body),
-            Provider::OpenAiResponses => wire::openai_responses::parse(&success.body),
-            Provider::Gemini => wire::gemini::parse(&success.body),
-            Provider::Anthropic => wire::anthropic::parse(&success.body),
+        let parsed = match self.format {
+            Wire::OpenAiChat => wire::openai_chat::parse(&success.body),
+            Wire::OpenAiResponses => wire::openai_responses::parse(&success.body),
+            Wire::Gemini => wire::gemini::parse(&success.body),
+            Wire::Anthropic => wire::anthropic::parse(&success.body),
         };
         let Parsed {
             text,

@@ -98,6 +98,14 @@ pub enum LlmError {
         /// The last failure.
         last: Failure,
     },
+    /// The model command (`exec:`) could not run, or failed.
+    #[error("the model command `{command}` failed: {detail}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// What happened: its exit status and the end of its stderr.
+        detail: String,
+    },
     /// A successful status whose body is not the expected JSON.
     #[error("malformed {provider} reply: {detail}")]
     Malformed {

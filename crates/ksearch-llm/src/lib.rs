@@ -6,6 +6,7 @@
 //! | `openai-responses:`  | Responses (`/responses`)             | `OPENAI_API_KEY`    |
 //! | `gemini:`            | Gemini `generateContent`             | `GEMINI_API_KEY`    |
 //! | `anthropic:`         | Anthropic Messages (`/v1/messages`)  | `ANTHROPIC_API_KEY` |
+//! | `exec:`              | any command: prompt on stdin, answer on stdout (see `exec`) | none (the command's own) |
 //!
 //! ```no_run
 //! use ksearch_llm::{ClientConfig, CompletionRequest, Message, ModelSpec, client};
@@ -58,6 +59,7 @@
 mod client;
 mod config;
 mod error;
+mod exec;
 mod http;
 pub mod loopback;
 mod prices;
@@ -69,6 +71,7 @@ mod wire;
 pub use client::{LlmClient, client, client_with_env};
 pub use config::ClientConfig;
 pub use error::{Failure, LlmError};
+pub use exec::{RETRY_EXIT_CODE, prompt_text};
 pub use http::RETRY_AFTER_CEILING;
 pub use prices::{ModelPrice, PriceError, PriceTable};
 pub use secret::Secret;

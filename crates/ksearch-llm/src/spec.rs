@@ -19,10 +19,14 @@ pub enum Provider {
     Gemini,
     /// Anthropic Messages API.
     Anthropic,
+    /// Any command: the prompt on its stdin, the answer on its stdout (`exec:'llm -m gpt-4o'`).
+    /// The "model" is the command line, run by `sh -c`.
+    Exec,
 }
 
 impl Provider {
-    /// Every provider, in the order the spec prefixes are listed in messages.
+    /// Every provider reached over HTTP, in the order the spec prefixes are listed in messages
+    /// ([`Provider::Exec`] comes after them).
     pub const ALL: [Provider; 4] = [
         Provider::OpenAiChat,
         Provider::OpenAiResponses,
@@ -38,15 +42,18 @@ impl Provider {
             Provider::OpenAiResponses => "openai-responses",
             Provider::Gemini => "gemini",
             Provider::Anthropic => "anthropic",
+            Provider::Exec => "exec",
         }
     }
 
-    /// The environment variable the key is read from when `ClientConfig::api_key` is `None`.
+    /// The environment variable the key is read from when `ClientConfig::api_key` is `None`
+    /// (none for a command, which finds its own).
     pub fn key_variable(self) -> &'static str {
         match self {
             Provider::OpenAiChat | Provider::OpenAiResponses => "OPENAI_API_KEY",
             Provider::Gemini => "GEMINI_API_KEY",
             Provider::Anthropic => "ANTHROPIC_API_KEY",
+            Provider::Exec => "",
         }
     }
 
@@ -55,16 +62,18 @@ impl Provider {
     pub fn base_url_variable(self) -> Option<&'static str> {
         match self {
             Provider::OpenAiChat | Provider::OpenAiResponses => Some("OPENAI_BASE_URL"),
-            Provider::Gemini | Provider::Anthropic => None,
+            Provider::Gemini | Provider::Anthropic | Provider::Exec => None,
         }
     }
 
-    /// The official endpoint, used when neither the config nor the environment names one.
+    /// The official endpoint, used when neither the config nor the environment names one
+    /// (empty for a command).
     pub fn default_base_url(self) -> &'static str {
         match self {
             Provider::OpenAiChat | Provider::OpenAiResponses => "https://api.openai.com/v1",
             Provider::Gemini => "https://generativelanguage.googleapis.com",
             Provider::Anthropic => "https://api.anthropic.com",
+            Provider::Exec => "",
         }
     }
 
@@ -75,12 +84,14 @@ impl Provider {
             Provider::OpenAiResponses => "OpenAI Responses",
             Provider::Gemini => "Gemini",
             Provider::Anthropic => "Anthropic",
+            Provider::Exec => "a command",
         }
     }
 
     fn from_prefix(prefix: &str) -> Option<Provider> {
         Provider::ALL
             .into_iter()
+            .chain([Provider::Exec])
             .find(|p| p.prefix().eq_ignore_ascii_case(prefix))
     }
 }
@@ -117,6 +128,7 @@ impl ModelSpec {
 fn expected_prefixes() -> String {
     Provider::ALL
         .iter()
+        .chain(&[Provider::Exec])
         .map(|p| format!("`{}:`", p.prefix()))
         .collect::<Vec<_>>()
         .join(", ")
@@ -151,7 +163,14 @@ impl FromStr for ModelSpec {
                 provider.prefix()
             )));
         }
-        if model.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        // A command line has spaces; a model id has none.
+        if provider == Provider::Exec {
+            if model.chars().any(char::is_control) {
+                return Err(invalid(
+                    "the command contains control characters (a newline, say)".to_string(),
+                ));
+            }
+        } else if model.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(invalid(
                 "the model id contains whitespace or control characters".to_string(),
             ));
@@ -195,6 +214,19 @@ mod tests {
     fn prefix_is_case_insensitive_and_display_normalises() {
         let spec: ModelSpec = " Gemini:gemini-2.5-pro ".parse().unwrap();
         assert_eq!(spec.to_string(), "gemini:gemini-2.5-pro");
+    }
+
+    #[test]
+    fn a_command_is_a_model() {
+        let spec: ModelSpec = "exec:llm -m gpt-4o --no-stream".parse().unwrap();
+        assert_eq!(spec.provider, Provider::Exec);
+        assert_eq!(spec.model, "llm -m gpt-4o --no-stream");
+        assert_eq!(spec.to_string(), "exec:llm -m gpt-4o --no-stream");
+        assert!("exec:".parse::<ModelSpec>().is_err());
+        assert!("exec:a\nb".parse::<ModelSpec>().is_err());
+        assert!("openai:gpt 5".parse::<ModelSpec>().is_err());
+        let e = "nope:x".parse::<ModelSpec>().unwrap_err().to_string();
+        assert!(e.contains("`exec:`"), "{e}");
     }
 
     #[test]

@@ -204,7 +204,8 @@ pub(crate) struct RunArgs {
 pub(crate) struct ModelFlags {
     /// The proposer for both roles: `builtin` (no LLM; template search over known tactics) or a
     /// model: `openai:<model>` (any OpenAI-compatible server), `openai-responses:<model>`,
-    /// `gemini:<model>`, `anthropic:<model>` [default: builtin, or `models.model`].
+    /// `gemini:<model>`, `anthropic:<model>`, or `exec:<command>` (any command: the prompt on
+    /// its stdin, the answer on its stdout) [default: builtin, or `models.model`].
     #[arg(long)]
     pub(crate) model: Option<String>,
     /// The reasoning model (world model, refine, too-hard), overriding --model.

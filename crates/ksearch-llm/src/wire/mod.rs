@@ -10,6 +10,28 @@ use serde::de::DeserializeOwned;
 use crate::http::truncate;
 use crate::types::{CompletionRequest, Message, MessageRole, Usage};
 
+/// The HTTP wire formats: every provider but a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wire {
+    OpenAiChat,
+    OpenAiResponses,
+    Gemini,
+    Anthropic,
+}
+
+impl Wire {
+    pub(crate) fn of(provider: crate::spec::Provider) -> Option<Wire> {
+        use crate::spec::Provider;
+        match provider {
+            Provider::OpenAiChat => Some(Wire::OpenAiChat),
+            Provider::OpenAiResponses => Some(Wire::OpenAiResponses),
+            Provider::Gemini => Some(Wire::Gemini),
+            Provider::Anthropic => Some(Wire::Anthropic),
+            Provider::Exec => None,
+        }
+    }
+}
+
 /// What a provider's success body says, before the client adds the attempt count.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Parsed {

@@ -96,10 +96,15 @@ fn client_for(
         .reasoning_effort
         .clone()
         .or(p.reasoning_effort.clone());
-    if effort.is_some() && matches!(spec.provider, Provider::Anthropic | Provider::Gemini) {
+    if effort.is_some()
+        && matches!(
+            spec.provider,
+            Provider::Anthropic | Provider::Gemini | Provider::Exec
+        )
+    {
         let _ = writeln!(
             std::io::stderr().lock(),
-            "note: the reasoning effort does nothing for {spec}: ksearch sends it to OpenAI-format models only (not as Anthropic's thinking budget or Gemini's thinkingConfig)"
+            "note: the reasoning effort does nothing for {spec}: ksearch sends it to OpenAI-format models only (not as Anthropic's thinking budget, Gemini's thinkingConfig, or to a command)"
         );
     }
     let defaults = ClientConfig::default();
@@ -112,6 +117,7 @@ fn client_for(
             .providers
             .get(spec.provider.prefix())
             .and_then(|own| own.base_url.clone()),
+        Provider::Exec => None,
     };
     let config = ClientConfig {
         base_url,
@@ -219,6 +225,15 @@ fn proposer_for(
     if m.max_cost_usd.is_some() && !offline {
         for model in [&m.reasoning, &m.codegen] {
             let spec: ModelSpec = model.parse()?;
+            if spec.provider == Provider::Exec {
+                return Err(ksearch_llm::LlmError::Config {
+                    provider: spec.provider,
+                    detail: format!(
+                        "a cost cap cannot limit `{spec}`: a command's tokens are unknown; limit the run with --iterations or --time instead"
+                    ),
+                }
+                .into());
+            }
             if prices.get(&spec).is_none() {
                 return Err(ksearch_llm::LlmError::Config {
                     provider: spec.provider,

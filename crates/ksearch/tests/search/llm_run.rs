@@ -642,3 +642,81 @@ fn paid_calls_survive_a_failed_call_and_a_resume_reuses_them() {
     );
     assert_eq!(j2["rounds"], j["rounds"]);
 }
+
+/// Any command as the model: a script reads each prompt on stdin and answers on stdout. The
+/// run grows as with a provider, its calls are counted (no tokens, no price), and the journal
+/// replays it with the command gone.
+#[test]
+fn a_command_is_the_model_and_the_run_replays_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = dir.path().join("kernel.c");
+    std::fs::write(&kernel, kernels::good()).unwrap();
+    let log = dir.path().join("calls.log");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exec_model/model.py");
+    let model = format!(
+        "exec:python3 {} {} {}",
+        script.display(),
+        kernel.display(),
+        log.display()
+    );
+    let rd = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        &model,
+        "--iterations",
+        "3",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(QUICK);
+    let j = run_json(dir.path(), &args);
+    assert_eq!(j["rounds"], 3, "{j}");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let n = calls.lines().count() as u64;
+    assert!(
+        n >= 4,
+        "a world model and three code answers at least: {calls}"
+    );
+    assert!(
+        calls.lines().all(|l| l.starts_with("system user")),
+        "each call gets the system and the user parts, delimited: {calls}"
+    );
+    let totals: u64 = j["llm"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|t| t["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(totals, n, "{j}");
+    assert_eq!(j["tokens"], 0);
+    assert_eq!(
+        j["llm"][format!("codegen {model}")]["unpriced_calls"]
+            .as_u64()
+            .unwrap(),
+        j["llm"][format!("codegen {model}")]["calls"]
+            .as_u64()
+            .unwrap()
+    );
+
+    // The replay answers from the journal: the command is not run again.
+    std::fs::remove_file(&log).unwrap();
+    let rd2 = dir.path().join("replay");
+    let j2 = run_json(
+        dir.path(),
+        &[
+            "run",
+            "cpu/softmax",
+            "--replay",
+            rd.to_str().unwrap(),
+            "--run-dir",
+            rd2.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(j2["rounds"], j["rounds"]);
+    assert!(!log.exists(), "the replay ran the command");
+}
