@@ -96,6 +96,12 @@ impl Transport {
         };
         let status = response.status().as_u16();
         let retry_after = parse_retry_after(response.headers(), SystemTime::now());
+        // OpenAI and Anthropic say per reply whether a retry can help; their SDKs obey it.
+        let should_retry = response
+            .headers()
+            .get("x-should-retry")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().eq_ignore_ascii_case("true"));
         let location = response
             .headers()
             .get(reqwest::header::LOCATION)
@@ -124,7 +130,7 @@ impl Transport {
         }
         // OpenAI's 429 for an account without credit: waiting does not help.
         let out_of_quota = status == 429 && text.contains("insufficient_quota");
-        if is_retryable(status) && !out_of_quota {
+        if should_retry.unwrap_or(is_retryable(status) && !out_of_quota) {
             let retry_after = retry_after.or_else(|| body_retry_delay(&text));
             return Ok(Err((Failure::Status { status, message }, retry_after)));
         }
@@ -199,10 +205,11 @@ fn rejected_parameter(message: &str) -> Option<String> {
     }
 }
 
-/// Statuses worth another attempt: request timeout, too early, rate limits, server errors
-/// (Anthropic's 529 "overloaded" included).
+/// Statuses worth another attempt: request timeout, conflict (a lock held elsewhere, as OpenAI's
+/// SDK retries it), too early, rate limits, server errors (Anthropic's 529 "overloaded"
+/// included). A reply's `x-should-retry` header overrides this either way.
 pub(crate) fn is_retryable(status: u16) -> bool {
-    matches!(status, 408 | 425 | 429 | 500..=599)
+    matches!(status, 408 | 409 | 425 | 429 | 500..=599)
 }
 
 /// The sleep before retry number `retry` (0 for the first retry): uniform in
@@ -511,7 +518,7 @@ mod tests {
 
     #[test]
     fn retryable_statuses() {
-        for s in [408, 429, 500, 502, 503, 504, 529] {
+        for s in [408, 409, 429, 500, 502, 503, 504, 529] {
             assert!(is_retryable(s), "{s}");
         }
         for s in [400, 401, 403, 404, 422] {

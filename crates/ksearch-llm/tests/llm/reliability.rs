@@ -136,6 +136,29 @@ fn gemini_bad_key_400_hints_at_the_variable() {
     assert!(error.to_string().contains("GEMINI_API_KEY"), "{error}");
 }
 
+/// `x-should-retry` decides, as in the providers' SDKs: `false` on a 500 stops at once, `true`
+/// on a 400 retries.
+#[test]
+fn x_should_retry_overrides_the_status() {
+    let provider = Provider::Anthropic;
+    let server = ScriptedServer::start(vec![
+        Reply::provider_error(provider, 500, "do not bother")
+            .with_header("x-should-retry", "false"),
+        Reply::success(provider, "unreached", &Usage::default()),
+    ]);
+    let llm = make_client(provider, config(provider, &server));
+    llm.complete(&request()).expect_err("not retried");
+    assert_eq!(server.request_count(), 1);
+
+    let server = ScriptedServer::start(vec![
+        Reply::provider_error(provider, 400, "try again").with_header("x-should-retry", "true"),
+        Reply::success(provider, "ok", &Usage::default()),
+    ]);
+    let llm = make_client(provider, config(provider, &server));
+    assert_eq!(llm.complete(&request()).expect("retried").text, "ok");
+    assert_eq!(server.request_count(), 2);
+}
+
 /// OpenAI's 429 for an account without credit is not retried: waiting does not help.
 #[test]
 fn a_429_for_no_quota_is_not_retried() {
