@@ -566,14 +566,8 @@ impl<'e> Engine<'e> {
     /// cycle): what a replay matches to stop where a recorded session stopped.
     fn position(&mut self) -> Position {
         self.take_calls();
-        // Calls of rounds that never finished are not part of the path a replay follows.
-        let finished = self
-            .llm_calls
-            .iter()
-            .filter(|c| !c.unfinished_round)
-            .count();
         Position {
-            calls: (finished + self.uncommitted_calls.len()) as u64,
+            calls: (replay_path(&self.llm_calls).count() + self.uncommitted_calls.len()) as u64,
             evaluations: self
                 .attempts
                 .iter()
@@ -1464,6 +1458,13 @@ pub struct ReplayPlan {
     pub end: Position,
 }
 
+/// The recorded calls a replay follows: all but those of rounds that never finished (a session
+/// that ended on a provider error kept them for the resume, which went on from the last commit
+/// and reused them; the replay goes that same way).
+pub fn replay_path(calls: &[LlmCallRecord]) -> impl Iterator<Item = &LlmCallRecord> {
+    calls.iter().filter(|c| !c.unfinished_round)
+}
+
 impl ReplayPlan {
     /// The plan of the run recorded in `dir`: its `session_ended` events and final position.
     pub fn of(dir: &Path, state: &EngineState, snap: &Snapshot) -> Result<Self, EngineError> {
@@ -1503,11 +1504,7 @@ impl ReplayPlan {
         Ok(Self {
             sessions,
             end: Position {
-                calls: snap
-                    .llm_calls
-                    .iter()
-                    .filter(|c| !c.unfinished_round)
-                    .count() as u64,
+                calls: replay_path(&snap.llm_calls).count() as u64,
                 evaluations: snap
                     .attempts
                     .iter()

@@ -258,13 +258,7 @@ fn proposer_for(
         repairs: 2,
     });
     if let Some((records, plan)) = replay {
-        // The replay goes on from the last commit, as the recorded resume did: the calls of a
-        // round that never finished are not on its path.
-        let path: Vec<_> = records
-            .iter()
-            .filter(|r| !r.unfinished_round)
-            .cloned()
-            .collect();
+        let path: Vec<_> = ksearch_engine::replay_path(records).cloned().collect();
         proposer.journal.restore(&path, false);
         proposer.journal.replay_only = true;
         proposer.journal.refuse_as_recorded(plan.cost_stops());
