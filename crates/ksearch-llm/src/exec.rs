@@ -128,9 +128,13 @@ impl ExecClient {
             let _ = stderr.read_to_end(&mut buf);
             buf
         });
+        // Written on a thread too: a command that never reads its input must still meet its
+        // timeout (one that exits without reading closes the pipe: not an error).
         if let Some(mut stdin) = child.stdin.take() {
-            // A command that does not read its input closes the pipe: not an error.
-            let _ = stdin.write_all(input.as_bytes());
+            let input = input.to_owned();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(input.as_bytes());
+            });
         }
         let started = Instant::now();
         let status = loop {
@@ -256,6 +260,16 @@ mod tests {
             matches!(e, LlmError::RetriesExhausted { attempts: 2, .. }),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_command_that_never_reads_a_long_prompt_still_meets_its_timeout() {
+        let c = client("sleep 30", Duration::from_millis(300), 0);
+        let long = CompletionRequest::new(vec![Message::user("x".repeat(1 << 20))]);
+        let started = Instant::now();
+        let e = c.complete(&long).unwrap_err();
+        assert!(e.is_timeout(), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
