@@ -38,7 +38,7 @@ pub fn client_with_env(
     config: ClientConfig,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn LlmClient>, LlmError> {
-    let Some(format) = wire::Wire::of(spec.provider) else {
+    let Some(format) = Wire::of(spec.provider) else {
         // A command: no URL, no key, no HTTP.
         return Ok(Box::new(crate::exec::ExecClient {
             spec: spec.clone(),
