@@ -1,6 +1,7 @@
 //! The pure core of ksearch: task format, worker protocol types, statistics and scoring.
 //! Nothing here performs IO.
 
+pub mod axis_expr;
 pub mod calibration;
 pub mod contract;
 pub mod dtype;

@@ -136,6 +136,26 @@ pub fn parse_checked<T: DeserializeOwned>(
     Ok(value)
 }
 
+/// [`parse_checked`] with a step between parsing and validation that may complete the value
+/// (fill in what follows from the rest); its errors are located like the validation's.
+pub fn parse_prepared<T: DeserializeOwned>(
+    text: &str,
+    file: &str,
+    prepare: impl FnOnce(&mut T) -> Result<(), (FieldPath, String)>,
+    validate: impl FnOnce(&T) -> Result<(), (FieldPath, String)>,
+) -> Result<T, FileError> {
+    let located = |(field, message): (FieldPath, String)| FileError {
+        file: file.to_owned(),
+        location: locate(text, &field),
+        field: field.to_string(),
+        message,
+    };
+    let mut value: T = parse_toml(text, file)?;
+    prepare(&mut value).map_err(located)?;
+    validate(&value).map_err(located)?;
+    Ok(value)
+}
+
 /// Deserialize TOML into `T`; syntax errors, unknown keys (with `deny_unknown_fields`) and wrong
 /// types come back with the file, line, column and field. `file` only names the file.
 pub fn parse_toml<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, FileError> {

@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::axis_expr::AxisExpr;
 use crate::dtype::Dtype;
 use crate::location::FieldPath;
 
@@ -208,6 +209,10 @@ pub struct TaskSpec {
     pub backend: BackendKind,
     /// Axis names in the order they are passed to the kernel.
     pub axes: Vec<String>,
+    /// Axes whose value follows from the others (`nout = "n - taps + 1"`): a workload may leave
+    /// them out (they are computed) or state them (they must agree).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub derived: BTreeMap<String, String>,
     pub inputs: Vec<TensorSpec>,
     pub outputs: Vec<TensorSpec>,
     pub workloads: Vec<Workload>,
@@ -257,7 +262,66 @@ const MAX_TENSOR_ELEMENTS: u128 = 1 << 31;
 
 /// Parse and validate `task.toml`. `file` only names the file in errors.
 pub fn parse_task(text: &str, file: &str) -> Result<TaskSpec, TaskError> {
-    crate::location::parse_checked(text, file, validate)
+    crate::location::parse_prepared(text, file, fill_derived, validate)
+}
+
+/// Give every workload its derived axes, and check the ones it states.
+fn fill_derived(spec: &mut TaskSpec) -> Result<(), (FieldPath, String)> {
+    let root = FieldPath::root();
+    let mut exprs = Vec::new();
+    for (axis, text) in &spec.derived {
+        let path = root.key("derived").key(axis);
+        if !spec.axes.contains(axis) {
+            return Err((
+                path,
+                format!(
+                    "`{axis}` is not a declared axis (axes: {})",
+                    spec.axes.join(", ")
+                ),
+            ));
+        }
+        let expr = AxisExpr::parse(text).map_err(|e| (path.clone(), e))?;
+        if let Some(bad) = expr
+            .axes()
+            .into_iter()
+            .find(|a| !spec.axes.iter().any(|x| x == a) || spec.derived.contains_key(*a))
+        {
+            let why = if spec.derived.contains_key(bad) {
+                "is derived itself; derive from declared axes only"
+            } else {
+                "is not a declared axis"
+            };
+            return Err((path, format!("`{bad}` {why}")));
+        }
+        exprs.push((axis.clone(), expr));
+    }
+    for (i, w) in spec.workloads.iter_mut().enumerate() {
+        let path = root.key("workloads").index(i).key("axes");
+        for (axis, expr) in &exprs {
+            let value = expr.eval(&w.axes).map_err(|e| {
+                (
+                    path.clone(),
+                    format!("derived axis `{axis}` = {}: {e}", spec.derived[axis]),
+                )
+            })?;
+            match w.axes.get(axis) {
+                Some(&v) if v != value => {
+                    return Err((
+                        path.key(axis),
+                        format!(
+                            "is {v}, but `{axis}` = {} makes it {value}",
+                            spec.derived[axis]
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    w.axes.insert(axis.clone(), value);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn is_identifier(s: &str) -> bool {
@@ -667,6 +731,93 @@ file = "seed.c"
         assert_eq!(spec.bytes_per_call(&spec.workloads[0]), 4 * 8 * 4 * 2);
     }
 
+    const CONV: &str = r#"
+format = 1
+name = "conv1d"
+description = "valid 1-d convolution"
+class = "convolution"
+backend = "c"
+axes = ["n", "taps", "nout"]
+derived = { nout = "n - taps + 1" }
+
+[[inputs]]
+name = "x"
+shape = ["n"]
+dtype = "f32"
+
+[[inputs]]
+name = "w"
+shape = ["taps"]
+dtype = "f32"
+
+[[outputs]]
+name = "y"
+shape = ["nout"]
+dtype = "f32"
+
+[[workloads]]
+name = "small"
+axes = { n = 100, taps = 7 }
+
+[[workloads]]
+name = "big"
+axes = { n = 4096, taps = 31, nout = 4066 }
+
+[reference]
+file = "reference.c"
+
+[seed]
+file = "seed.c"
+"#;
+
+    #[test]
+    fn derived_axes_are_computed_checked_and_round_trip() {
+        let spec = parse_task(CONV, "t/task.toml").unwrap();
+        assert_eq!(spec.workloads[0].axes["nout"], 94, "computed");
+        assert_eq!(spec.workloads[1].axes["nout"], 4066, "stated and right");
+        let written = toml::to_string(&spec).unwrap();
+        assert_eq!(parse_task(&written, "round-trip").unwrap(), spec);
+
+        // The slip that made a reference read past its input: a stated value that disagrees.
+        let text = CONV.replace("nout = 4066", "nout = 4067");
+        let e = err(&text);
+        assert_eq!(e.field, "workloads[1].axes.nout");
+        assert_eq!(e.message, "is 4067, but `nout` = n - taps + 1 makes it 4066");
+        let line = text.lines().position(|l| l.contains("4067")).unwrap() + 1;
+        assert_eq!(e.location.unwrap().line, line);
+
+        // A derived size that is not positive is refused like a stated one.
+        let e = err(&CONV.replace("n = 100, taps = 7", "n = 5, taps = 7"));
+        assert_eq!(e.field, "workloads[0].axes.nout");
+        assert!(e.message.contains("must be a positive integer"), "{e}");
+    }
+
+    #[test]
+    fn bad_derived_axes_name_the_field() {
+        let with = |d: &str| err(&CONV.replace(r#"nout = "n - taps + 1""#, d));
+        let e = with(r#"nout = "n - tap + 1""#);
+        assert_eq!(e.field, "derived.nout");
+        assert_eq!(e.message, "`tap` is not a declared axis");
+        assert_eq!(e.location.unwrap().line, 8);
+        let e = with(r#"m = "n + 1""#);
+        assert_eq!(e.field, "derived.m");
+        assert!(e.message.starts_with("`m` is not a declared axis"), "{e}");
+        let e = with(r#"nout = "n - (taps""#);
+        assert_eq!(e.message, "the `(` at character 5 is not closed");
+        let e = with(r#"nout = "n - taps + 1", taps = "nout + 1""#);
+        assert_eq!(e.field, "derived.nout");
+        assert_eq!(
+            e.message,
+            "`taps` is derived itself; derive from declared axes only"
+        );
+        let e = with(r#"nout = "n / (taps - 7)""#);
+        assert_eq!(e.field, "workloads[0].axes");
+        assert_eq!(
+            e.message,
+            "derived axis `nout` = n / (taps - 7): division by zero"
+        );
+    }
+
     #[test]
     fn unknown_key_names_file_line_and_field() {
         let text = GOOD.replace("name = \"big\"", "name = \"big\"\nrepeat = 3");
@@ -885,6 +1036,7 @@ pub mod tests_support {
             class: KernelClass::Matmul,
             backend: BackendKind::C,
             axes: vec!["m".into(), "n".into(), "k".into()],
+            derived: BTreeMap::new(),
             inputs: vec![tensor("a", ["m", "k"]), tensor("b", ["k", "n"])],
             outputs: vec![tensor("c", ["m", "n"])],
             workloads: vec![workload("small", 8, 8, 8), workload("square", 64, 64, 64)],
