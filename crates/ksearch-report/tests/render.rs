@@ -212,3 +212,22 @@ fn a_run_written_and_read_back_is_the_sample() {
         );
     }
 }
+
+#[test]
+fn the_report_shows_times_in_units_that_suit_them() {
+    let page = html::render(&run_data(BackendKind::C));
+    // The workload table: the median with its unit, the spread in the median's unit.
+    assert!(
+        page.contains("<td class=\"n\">80.00 µs <span class=\"spread\">79.04–85.44</span></td>"),
+        "table"
+    );
+    assert!(
+        page.contains("<td class=\"n\">30.00 ms <span class=\"spread\">29.64–32.04</span></td>")
+    );
+    // The summary: the best kernel's latency beside the seed's.
+    assert!(page.contains("<dt>best latency</dt><dd>small 80.00 µs (seed 250.0 µs) · wide 3.600 ms (seed 11.00 ms)</dd>"));
+    // A node's details in the tree.
+    assert!(page.contains("<dt>median latency</dt><dd>small 80.00 µs · wide 3.600 ms</dd>"));
+    // No sub-millisecond time is written as a fraction of a millisecond.
+    assert!(!page.contains("0.0800"));
+}

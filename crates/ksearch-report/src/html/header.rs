@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use ksearch_core::units::time_ms;
+
 use super::text::{esc, truncate};
 use crate::data::RunData;
 use crate::format::{duration, x};
@@ -125,6 +127,21 @@ pub(super) fn section(o: &mut String, data: &RunData) {
             esc(&data.summary.baseline)
         ),
     );
+    if !s.best.latency_ms.is_empty() {
+        let lat: Vec<String> = s
+            .best
+            .latency_ms
+            .iter()
+            .map(|(w, v)| {
+                let seed = s
+                    .seed_latency_ms
+                    .get(w)
+                    .map_or_else(String::new, |v| format!(" (seed {})", time_ms(*v)));
+                format!("{} {}{seed}", esc(w), time_ms(*v))
+            })
+            .collect();
+        fact("best latency", lat.join(" · "));
+    }
     let _ = write!(
         o,
         "</dl>\n</div>\n<div class=\"headline\"><div class=\"big\" id=\"best-speedup\">{}</div>\

@@ -4,11 +4,12 @@ use std::fmt::Write as _;
 
 use ksearch_core::record::AttemptRecord;
 use ksearch_core::tree::{Impact, Node, ROOT};
+use ksearch_core::units::time_ms;
 
 use super::palette::{attempt_status, node_color, status_color};
 use super::text::{esc, truncate};
 use crate::data::{RunData, node_status};
-use crate::format::{ms, x};
+use crate::format::x;
 
 pub(super) fn impact_row(o: &mut String, name: &str, i: &Impact) {
     let _ = write!(
@@ -104,7 +105,7 @@ pub(super) fn node_detail(o: &mut String, data: &RunData, n: &Node) {
                 let lat: Vec<String> = s
                     .latency_ms
                     .iter()
-                    .map(|(w, v)| format!("{} {} ms", esc(w), ms(*v)))
+                    .map(|(w, v)| format!("{} {}", esc(w), time_ms(*v)))
                     .collect();
                 kv("median latency", lat.join(" · "));
             }

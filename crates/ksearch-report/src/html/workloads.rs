@@ -4,21 +4,24 @@ use std::fmt::Write as _;
 
 use ksearch_core::protocol::{Role, WorkloadReport};
 use ksearch_core::stats::TimingStats;
+use ksearch_core::units::TimeUnit;
 
 use super::palette::status_color;
 use super::text::esc;
 use crate::data::RunData;
-use crate::format::{ms, x};
+use crate::format::x;
 
 pub(super) fn cell(t: Option<&TimingStats>) -> String {
     t.map_or_else(
         || "<td class=\"n\">-</td>".into(),
         |t| {
+            // The spread in the median's unit, without repeating it.
+            let u = TimeUnit::for_ms(t.median_ms);
             format!(
                 "<td class=\"n\">{} <span class=\"spread\">{}–{}</span></td>",
-                ms(t.median_ms),
-                ms(t.p10_ms),
-                ms(t.p90_ms)
+                u.format(t.median_ms),
+                u.number(t.p10_ms),
+                u.number(t.p90_ms)
             )
         },
     )
@@ -41,7 +44,7 @@ pub(super) fn section(o: &mut String, data: &RunData) {
     };
     let _ = writeln!(
         o,
-        "<p class=\"note\">Latency per call in ms: median, then p10–p90, from the evaluation of the \
+        "<p class=\"note\">Latency per call: median, then p10–p90 in the median's unit, from the evaluation of the \
          best kernel (round {}), which timed it interleaved with its parent and the baseline in \
          the same worker.</p>",
         a.round
