@@ -118,13 +118,21 @@ pub(super) fn section(o: &mut String, data: &RunData) {
         .get(s.best.node)
         .and_then(|n| n.solution.as_ref())
         .map_or_else(String::new, |sol| format!(" · round {}", sol.round));
+    let baseline = if data.task.baseline.is_some() {
+        esc(&s.baseline)
+    } else {
+        format!(
+            "none (the task has no production baseline): speedups \"over the baseline\" \
+             in the chart and the tree are over the reference (<code>{}</code>)",
+            esc(&data.task.reference.file)
+        )
+    };
     fact(
         "best kernel",
         format!(
-            "node {} · {}{best_round} · baseline: {}",
+            "node {} · {}{best_round} · baseline: {baseline}",
             s.best.node,
             esc(&s.best.title),
-            esc(&data.summary.baseline)
         ),
     );
     if !s.best.latency_ms.is_empty() {
@@ -142,13 +150,52 @@ pub(super) fn section(o: &mut String, data: &RunData) {
             .collect();
         fact("best latency", lat.join(" · "));
     }
+    o.push_str("</dl>\n</div>\n");
+    headline(o, data);
+    o.push_str("</header>\n");
+}
+
+/// The two headline numbers. With a production baseline, the speedup over it comes first.
+/// Without one, the "baseline" is the task's reference, written to be obviously correct rather
+/// than fast, so a speedup over it flatters: the speedup over the seed comes first, and the
+/// other number says what it is against.
+fn headline(o: &mut String, data: &RunData) {
+    let s = &data.summary;
+    let production = data.task.baseline.is_some();
+    let over_baseline = if production {
+        format!("over the baseline ({})", esc(&truncate(&s.baseline, 40)))
+    } else {
+        format!(
+            "over the reference ({}), a deliberately simple implementation: the task has no \
+             production baseline",
+            esc(&data.task.reference.file)
+        )
+    };
+    let vs_baseline = ("best-speedup", x(s.best.speedup), over_baseline);
+    let vs_seed = (
+        "best-vs-seed",
+        x(s.best.speedup_vs_seed),
+        "over the seed".to_owned(),
+    );
+    let (first, second) = if production {
+        (vs_baseline, vs_seed)
+    } else {
+        (vs_seed, vs_baseline)
+    };
     let _ = write!(
         o,
-        "</dl>\n</div>\n<div class=\"headline\"><div class=\"big\" id=\"best-speedup\">{}</div>\
-         <div class=\"sub\">over the baseline ({})</div><div class=\"big\" id=\"best-vs-seed\">{}</div>\
-         <div class=\"sub\">over the seed</div></div>\n</header>\n",
-        x(s.best.speedup),
-        esc(&truncate(&s.baseline, 40)),
-        x(s.best.speedup_vs_seed)
+        "<div class=\"headline\" data-baseline=\"{}\">",
+        if production {
+            "production"
+        } else {
+            "reference"
+        }
     );
+    for (id, value, what) in [first, second] {
+        let _ = write!(
+            o,
+            "<div class=\"big\" id=\"{id}\">{value}</div><div class=\"sub\">{what}</div>"
+        );
+    }
+    o.push_str("</div>\n");
 }
