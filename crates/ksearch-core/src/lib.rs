@@ -18,6 +18,7 @@ pub mod stats;
 pub mod task;
 pub mod tree;
 pub mod tree_edit;
+pub mod units;
 
 pub use dtype::Dtype;
 pub use task::{Task, TaskError, TaskSpec, parse_task};

@@ -1,8 +1,10 @@
-//! A line diff: the longest common subsequence of two texts' lines, shown as unified hunks.
+//! A line diff of two texts (by the `similar` crate), shown as unified hunks.
 
 use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use similar::{Algorithm, DiffTag};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -31,99 +33,45 @@ pub struct Hunk<'a> {
     pub lines: Vec<Line<'a>>,
 }
 
-/// Beyond this many cells the quadratic table is not built; the differing middle is shown
-/// as removed then added.
-const MAX_CELLS: usize = 16_000_000;
+/// How long the diff may search for the smallest edit before settling for a larger one. Two
+/// large, wholly different sources are the slow case; the report must still render.
+const DEADLINE: Duration = Duration::from_secs(2);
 
-/// Every line of `old` and `new`, each marked same, removed or added, in order.
+/// Every line of `old` and `new`, each marked same, removed or added, in order: a smallest set
+/// of edits (Myers' algorithm, from `similar`), so one changed line in a large source reads as
+/// one line removed and one added.
 pub fn diff_lines<'a>(old: &'a str, new: &'a str) -> Vec<Line<'a>> {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let suffix = a[prefix..]
-        .iter()
-        .rev()
-        .zip(b[prefix..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (am, bm) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
-    let mut ops = Vec::with_capacity(a.len() + b.len());
-    ops.extend(std::iter::repeat_n(Op::Same, prefix));
-    ops.extend(middle(am, bm));
-    ops.extend(std::iter::repeat_n(Op::Same, suffix));
-
-    let (mut i, mut j) = (0, 0);
-    ops.into_iter()
-        .map(|op| {
-            let line = match op {
-                Op::Same => Line {
-                    op,
-                    old: Some(i + 1),
-                    new: Some(j + 1),
-                    text: a[i],
-                },
-                Op::Removed => Line {
-                    op,
-                    old: Some(i + 1),
-                    new: None,
-                    text: a[i],
-                },
-                Op::Added => Line {
-                    op,
-                    old: None,
-                    new: Some(j + 1),
-                    text: b[j],
-                },
-            };
-            if op != Op::Added {
-                i += 1;
-            }
-            if op != Op::Removed {
-                j += 1;
-            }
-            line
-        })
-        .collect()
-}
-
-/// The edit ops turning `a` into `b`, by a longest common subsequence.
-fn middle(a: &[&str], b: &[&str]) -> Vec<Op> {
-    let (n, m) = (a.len(), b.len());
-    if n == 0 || m == 0 || (n + 1) * (m + 1) > MAX_CELLS {
-        let mut ops = vec![Op::Removed; n];
-        ops.extend(std::iter::repeat_n(Op::Added, m));
-        return ops;
-    }
-    // lcs[i][j]: length of the LCS of a[i..] and b[j..].
-    let w = m + 1;
-    let mut lcs = vec![0u32; (n + 1) * w];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i * w + j] = if a[i] == b[j] {
-                lcs[(i + 1) * w + j + 1] + 1
-            } else {
-                lcs[(i + 1) * w + j].max(lcs[i * w + j + 1])
-            };
+    let deadline = Instant::now().checked_add(DEADLINE);
+    let ops = similar::capture_diff_slices_deadline(Algorithm::Myers, &a, &b, deadline);
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    for op in &ops {
+        let (tag, olds, news) = op.as_tag_tuple();
+        if tag == DiffTag::Equal {
+            out.extend(olds.zip(news).map(|(i, j)| Line {
+                op: Op::Same,
+                old: Some(i + 1),
+                new: Some(j + 1),
+                text: a[i],
+            }));
+            continue;
         }
+        // A replaced block reads as its old lines, then its new ones.
+        out.extend(olds.map(|i| Line {
+            op: Op::Removed,
+            old: Some(i + 1),
+            new: None,
+            text: a[i],
+        }));
+        out.extend(news.map(|j| Line {
+            op: Op::Added,
+            old: None,
+            new: Some(j + 1),
+            text: b[j],
+        }));
     }
-    let mut ops = Vec::with_capacity(n + m);
-    let (mut i, mut j) = (0, 0);
-    while i < n && j < m {
-        if a[i] == b[j] {
-            ops.push(Op::Same);
-            i += 1;
-            j += 1;
-        } else if lcs[(i + 1) * w + j] >= lcs[i * w + j + 1] {
-            ops.push(Op::Removed);
-            i += 1;
-        } else {
-            ops.push(Op::Added);
-            j += 1;
-        }
-    }
-    ops.extend(std::iter::repeat_n(Op::Removed, n - i));
-    ops.extend(std::iter::repeat_n(Op::Added, m - j));
-    ops
+    out
 }
 
 /// Lines added and removed.
@@ -251,6 +199,43 @@ mod tests {
             .collect();
         assert_eq!(old, a.lines().collect::<Vec<_>>());
         assert_eq!(new, b.lines().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn one_changed_line_in_large_sources_is_one_changed_line() {
+        // Large enough that a quadratic table would not be built (old code gave up past 16M
+        // cells and showed everything as changed), with a change in the middle.
+        let a: String = (0..20_000)
+            .map(|i| format!("  x[{i}] = y[{i}] * 2;\n"))
+            .collect();
+        let b = a.replace(
+            "  x[10000] = y[10000] * 2;\n",
+            "  x[10000] = y[10000] * 3;\n",
+        );
+        let lines = diff_lines(&a, &b);
+        assert_eq!(counts(&lines), (1, 1));
+        assert_eq!(lines.len(), 20_001);
+        let changed: Vec<&Line<'_>> = lines.iter().filter(|l| l.op != Op::Same).collect();
+        assert_eq!(changed[0].op, Op::Removed);
+        assert_eq!(changed[0].old, Some(10_001));
+        assert_eq!(changed[1].text, "  x[10000] = y[10000] * 3;");
+        assert_eq!(changed[1].new, Some(10_001));
+        let hunks = hunks(&lines, 3);
+        assert_eq!(hunks.len(), 1);
+        assert_eq!(
+            (
+                hunks[0].old_start,
+                hunks[0].old_len,
+                hunks[0].new_start,
+                hunks[0].new_len
+            ),
+            (9_998, 7, 9_998, 7)
+        );
+        // Lines added at both ends of a large text, and a trailing newline that differs,
+        // are only what changed.
+        let c = format!("head\n{}tail", a);
+        assert_eq!(counts(&diff_lines(&a, &c)), (2, 0));
+        assert_eq!(counts(&diff_lines("a\nb", "a\nb\n")), (0, 0));
     }
 
     #[test]

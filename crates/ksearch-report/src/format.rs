@@ -5,17 +5,6 @@ pub(crate) fn x(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.2}×"))
 }
 
-/// A latency in milliseconds with enough digits to compare kernels.
-pub(crate) fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.1}")
-    } else if v >= 1.0 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
 /// `1h 02m 03s`, `4m 05s`, `6.1s`.
 pub(crate) fn duration(s: f64) -> String {
     let total = s.max(0.0);
@@ -39,8 +28,6 @@ mod tests {
     fn formats() {
         assert_eq!(x(Some(2.345)), "2.35×");
         assert_eq!(x(None), "-");
-        assert_eq!(ms(0.12345), "0.1235");
-        assert_eq!(ms(12.3456), "12.346");
         assert_eq!(duration(6.12), "6.1s");
         assert_eq!(duration(245.0), "4m 05s");
         assert_eq!(duration(3723.0), "1h 02m 03s");

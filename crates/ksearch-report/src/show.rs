@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 use ksearch_core::protocol::{Role, WorkloadReport};
 use ksearch_core::record::AttemptRecord;
 use ksearch_core::tree::{Impact, Node, NodeId};
+use ksearch_core::units::{time_ms, time_ms_spread};
 use serde::Serialize;
 
 use crate::data::{ReportError, RunData, node_status};
-use crate::format::{ms, x};
+use crate::format::x;
 
 /// What `ksearch show --json` prints.
 #[derive(Debug, Serialize)]
@@ -79,7 +80,7 @@ fn block(o: &mut String, text: &str, indent: &str) {
 fn timing(w: &WorkloadReport, role: Role) -> String {
     w.timing(role).map_or_else(
         || "-".into(),
-        |t| format!("{} ({}–{})", ms(t.median_ms), ms(t.p10_ms), ms(t.p90_ms)),
+        |t| time_ms_spread(t.median_ms, t.p10_ms, t.p90_ms),
     )
 }
 
@@ -138,7 +139,7 @@ fn attempt(o: &mut String, a: &AttemptRecord) {
     let _ = writeln!(
         o,
         "    {:<10} {:<13} {:>24} {:>24} {:>24} {:>8}",
-        "workload", "status", "candidate ms (p10–p90)", "parent ms", "baseline ms", "speedup"
+        "workload", "status", "candidate (p10–p90)", "parent", "baseline", "speedup"
     );
     for w in &r.workloads {
         let speedup = e
@@ -255,7 +256,7 @@ pub fn render(data: &RunData, id: NodeId) -> Result<String, ReportError> {
                 let lat: Vec<String> = s
                     .latency_ms
                     .iter()
-                    .map(|(w, v)| format!("{w} {} ms", ms(*v)))
+                    .map(|(w, v)| format!("{w} {}", time_ms(*v)))
                     .collect();
                 let _ = writeln!(o, "  median latency: {}", lat.join(" · "));
             }

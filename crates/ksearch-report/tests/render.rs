@@ -212,3 +212,64 @@ fn a_run_written_and_read_back_is_the_sample() {
         );
     }
 }
+
+#[test]
+fn the_report_shows_times_in_units_that_suit_them() {
+    let page = html::render(&run_data(BackendKind::C));
+    // The workload table: the median with its unit, the spread in the median's unit.
+    assert!(
+        page.contains("<td class=\"n\">80.00 µs <span class=\"spread\">79.04–85.44</span></td>"),
+        "table"
+    );
+    assert!(
+        page.contains("<td class=\"n\">30.00 ms <span class=\"spread\">29.64–32.04</span></td>")
+    );
+    // The summary: the best kernel's latency beside the seed's.
+    assert!(page.contains("<dt>best latency</dt><dd>small 80.00 µs (seed 250.0 µs) · wide 3.600 ms (seed 11.00 ms)</dd>"));
+    // A node's details in the tree.
+    assert!(page.contains("<dt>median latency</dt><dd>small 80.00 µs · wide 3.600 ms</dd>"));
+    // No sub-millisecond time is written as a fraction of a millisecond.
+    assert!(!page.contains("0.0800"));
+}
+
+/// The page's `<header id="summary">`, one element a line.
+fn header_of(page: &str) -> String {
+    let start = page.find("<header id=\"summary\">").unwrap();
+    let end = page.find("</header>").unwrap() + "</header>".len();
+    page[start..end].replace("><", ">\n<")
+}
+
+#[test]
+fn without_a_production_baseline_the_headline_leads_with_the_seed() {
+    let data = run_data(BackendKind::C);
+    assert!(data.task.baseline.is_none());
+    let header = header_of(&html::render(&data));
+    let seed = header.find("id=\"best-vs-seed\"").unwrap();
+    let reference = header.find("id=\"best-speedup\"").unwrap();
+    assert!(seed < reference, "the speedup over the seed comes first");
+    assert!(header.contains("over the reference (reference.c), a deliberately simple"));
+    assert!(!header.contains("over the baseline ("));
+    insta::assert_snapshot!("report_header_reference", header);
+}
+
+#[test]
+fn with_a_production_baseline_the_headline_leads_with_it() {
+    let mut data = run_data(BackendKind::C);
+    let name = "OpenBLAS cblas_sgemm (1 thread)";
+    data.task.baseline = Some(
+        serde_json::from_value(serde_json::json!({
+            "name": name,
+            "source": { "file": "baseline.c", "text": "/* calls cblas_sgemm */\n" },
+            "libs": ["openblas"],
+        }))
+        .unwrap(),
+    );
+    data.summary.baseline = name.into();
+    let header = header_of(&html::render(&data));
+    let seed = header.find("id=\"best-vs-seed\"").unwrap();
+    let baseline = header.find("id=\"best-speedup\"").unwrap();
+    assert!(baseline < seed, "the speedup over the baseline comes first");
+    assert!(header.contains(&format!("over the baseline ({name})")));
+    assert!(!header.contains("reference.c"));
+    insta::assert_snapshot!("report_header_production", header);
+}
