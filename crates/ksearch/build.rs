@@ -10,6 +10,9 @@
 //!   dependencies), for the mlx-lm Mamba adapter's tests;
 //! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline.
 //!
+//! It also sets `KSEARCH_COMMIT` (the commit and its date, for `--version`) where the source is a
+//! git checkout and `git` is installed, else `unknown commit`.
+//!
 //! A test that needs a missing tool is marked `#[cfg_attr(not(has_…), ignore = "why")]`, so
 //! `cargo test` reports it as ignored with its reason instead of passing without running;
 //! `.ci/run` installs every tool and fails when any test is ignored.
@@ -27,6 +30,7 @@ fn main() {
         "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_openblas)"
     );
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rustc-env=KSEARCH_COMMIT={}", commit());
     for var in [
         "PATH",
         "KSEARCH_CHROMIUM",
@@ -135,6 +139,32 @@ fn find_chromium() -> Option<PathBuf> {
         }
     }
     found
+}
+
+/// `abc1234 2026-12-01` for the checked-out commit; the build runs again when it changes.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    // HEAD, the branch it names and the packed refs: what moves when the commit changes.
+    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            watch(Path::new(&path));
+        }
+    }
+    git(&["log", "-1", "--format=%h %cs"])
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown commit".to_owned())
 }
 
 fn python(code: &str) -> Option<String> {

@@ -782,7 +782,10 @@ file = "seed.c"
         let text = CONV.replace("nout = 4066", "nout = 4067");
         let e = err(&text);
         assert_eq!(e.field, "workloads[1].axes.nout");
-        assert_eq!(e.message, "is 4067, but `nout` = n - taps + 1 makes it 4066");
+        assert_eq!(
+            e.message,
+            "is 4067, but `nout` = n - taps + 1 makes it 4066"
+        );
         let line = text.lines().position(|l| l.contains("4067")).unwrap() + 1;
         assert_eq!(e.location.unwrap().line, line);
 

@@ -40,7 +40,7 @@ fn usd(text: &str) -> Result<f64, String> {
 #[derive(Debug, Parser)]
 #[command(
     name = "ksearch",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("KSEARCH_COMMIT"), ")"),
     about = "An evolutionary, LLM-guided optimizer for compute kernels"
 )]
 pub(crate) struct Cli {

@@ -392,3 +392,22 @@ fn knowledge_rules_reject_a_candidate_before_it_runs() {
         "{j}"
     );
 }
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let (code, out, _) = run(&mut ksearch(&["--version"]));
+    assert_eq!(code, 0);
+    // What git says of this checkout, where there is one (the build asked the same).
+    let expected = Command::new("git")
+        .args(["log", "-1", "--format=%h %cs"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown commit".into());
+    assert_eq!(
+        out.trim(),
+        format!("ksearch {} ({expected})", env!("CARGO_PKG_VERSION"))
+    );
+}
