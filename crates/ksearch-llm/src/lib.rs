@@ -68,7 +68,7 @@ mod spec;
 mod types;
 mod wire;
 
-pub use client::{LlmClient, client, client_with_env};
+pub use client::{LlmClient, client, client_with_env, reasoning_effort_note};
 pub use config::ClientConfig;
 pub use error::{Failure, LlmError};
 pub use exec::{RETRY_EXIT_CODE, prompt_text};

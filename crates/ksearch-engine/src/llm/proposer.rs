@@ -185,8 +185,7 @@ impl LlmProposer {
         let usage = ksearch_llm::Usage {
             input_tokens: (chars / 4) as u64 + 1,
             output_tokens: u64::from(self.s.max_output_tokens),
-            cached_input_tokens: 0,
-            reasoning_tokens: 0,
+            ..ksearch_llm::Usage::default()
         };
         self.s.prices.cost_usd(spec, &usage).unwrap_or(0.0)
     }
