@@ -556,8 +556,12 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         StopReason::Interrupted => "interrupted (resume to continue)",
         StopReason::Exhausted => "nothing left to try",
         StopReason::Cost => "cost cap reached (resume with a higher --max-cost to continue)",
+        StopReason::UnusableModel => "the model's answers could not be used (try another model)",
     });
     let _ = writeln!(o, "{} · {} · {reason}", s.task, s.proposer);
+    if let Some(detail) = &s.stop_detail {
+        let _ = writeln!(o, "{detail}");
+    }
     let _ = writeln!(
         o,
         "rounds {} · nodes {} · cycles {} · wall {:.1} s (evaluating {:.1} s, orchestrator {:.2}%)",
