@@ -312,6 +312,7 @@ impl<'e> Engine<'e> {
             stop_reason: None,
             empty_cycles: 0,
             evaluating: None,
+            stop_detail: None,
         };
         let seed_hash = store.put_artifact(&task.seed)?;
         let seed_attempt = AttemptRecord {
@@ -873,6 +874,7 @@ impl<'e> Engine<'e> {
     fn session(&mut self) -> Result<SessionEnd, EngineError> {
         let mut abandoned = None;
         let mut cost = None;
+        let mut unusable = None;
         let reason = loop {
             if self.stop.load(Ordering::Relaxed) {
                 break StopReason::Interrupted;
@@ -907,6 +909,14 @@ impl<'e> Engine<'e> {
                 })) => {
                     cost = Some(self.cost_stop(spent_usd, next_usd, cap_usd)?);
                     break StopReason::Cost;
+                }
+                // A model that never gives usable code stops the run (its calls are kept, as
+                // for a cost stop), rather than going round empty cycles.
+                Err(EngineError::Propose(e @ ProposeError::Unusable { .. })) => {
+                    let detail = e.to_string();
+                    self.event("unusable_model", &serde_json::json!({ "detail": detail }))?;
+                    unusable = Some(detail);
+                    break StopReason::UnusableModel;
                 }
                 Err(e) => {
                     // The model calls this round already paid for are kept: a resume answers
@@ -948,6 +958,7 @@ impl<'e> Engine<'e> {
             cost,
         };
         self.state.stop_reason = Some(reason);
+        self.state.stop_detail = unusable;
         self.state.evaluating = None;
         self.event(SESSION_ENDED, &end)?;
         self.commit(&[], &[])?;
@@ -1682,6 +1693,7 @@ mod tests {
             stop_reason: stop,
             empty_cycles: 0,
             evaluating: None,
+            stop_detail: None,
         }
     }
 

@@ -19,6 +19,17 @@ pub enum ProposeError {
     },
     #[error("the {proposer} proposer failed: {message}")]
     Failed { proposer: String, message: String },
+    /// The model gave nothing usable to `questions` questions in a row, each asked `asks` times
+    /// (empty, cut off, or not in the asked format): the run stops rather than cycle on.
+    #[error(
+        "the model {model} gave no usable answer to {questions} questions in a row (each asked {asks} times); the last fault: {last}"
+    )]
+    Unusable {
+        model: String,
+        questions: u32,
+        asks: u32,
+        last: String,
+    },
     /// The next model call could take the run above `--max-cost`.
     #[error(
         "the next model call (up to ${next_usd:.4}) would take the run's spend of ${spent_usd:.4} above the cap of ${cap_usd:.2}"

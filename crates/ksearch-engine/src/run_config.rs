@@ -242,6 +242,9 @@ pub enum StopReason {
     Exhausted,
     /// The next model call would exceed `--max-cost`.
     Cost,
+    /// The model gave nothing usable several questions in a row (`EngineState::stop_detail`
+    /// says what was wrong with the last answer).
+    UnusableModel,
 }
 
 impl StopReason {
@@ -253,6 +256,7 @@ impl StopReason {
             StopReason::Interrupted => "interrupted",
             StopReason::Exhausted => "exhausted",
             StopReason::Cost => "cost",
+            StopReason::UnusableModel => "unusable_model",
         }
     }
 }
@@ -283,6 +287,10 @@ pub struct EngineState {
     /// abandoned (Ctrl-C). Found set on resume, it means the orchestrator died during it.
     #[serde(default)]
     pub evaluating: Option<InFlight>,
+    /// Why the last session stopped, in words, where the reason alone does not say (an
+    /// unusable model: which, and its last fault).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_detail: Option<String>,
 }
 
 /// An evaluation that has started and not finished.
@@ -464,6 +472,7 @@ mod tests {
             StopReason::Interrupted,
             StopReason::Exhausted,
             StopReason::Cost,
+            StopReason::UnusableModel,
         ] {
             assert_eq!(
                 serde_json::to_string(&r).unwrap(),

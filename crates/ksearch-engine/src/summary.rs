@@ -36,6 +36,9 @@ pub struct RunSummary {
     pub best: Best,
     pub seed_latency_ms: BTreeMap<String, f64>,
     pub stop_reason: Option<StopReason>,
+    /// Why, in words, where the reason alone does not say (an unusable model's last fault).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_detail: Option<String>,
     pub wall_s: f64,
     /// Time inside evaluations (compiling, checking and timing candidates).
     pub eval_s: f64,
@@ -156,6 +159,7 @@ pub fn summarize(
             .map(|s| s.latency_ms.clone())
             .unwrap_or_default(),
         stop_reason: state.stop_reason,
+        stop_detail: state.stop_detail.clone(),
         wall_s: state.wall_s,
         eval_s: state.eval_s,
         orchestrator_s,

@@ -59,6 +59,7 @@ pub fn client_with_env(
         backoff_initial,
         backoff_max,
         reasoning_effort,
+        max_output_tokens,
         allow_plain_http,
         extra_headers,
     } = config;
@@ -178,6 +179,7 @@ pub fn client_with_env(
         spec: spec.clone(),
         format,
         reasoning_effort,
+        max_output_tokens,
         dialect: if official_openai {
             wire::Dialect::OpenAi
         } else {
@@ -200,6 +202,41 @@ pub fn client_with_env(
     }))
 }
 
+/// Why a reasoning effort does nothing for `spec`, when it does nothing (`None`: it is sent, as
+/// `reasoning_effort`, `reasoning.effort`, Anthropic's thinking budget or Gemini's
+/// `thinkingConfig`). `max_output_tokens` is the calls' output budget (Anthropic's thinking
+/// takes at most half of it).
+pub fn reasoning_effort_note(
+    spec: &ModelSpec,
+    effort: &str,
+    max_output_tokens: Option<u32>,
+) -> Option<String> {
+    let model = spec.model.as_str();
+    let why = match spec.provider {
+        Provider::OpenAiChat | Provider::OpenAiResponses => wire::is_openai_chat_model(model)
+            .then(|| format!("{model} is one of OpenAI's chat models, which take no reasoning effort (it is not sent)")),
+        Provider::Anthropic => {
+            let max = max_output_tokens.unwrap_or(wire::anthropic::DEFAULT_MAX_TOKENS);
+            if wire::anthropic::thinking_budget(model, Some(effort), max).is_some() {
+                None
+            } else if !wire::anthropic::takes_thinking(model) {
+                Some(format!("{model} has no extended thinking (Claude 3.7 Sonnet and Claude 4 on have it)"))
+            } else if max / 2 < wire::anthropic::MIN_THINKING {
+                Some(format!("the output budget of {max} tokens leaves no room for Anthropic's smallest thinking budget ({} tokens, at most half the output)", wire::anthropic::MIN_THINKING))
+            } else {
+                Some(format!("`{effort}` is not an effort ksearch maps to a thinking budget (minimal, low, medium, high, xhigh)"))
+            }
+        }
+        Provider::Gemini => wire::gemini::thinking_config(model, Some(effort), max_output_tokens)
+            .is_none()
+            .then(|| format!("{model} takes no thinkingConfig for `{effort}` (Gemini 2.5 takes a thinking budget, Gemini 3 a thinking level; 2.5 Pro cannot turn thinking off)")),
+        Provider::Exec => Some("a command gets only the conversation".to_string()),
+    }?;
+    Some(format!(
+        "the reasoning effort does nothing for {spec}: {why}"
+    ))
+}
+
 /// Installs rustls's ring provider as the process default, once (reqwest is built without one).
 /// "Already installed" (by us or by anyone else) is fine.
 fn install_crypto_provider() {
@@ -214,6 +251,8 @@ struct HttpClient {
     spec: ModelSpec,
     format: Wire,
     reasoning_effort: Option<String>,
+    /// Replaces every request's output budget (`[providers.X] max_output_tokens`).
+    max_output_tokens: Option<u32>,
     dialect: wire::Dialect,
     transport: Transport,
 }
@@ -225,6 +264,7 @@ impl fmt::Debug for HttpClient {
             .field("url", &self.transport.url)
             .field("key", &self.transport.secret.as_ref().map(|_| "[redacted]"))
             .field("reasoning_effort", &self.reasoning_effort)
+            .field("max_output_tokens", &self.max_output_tokens)
             .field("timeout", &self.transport.policy.timeout)
             .field("max_retries", &self.transport.policy.max_retries)
             .finish_non_exhaustive()
@@ -237,6 +277,17 @@ impl LlmClient for HttpClient {
     }
 
     fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
+        let budgeted;
+        let request = match self.max_output_tokens {
+            Some(max) => {
+                budgeted = CompletionRequest {
+                    max_output_tokens: Some(max),
+                    ..request.clone()
+                };
+                &budgeted
+            }
+            None => request,
+        };
         let model = self.spec.model.as_str();
         let effort = self.reasoning_effort.as_deref();
         let body = match self.format {
@@ -246,8 +297,8 @@ impl LlmClient for HttpClient {
             Wire::OpenAiResponses => {
                 wire::openai_responses::request_body(model, request, effort, self.dialect)
             }
-            Wire::Gemini => wire::gemini::request_body(request),
-            Wire::Anthropic => wire::anthropic::request_body(model, request),
+            Wire::Gemini => wire::gemini::request_body(model, request, effort),
+            Wire::Anthropic => wire::anthropic::request_body(model, request, effort),
         };
         let success = self.transport.post_json(&body)?;
         let parsed = match self.format {

@@ -27,11 +27,15 @@ pub struct ClientConfig {
     pub backoff_initial: Duration,
     /// The bound doubles per retry up to this.
     pub backoff_max: Duration,
-    /// Reasoning effort (`low`, `medium`, `high`; OpenAI also takes `minimal`). Sent as
-    /// `reasoning: {effort}` on `openai-responses` and as `reasoning_effort` on `openai`: to
-    /// OpenAI's reasoning models only when the server is OpenAI's, as given to any other server.
-    /// Ignored by Gemini and Anthropic.
+    /// Reasoning effort (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`). Sent as
+    /// `reasoning: {effort}` on `openai-responses` and as `reasoning_effort` on `openai` (to
+    /// OpenAI's reasoning models only, as given to another server's models); as a thinking
+    /// budget to Anthropic and as `thinkingConfig` to Gemini, on the models that have them
+    /// ([`reasoning_effort_note`](crate::reasoning_effort_note) says where it does nothing).
     pub reasoning_effort: Option<String>,
+    /// Output budget for every call of this client, replacing the request's (a provider's own
+    /// `max_output_tokens`). `None`: the request's.
+    pub max_output_tokens: Option<u32>,
     /// Send the key over plain `http://` to a host other than this machine. Off by default:
     /// anyone on the path could read it; a server on `localhost` or a loopback address needs no
     /// opt-in.
@@ -51,6 +55,7 @@ impl Default for ClientConfig {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             reasoning_effort: None,
+            max_output_tokens: None,
             allow_plain_http: false,
             extra_headers: Vec::new(),
         }
@@ -72,6 +77,7 @@ impl fmt::Debug for ClientConfig {
             .field("backoff_initial", &self.backoff_initial)
             .field("backoff_max", &self.backoff_max)
             .field("reasoning_effort", &self.reasoning_effort)
+            .field("max_output_tokens", &self.max_output_tokens)
             .field("allow_plain_http", &self.allow_plain_http)
             .field("extra_headers (values redacted)", &header_names)
             .finish()

@@ -23,7 +23,8 @@
 //! # Usage, in one convention for every provider
 //!
 //! [`Usage::input_tokens`] counts every prompt token, cached ones included;
-//! [`Usage::cached_input_tokens`] is the part of it read from the provider's prompt cache.
+//! [`Usage::cached_input_tokens`] is the part of it read from the provider's prompt cache,
+//! [`Usage::cache_write_tokens`] the part written to it.
 //! [`Usage::output_tokens`] counts every generated token, reasoning included;
 //! [`Usage::reasoning_tokens`] is the part of it spent on hidden reasoning.
 //!
@@ -32,11 +33,13 @@
 //! | input      | `prompt_tokens`                                | `input_tokens`                             | `promptTokenCount` (includes cached content)   | `input_tokens + cache_creation_input_tokens + cache_read_input_tokens` |
 //! | cached     | `prompt_tokens_details.cached_tokens`          | `input_tokens_details.cached_tokens`       | `cachedContentTokenCount`                      | `cache_read_input_tokens`                     |
 //! | output     | `completion_tokens` (includes reasoning)       | `output_tokens` (includes reasoning)       | `candidatesTokenCount + thoughtsTokenCount`    | `output_tokens` (includes thinking)           |
-//! | reasoning  | `completion_tokens_details.reasoning_tokens`   | `output_tokens_details.reasoning_tokens`   | `thoughtsTokenCount`                           | not reported: 0                               |
+//! | reasoning  | `completion_tokens_details.reasoning_tokens`   | `output_tokens_details.reasoning_tokens`   | `thoughtsTokenCount`                           | not reported apart (inside output): 0         |
+//! | cache writes | `prompt_tokens_details.cache_write_tokens` (some servers; OpenAI sends none) | `input_tokens_details.cache_write_tokens` (likewise) | none (Gemini bills cache storage, not writes) | `cache_creation_input_tokens`                |
 //!
 //! Missing fields count as 0 (OpenAI-compatible local servers often omit the details or the
-//! whole `usage`). [`PriceTable::cost_usd`] bills `input - cached` at the input price, `cached` at
-//! the cached-input price and `output` (reasoning included) at the output price.
+//! whole `usage`). [`PriceTable::cost_usd`] bills `input - cached - writes` at the input price,
+//! `cached` at the cached-input price, cache writes at the cache-write price (the input price
+//! when the table gives none) and `output` (reasoning included) at the output price.
 //!
 //! # Reliability
 //!
@@ -68,7 +71,7 @@ mod spec;
 mod types;
 mod wire;
 
-pub use client::{LlmClient, client, client_with_env};
+pub use client::{LlmClient, client, client_with_env, reasoning_effort_note};
 pub use config::ClientConfig;
 pub use error::{Failure, LlmError};
 pub use exec::{RETRY_EXIT_CODE, prompt_text};

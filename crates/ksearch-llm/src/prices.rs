@@ -24,6 +24,10 @@ pub struct ModelPrice {
     /// Prompt tokens read from the cache; `None`: the input price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_per_mtok: Option<f64>,
+    /// Prompt tokens written to the cache (Anthropic: 1.25 times the input price for its
+    /// 5-minute cache); `None`: the input price (OpenAI and Gemini charge nothing extra).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
     /// Where the numbers come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -33,14 +37,18 @@ pub struct ModelPrice {
 }
 
 impl ModelPrice {
-    /// The cost of `usage` at this price: `input - cached` at the input price, `cached` at the
-    /// cached price, `output` (reasoning included) at the output price.
+    /// The cost of `usage` at this price: `input - cached - written` at the input price,
+    /// `cached` at the cached price, `written` (cache writes) at the cache-write price, `output`
+    /// (reasoning included) at the output price.
     pub fn cost_usd(&self, usage: &Usage) -> f64 {
         let cached = usage.cached_input_tokens.min(usage.input_tokens);
-        let fresh = usage.input_tokens - cached;
+        let written = usage.cache_write_tokens.min(usage.input_tokens - cached);
+        let fresh = usage.input_tokens - cached - written;
         let cached_price = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
+        let write_price = self.cache_write_per_mtok.unwrap_or(self.input_per_mtok);
         (fresh as f64 * self.input_per_mtok
             + cached as f64 * cached_price
+            + written as f64 * write_price
             + usage.output_tokens as f64 * self.output_per_mtok)
             / 1_000_000.0
     }
@@ -142,6 +150,7 @@ impl PriceTable {
                 ("input_per_mtok", Some(price.input_per_mtok)),
                 ("output_per_mtok", Some(price.output_per_mtok)),
                 ("cached_input_per_mtok", price.cached_input_per_mtok),
+                ("cache_write_per_mtok", price.cache_write_per_mtok),
             ];
             for (field, value) in prices {
                 if let Some(value) = value

@@ -79,7 +79,8 @@ impl CompletionRequest {
 }
 
 /// Tokens one or more calls used, in one convention for every provider (see the crate docs):
-/// `cached_input_tokens` is part of `input_tokens`, `reasoning_tokens` part of `output_tokens`.
+/// `cached_input_tokens` and `cache_write_tokens` are parts of `input_tokens`, `reasoning_tokens`
+/// part of `output_tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Usage {
@@ -91,6 +92,10 @@ pub struct Usage {
     pub cached_input_tokens: u64,
     /// Generated tokens spent on hidden reasoning (a part of `output_tokens`).
     pub reasoning_tokens: u64,
+    /// Prompt tokens written to the provider's cache (a part of `input_tokens`, apart from
+    /// `cached_input_tokens`): Anthropic's `cache_creation_input_tokens`, the
+    /// `cache_write_tokens` some OpenAI-format servers report. Billed at the cache-write price.
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -111,6 +116,9 @@ impl Add for Usage {
                 .cached_input_tokens
                 .saturating_add(other.cached_input_tokens),
             reasoning_tokens: self.reasoning_tokens.saturating_add(other.reasoning_tokens),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .saturating_add(other.cache_write_tokens),
         }
     }
 }
@@ -176,11 +184,13 @@ mod tests {
             output_tokens: 5,
             cached_input_tokens: 2,
             reasoning_tokens: 1,
+            cache_write_tokens: 3,
         };
         let mut b = a + a;
         assert_eq!(b.input_tokens, 20);
         b += a;
         assert_eq!(b.reasoning_tokens, 3);
+        assert_eq!(b.cache_write_tokens, 9);
         let s: Usage = [a, a, a].into_iter().sum();
         assert_eq!(s, b);
         assert_eq!(s.total_tokens(), 45);

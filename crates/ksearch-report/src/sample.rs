@@ -698,6 +698,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
         stop_reason: Some(StopReason::Iterations),
         empty_cycles: 0,
         evaluating: None,
+        stop_detail: None,
     };
     let dir = PathBuf::from("/runs/softmax-sample");
     let call =

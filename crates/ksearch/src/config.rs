@@ -66,6 +66,8 @@ pub(crate) struct PriceConfig {
     pub(crate) output_per_mtok: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) cached_input_per_mtok: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cache_write_per_mtok: Option<f64>,
 }
 
 fn or<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {

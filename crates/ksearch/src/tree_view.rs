@@ -209,6 +209,7 @@ mod tests {
             },
             seed_latency_ms: BTreeMap::new(),
             stop_reason: None,
+            stop_detail: None,
             wall_s: 10.0,
             eval_s: 9.9,
             orchestrator_s: 0.1,

@@ -498,3 +498,43 @@ fn empty_and_cut_off_answers_are_asked_again_not_sent_back() {
     );
     insta::assert_snapshot!(text);
 }
+
+#[test]
+fn three_questions_in_a_row_without_a_usable_answer_give_the_model_up() {
+    let task = task();
+    let tree = tree();
+    let parent = task.seed.clone();
+    let empty = || (String::new(), Some("length".to_owned()));
+    // One re-ask per question: two questions get nothing, one a usable answer, then three
+    // get nothing. The usable one starts the count again, so only the sixth gives up.
+    let mut answers: Vec<Answer> = (0..4).map(|_| empty()).collect();
+    answers.push((format!("```c\n{CODE}```"), Some("stop".to_owned())));
+    answers.extend((0..6).map(|_| empty()));
+    let mut outcomes = Vec::new();
+    prompts_with(answers, 1, |p| {
+        let c = ctx(&task, &tree, &[], None);
+        let req = GenerateRequest {
+            node: 1,
+            kind: AttemptKind::Implement,
+            parent_source: &parent,
+            previous: None,
+            best: None,
+            cycle_attempts: &[],
+        };
+        for _ in 0..6 {
+            outcomes.push(match p.generate(&c, &req) {
+                Ok(Some(_)) => "code".to_owned(),
+                Ok(None) => "nothing".to_owned(),
+                Err(e) => e.to_string(),
+            });
+        }
+    });
+    assert_eq!(
+        outcomes[..5],
+        ["nothing", "nothing", "code", "nothing", "nothing"]
+    );
+    assert_eq!(
+        outcomes[5],
+        "the model openai:test-model gave no usable answer to 3 questions in a row (each asked 2 times); the last fault: empty (finish reason length)"
+    );
+}

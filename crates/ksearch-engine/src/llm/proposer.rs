@@ -59,7 +59,13 @@ pub struct LlmProposer {
     s: LlmSettings,
     prompts: Prompts,
     pub journal: Journal,
+    /// Questions in a row that got nothing usable, every re-ask spent.
+    unusable_in_a_row: u32,
 }
+
+/// Questions in a row without a usable answer (each asked `1 + repairs` times) after which
+/// the model is taken to be unusable and the run stops, instead of going round empty cycles.
+pub(crate) const MAX_UNUSABLE_IN_A_ROW: u32 = 3;
 
 /// What went wrong with an answer, to send back.
 struct Unusable(String);
@@ -70,6 +76,7 @@ impl LlmProposer {
             s: settings,
             prompts: Prompts::new(),
             journal: Journal::default(),
+            unusable_in_a_row: 0,
         }
     }
 
@@ -185,8 +192,7 @@ impl LlmProposer {
         let usage = ksearch_llm::Usage {
             input_tokens: (chars / 4) as u64 + 1,
             output_tokens: u64::from(self.s.max_output_tokens),
-            cached_input_tokens: 0,
-            reasoning_tokens: 0,
+            ..ksearch_llm::Usage::default()
         };
         self.s.prices.cost_usd(spec, &usage).unwrap_or(0.0)
     }
@@ -214,6 +220,8 @@ impl LlmProposer {
                 content: prompt,
             },
         ];
+        let mut last_fault = String::new();
+        let mut model = String::new();
         for attempt in 0..=self.s.repairs {
             let p = if attempt == 0 {
                 purpose.to_owned()
@@ -221,6 +229,7 @@ impl LlmProposer {
                 format!("{purpose}/repair")
             };
             let answer = self.call(role, &p, round, messages.clone())?;
+            model = self.client(role).spec().to_string();
             // An empty or cut-off answer is not sent back (an empty turn is refused by some
             // providers; a cut-off one is not worth its tokens, and its code would be cut off
             // mid-loop): the question is asked again, saying what went wrong.
@@ -232,6 +241,10 @@ impl LlmProposer {
                 None
             };
             if let Some(fault) = fault {
+                last_fault = format!(
+                    "{fault} (finish reason {})",
+                    answer.finish_reason.as_deref().unwrap_or("not given")
+                );
                 let note = self.render(
                     "unusable.j2",
                     &serde_json::json!({
@@ -250,8 +263,12 @@ impl LlmProposer {
                 continue;
             }
             match accept(&answer.text) {
-                Ok(v) => return Ok(Some(v)),
+                Ok(v) => {
+                    self.unusable_in_a_row = 0;
+                    return Ok(Some(v));
+                }
                 Err(Unusable(error)) => {
+                    last_fault.clone_from(&error);
                     let repair = self.render(
                         "repair.j2",
                         &serde_json::json!({ "error": error, "expected": expected }),
@@ -266,6 +283,15 @@ impl LlmProposer {
                     });
                 }
             }
+        }
+        self.unusable_in_a_row += 1;
+        if self.unusable_in_a_row >= MAX_UNUSABLE_IN_A_ROW {
+            return Err(ProposeError::Unusable {
+                model,
+                questions: self.unusable_in_a_row,
+                asks: 1 + self.s.repairs,
+                last: last_fault,
+            });
         }
         Ok(None)
     }

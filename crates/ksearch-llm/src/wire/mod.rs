@@ -93,30 +93,36 @@ pub(crate) struct Sampling<'a> {
 
 impl Dialect {
     /// What to send `model` for `request`: OpenAI's reasoning models (o-series, gpt-5) take a
-    /// reasoning effort and refuse a temperature other than 1; its other models (gpt-4.1, gpt-4o)
-    /// refuse a reasoning effort. A compatible server gets what was configured.
+    /// reasoning effort and refuse a temperature other than 1 and `max_tokens`; its chat models
+    /// (gpt-4.1, gpt-4o) refuse a reasoning effort. Those rules follow the model's name on any
+    /// server (a proxy or Azure in front of OpenAI's models refuses the same); another model on
+    /// a compatible server gets what was configured, its budget as `max_tokens`.
     pub(crate) fn sampling<'a>(
         self,
         model: &str,
         request: &CompletionRequest,
         reasoning_effort: Option<&'a str>,
     ) -> Sampling<'a> {
-        match self {
-            Dialect::Compatible => Sampling {
-                max_tokens_field: "max_tokens",
+        let reasoning = is_openai_reasoning_model(model);
+        let chat = is_openai_chat_model(model);
+        let max_tokens_field = match self {
+            Dialect::OpenAi => "max_completion_tokens",
+            Dialect::Compatible if reasoning => "max_completion_tokens",
+            Dialect::Compatible => "max_tokens",
+        };
+        if self == Dialect::Compatible && !reasoning && !chat {
+            return Sampling {
+                max_tokens_field,
                 temperature: request.temperature,
                 reasoning_effort,
-            },
-            Dialect::OpenAi => {
-                let reasoning = is_openai_reasoning_model(model);
-                Sampling {
-                    max_tokens_field: "max_completion_tokens",
-                    temperature: request
-                        .temperature
-                        .filter(|t| !reasoning || (*t - 1.0).abs() < f32::EPSILON),
-                    reasoning_effort: reasoning_effort.filter(|_| reasoning),
-                }
-            }
+            };
+        }
+        Sampling {
+            max_tokens_field,
+            temperature: request
+                .temperature
+                .filter(|t| !reasoning || (*t - 1.0).abs() < f32::EPSILON),
+            reasoning_effort: reasoning_effort.filter(|_| reasoning),
         }
     }
 }
@@ -129,6 +135,16 @@ pub(crate) fn is_openai_reasoning_model(model: &str) -> bool {
         .iter()
         .any(|p| m == *p || m.starts_with(&format!("{p}-")));
     o_series || (m.starts_with("gpt-5") && !m.contains("-chat"))
+}
+
+/// OpenAI's chat models by name (`gpt-4o`, `gpt-4.1`, `gpt-3.5-turbo`, `chatgpt-4o-latest`,
+/// `gpt-5-chat-latest`): no reasoning effort.
+pub(crate) fn is_openai_chat_model(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    ["gpt-4", "gpt-3.5", "chatgpt-"]
+        .iter()
+        .any(|p| m.starts_with(p))
+        || (m.starts_with("gpt-5") && m.contains("-chat"))
 }
 
 /// A temperature as JSON, written as the shortest decimal of the `f32` (0.2, not
@@ -178,6 +194,13 @@ mod tests {
             assert_eq!(s.reasoning_effort, None, "{model}");
             assert_eq!(s.temperature, Some(0.2), "{model}");
         }
+        // OpenAI's models keep OpenAI's rules behind any server (a proxy, Azure).
+        let s = Dialect::Compatible.sampling("gpt-5-mini", &r, Some("high"));
+        assert_eq!((s.temperature, s.reasoning_effort), (None, Some("high")));
+        assert_eq!(s.max_tokens_field, "max_completion_tokens");
+        let s = Dialect::Compatible.sampling("gpt-4o", &r, Some("high"));
+        assert_eq!((s.temperature, s.reasoning_effort), (Some(0.2), None));
+        assert_eq!(s.max_tokens_field, "max_tokens");
         // Another server: what was configured, and the budget where Ollama and llama.cpp read it.
         let s = Dialect::Compatible.sampling("qwen2.5-coder:32b", &r, Some("high"));
         assert_eq!(

@@ -91,6 +91,9 @@ struct WireUsage {
 #[derive(Deserialize)]
 struct PromptDetails {
     cached_tokens: Option<u64>,
+    /// Not sent by OpenAI (which charges nothing for writes); sent by some servers that put
+    /// other providers behind the format.
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -129,11 +132,16 @@ pub(crate) fn parse(body: &str) -> Result<Parsed, String> {
         output_tokens: u.completion_tokens.unwrap_or(0),
         cached_input_tokens: u
             .prompt_tokens_details
+            .as_ref()
             .and_then(|d| d.cached_tokens)
             .unwrap_or(0),
         reasoning_tokens: u
             .completion_tokens_details
             .and_then(|d| d.reasoning_tokens)
+            .unwrap_or(0),
+        cache_write_tokens: u
+            .prompt_tokens_details
+            .and_then(|d| d.cache_write_tokens)
             .unwrap_or(0),
     });
     Ok(Parsed {

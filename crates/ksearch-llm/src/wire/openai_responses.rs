@@ -100,6 +100,7 @@ struct WireUsage {
 #[derive(Deserialize)]
 struct InputDetails {
     cached_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -148,11 +149,16 @@ pub(crate) fn parse(body: &str) -> Result<Parsed, String> {
         output_tokens: u.output_tokens.unwrap_or(0),
         cached_input_tokens: u
             .input_tokens_details
+            .as_ref()
             .and_then(|d| d.cached_tokens)
             .unwrap_or(0),
         reasoning_tokens: u
             .output_tokens_details
             .and_then(|d| d.reasoning_tokens)
+            .unwrap_or(0),
+        cache_write_tokens: u
+            .input_tokens_details
+            .and_then(|d| d.cache_write_tokens)
             .unwrap_or(0),
     });
     Ok(Parsed {

@@ -106,12 +106,30 @@ fn cost_arithmetic() {
         output_tokens: 100_000,
         cached_input_tokens: 400_000,
         reasoning_tokens: 60_000,
+        cache_write_tokens: 0,
     };
     // gpt-5: 600k fresh × 1.25 + 400k cached × 0.125 + 100k out × 10 (reasoning is inside).
     let cost = table
         .cost_usd(&spec("openai:gpt-5"), &usage)
         .expect("priced");
     assert!((cost - (0.75 + 0.05 + 1.0)).abs() < 1e-9, "{cost}");
+    // Anthropic's cache writes cost 1.25 times its input: claude-sonnet-4-5, 200k written of a
+    // 1M prompt with 400k read: 400k × 3 + 400k × 0.30 + 200k × 3.75 + 100k × 15.
+    let written = Usage {
+        cache_write_tokens: 200_000,
+        ..usage
+    };
+    let sonnet = table
+        .cost_usd(&spec("anthropic:claude-sonnet-4-5"), &written)
+        .expect("priced");
+    assert!(
+        (sonnet - (1.2 + 0.12 + 0.75 + 1.5)).abs() < 1e-9,
+        "{sonnet}"
+    );
+    // Where no write price is given, writes cost the input price (OpenAI charges none extra).
+    let gpt5 = table.get(&spec("openai:gpt-5")).expect("priced");
+    assert_eq!(gpt5.cache_write_per_mtok, None);
+    assert!((gpt5.cost_usd(&written) - (0.5 + 0.05 + 0.25 + 1.0)).abs() < 1e-9);
     // The Responses API prices like the same model on Chat Completions.
     assert_eq!(
         table.cost_usd(&spec("openai-responses:gpt-5"), &usage),
@@ -189,6 +207,7 @@ as_of = "2026-11-30"
             input_per_mtok: 1.0,
             output_per_mtok: 1.0,
             cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
             source: None,
             as_of: None,
         },

@@ -58,6 +58,7 @@ pub(crate) fn config(provider: Provider, server: &ScriptedServer) -> ClientConfi
         backoff_initial: Duration::from_millis(10),
         backoff_max: Duration::from_millis(50),
         reasoning_effort: Some("high".to_string()),
+        max_output_tokens: None,
         allow_plain_http: false,
         extra_headers: vec![("x-ksearch-test".to_string(), "yes".to_string())],
     }
@@ -77,7 +78,7 @@ pub(crate) fn request() -> CompletionRequest {
             Message::assistant(EARLIER),
             Message::user(USER),
         ],
-        max_output_tokens: Some(1000),
+        max_output_tokens: Some(4096),
         temperature: Some(0.2),
     }
 }
@@ -89,6 +90,7 @@ pub(crate) fn usage() -> Usage {
         output_tokens: 340,
         cached_input_tokens: 1000,
         reasoning_tokens: 120,
+        cache_write_tokens: 0,
     }
 }
 
@@ -122,12 +124,12 @@ pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
                     {"role": "user", "content": USER},
                 ])
             );
-            // A server other than OpenAI's: the budget where Ollama and llama.cpp read it, and
-            // the temperature and effort as configured.
-            assert_eq!(body["max_tokens"], 1000);
-            assert_eq!(body["temperature"], 0.2);
+            // gpt-5-mini is one of OpenAI's reasoning models, on any server: the effort, the
+            // budget as `max_completion_tokens`, and no temperature but 1 (0.2 was asked).
+            assert_eq!(body["max_completion_tokens"], 4096);
+            assert!(body.get("temperature").is_none(), "{body}");
             assert_eq!(body["reasoning_effort"], "high");
-            assert!(body.get("max_completion_tokens").is_none());
+            assert!(body.get("max_tokens").is_none());
         }
         Provider::OpenAiResponses => {
             assert_eq!(
@@ -144,8 +146,9 @@ pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
                     {"type": "message", "role": "user", "content": USER},
                 ])
             );
-            assert_eq!(body["max_output_tokens"], 1000);
-            assert_eq!(body["temperature"], 0.2);
+            assert_eq!(body["max_output_tokens"], 4096);
+            // o4-mini reasons: no temperature but 1.
+            assert!(body.get("temperature").is_none(), "{body}");
             assert_eq!(body["reasoning"], json!({"effort": "high"}));
             assert_eq!(body["store"], false);
             assert!(body.get("messages").is_none());
@@ -168,7 +171,9 @@ pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
             );
             assert_eq!(
                 body["generationConfig"],
-                json!({"maxOutputTokens": 1000, "temperature": 0.2})
+                json!({"maxOutputTokens": 4096, "temperature": 0.2,
+                       // The effort as Gemini 2.5's thinking budget, half the output at most.
+                       "thinkingConfig": {"thinkingBudget": 2048}})
             );
         }
         Provider::Anthropic => {
@@ -185,8 +190,14 @@ pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
                     {"role": "user", "content": USER},
                 ])
             );
-            assert_eq!(body["max_tokens"], 1000);
-            assert_eq!(body["temperature"], 0.2);
+            assert_eq!(body["max_tokens"], 4096);
+            // The effort as extended thinking, half the output at most; thinking takes no
+            // temperature but 1, so 0.2 is left out.
+            assert_eq!(
+                body["thinking"],
+                json!({"type": "enabled", "budget_tokens": 2048})
+            );
+            assert!(body.get("temperature").is_none(), "{body}");
         }
         Provider::Exec => unreachable!("a command is not reached over HTTP"),
     }

@@ -34,6 +34,8 @@ fn normal_answer_with_usage(provider: Provider) {
                 ]),
             );
             expected.reasoning_tokens = 0;
+            // The 50 written to the cache are counted apart (they have their own price).
+            expected.cache_write_tokens = 50;
         }
         // A thought summary part must not reach the text.
         Provider::Gemini => set(

@@ -96,16 +96,11 @@ fn client_for(
         .reasoning_effort
         .clone()
         .or(p.reasoning_effort.clone());
-    if effort.is_some()
-        && matches!(
-            spec.provider,
-            Provider::Anthropic | Provider::Gemini | Provider::Exec
-        )
-    {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "note: the reasoning effort does nothing for {spec}: ksearch sends it to OpenAI-format models only (not as Anthropic's thinking budget, Gemini's thinkingConfig, or to a command)"
-        );
+    if let Some(effort) = &effort {
+        let budget = p.max_output_tokens.or(Some(models.max_output_tokens));
+        if let Some(note) = ksearch_llm::reasoning_effort_note(&spec, effort, budget) {
+            let _ = writeln!(std::io::stderr().lock(), "note: {note}");
+        }
     }
     let defaults = ClientConfig::default();
     // `--base-url` names an OpenAI-compatible server: it is for the OpenAI-format roles only.
@@ -128,6 +123,11 @@ fn client_for(
             .map_or(defaults.timeout, Duration::from_secs_f64),
         max_retries: p.max_retries.unwrap_or(defaults.max_retries),
         reasoning_effort: effort,
+        // The provider's own output budget, over [llm]'s (which the engine puts in each request).
+        max_output_tokens: cfg
+            .providers
+            .get(spec.provider.prefix())
+            .and_then(|own| own.max_output_tokens),
         ..defaults
     };
     Ok(ksearch_llm::client(&spec, config)?)
@@ -556,8 +556,12 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         StopReason::Interrupted => "interrupted (resume to continue)",
         StopReason::Exhausted => "nothing left to try",
         StopReason::Cost => "cost cap reached (resume with a higher --max-cost to continue)",
+        StopReason::UnusableModel => "the model's answers could not be used (try another model)",
     });
     let _ = writeln!(o, "{} · {} · {reason}", s.task, s.proposer);
+    if let Some(detail) = &s.stop_detail {
+        let _ = writeln!(o, "{detail}");
+    }
     let _ = writeln!(
         o,
         "rounds {} · nodes {} · cycles {} · wall {:.1} s (evaluating {:.1} s, orchestrator {:.2}%)",

@@ -20,6 +20,7 @@ const USAGE: Usage = Usage {
     output_tokens: 500,
     cached_input_tokens: 200,
     reasoning_tokens: 100,
+    cache_write_tokens: 0,
 };
 /// (800 × 1.0 + 200 × 0.5 + 500 × 2.0) / 1e6 dollars per call.
 const COST_PER_CALL: f64 = 0.0019;
@@ -411,11 +412,12 @@ fn a_cost_cap_on_a_model_without_a_price_is_refused_naming_the_key() {
     assert!(!stderr.contains("does not know"), "{stderr}");
 }
 
-/// A reasoning effort for a model that takes none from ksearch is said to do nothing, not
-/// silently ignored. And `--base-url` (an OpenAI-compatible server) is not where an Anthropic
-/// model's key goes: its base URL comes from `[providers.anthropic]` alone.
+/// A reasoning effort becomes Anthropic's thinking, within `[providers.anthropic]`'s own output
+/// budget; for a model without thinking it is said to do nothing, not silently ignored. And
+/// `--base-url` (an OpenAI-compatible server) is not where an Anthropic model's key goes: its
+/// base URL comes from `[providers.anthropic]` alone.
 #[test]
-fn anthropic_gets_its_own_base_url_and_a_note_on_the_reasoning_effort() {
+fn anthropic_gets_its_own_base_url_budget_and_thinking() {
     let dir = tempfile::tempdir().unwrap();
     let anthropic =
         ScriptedServer::serve(|_| Reply::success(Provider::Anthropic, "no idea", &USAGE));
@@ -423,39 +425,58 @@ fn anthropic_gets_its_own_base_url_and_a_note_on_the_reasoning_effort() {
     std::fs::write(
         dir.path().join("ksearch.toml"),
         format!(
-            "[llm]\nmax_retries = 0\n\n[providers.anthropic]\nbase_url = \"{}\"\n",
+            "[llm]\nmax_retries = 0\n\n[providers.anthropic]\nbase_url = \"{}\"\nmax_output_tokens = 6000\n",
             anthropic.url()
         ),
     )
     .unwrap();
     let compatible_url = format!("{}/v1", compatible.url());
-    let rd = dir.path().join("r");
-    let mut args = vec![
-        "run",
-        "cpu/softmax",
-        "--model",
-        "anthropic:claude-sonnet-4-5",
-        "--base-url",
-        &compatible_url,
-        "--reasoning-effort",
-        "high",
-        "--iterations",
-        "0",
-        "--run-dir",
-        rd.to_str().unwrap(),
-    ];
-    args.extend_from_slice(QUICK);
-    let out = ksearch(&args)
-        .env("ANTHROPIC_API_KEY", KEY)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let run = |model: &str, run_dir: &str| {
+        let rd = dir.path().join(run_dir);
+        let mut args = vec![
+            "run",
+            "cpu/softmax",
+            "--model",
+            model,
+            "--base-url",
+            &compatible_url,
+            "--reasoning-effort",
+            "high",
+            "--iterations",
+            "0",
+            "--run-dir",
+            rd.to_str().unwrap(),
+        ];
+        args.extend_from_slice(QUICK);
+        let out = ksearch(&args)
+            .env("ANTHROPIC_API_KEY", KEY)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = run("anthropic:claude-sonnet-4-5", "r");
+    assert!(!stderr.contains("does nothing"), "{stderr}");
+    let requests = anthropic.requests();
+    assert!(!requests.is_empty(), "{stderr}");
     assert!(
-        stderr.contains("note: the reasoning effort does nothing for anthropic:claude-sonnet-4-5"),
+        anthropic.rejections().is_empty(),
+        "{:?}",
+        anthropic.rejections()
+    );
+    for req in &requests {
+        // The provider's own budget, half of it for thinking.
+        assert_eq!(req.body["max_tokens"], 6000, "{}", req.body);
+        assert_eq!(
+            req.body["thinking"],
+            serde_json::json!({"type": "enabled", "budget_tokens": 3000})
+        );
+    }
+    let stderr = run("anthropic:claude-3-5-haiku-latest", "r2");
+    assert!(
+        stderr.contains("note: the reasoning effort does nothing for anthropic:claude-3-5-haiku-latest: claude-3-5-haiku-latest has no extended thinking"),
         "{stderr}"
     );
-    assert!(anthropic.request_count() >= 1, "{stderr}");
     assert_eq!(
         compatible.request_count(),
         0,

@@ -10,3 +10,4 @@ mod replay;
 mod run_dir;
 mod scripted;
 mod support;
+mod unusable_model;

@@ -23,6 +23,7 @@ const USAGE: Usage = Usage {
     output_tokens: 500,
     cached_input_tokens: 0,
     reasoning_tokens: 0,
+    cache_write_tokens: 0,
 };
 
 const CONFIG: &str = r#"
