@@ -1,11 +1,13 @@
 //! The pure core of ksearch: task format, worker protocol types, statistics and scoring.
 //! Nothing here performs IO.
 
+pub mod backend;
 pub mod calibration;
 pub mod contract;
 pub mod dtype;
 pub mod gate;
 pub mod location;
+pub mod platform;
 pub mod protocol;
 pub mod record;
 pub mod rng;
