@@ -120,3 +120,18 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
     }
     exit_codes::INTERNAL
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{builtin, hosted};
+
+    #[test]
+    fn worker_and_runner_are_found_by_the_backends_exact_name() {
+        assert!(builtin("c").is_some());
+        // The mlx worker is the Python harness, not this binary.
+        assert!(builtin("mlx").is_none());
+        assert!(builtin("C").is_none());
+        assert!(builtin("torch").is_none());
+        assert_eq!(hosted(), "c");
+    }
+}
