@@ -1,8 +1,9 @@
-"""Array backends: MLX (the real one, on Metal or CUDA; its CPU device for tests) and numpy (CPU;
-lets the harness's protocol, loading and checking be tested where no GPU exists).
+"""Array libraries: MLX (the real one, on Metal or CUDA; its CPU device for tests) and numpy (CPU;
+lets the harness's protocol, loading and checking be tested where no GPU exists). ksearch calls
+them the harness's arrays; a backend is what a task is written for (`mlx`, for this harness).
 
-Checked inputs are drawn with numpy from a seed, then handed to the backend, so a seed means the
-same values on every target. Timed inputs on MLX are drawn on the device, a round at a time."""
+Checked inputs are drawn with numpy from a seed, then handed to the array library, so a seed means
+the same values on every target. Timed inputs on MLX are drawn on the device, a round at a time."""
 
 import zlib
 
@@ -35,7 +36,7 @@ def draw(spec, shape, seed, workload):
     raise ValueError(f"unknown init {kind}")
 
 
-class NumpyBackend:
+class NumpyArrays:
     """CPU arrays; candidates are plain numpy functions. For tests of the harness itself."""
 
     name = "numpy"
@@ -68,7 +69,7 @@ class NumpyBackend:
         return f"numpy {np.__version__}"
 
 
-class MlxBackend:
+class MlxArrays:
     """MLX arrays on the default GPU device."""
 
     name = "mlx"
@@ -138,16 +139,16 @@ def install_hint():
     return "MLX runs on Apple silicon macOS (pip install mlx) or Linux with an NVIDIA GPU (pip install \"mlx[cuda13]\")"
 
 
-def backend_for(target):
-    """The backend for `target` (metal, cuda, numpy), or for the GPU MLX sees when None."""
+def arrays_for(target):
+    """The array library for `target` (metal, cuda, numpy, cpu), or for the GPU MLX sees when None."""
     if target == "numpy":
-        return NumpyBackend()
+        return NumpyArrays()
     if target == "cpu":
         try:
             import mlx.core  # noqa: F401
         except ImportError as e:
             raise SystemExit(f"target cpu needs MLX, which this Python cannot import ({e}). Install it with: pip install \"mlx[cpu]\"")
-        return MlxBackend("cpu")
+        return MlxArrays("cpu")
     try:
         import mlx.core as mx
     except ImportError as e:
@@ -163,10 +164,10 @@ def backend_for(target):
         raise SystemExit("target metal: MLX's Metal backend is not available here (Metal needs Apple silicon)")
     if target == "cuda" and not (hasattr(mx, "cuda") and mx.cuda.is_available()):
         raise SystemExit(f"target cuda: MLX's CUDA backend is not available here. Install it with: {install_hint()}")
-    return MlxBackend(target)
+    return MlxArrays(target)
 
 
-def _device_draw(mx, backend, spec, shape, key):
+def _device_draw(mx, arrays, spec, shape, key):
     dtype = spec["dtype"]
     init = spec.get("init")
     if init is None:
@@ -178,7 +179,7 @@ def _device_draw(mx, backend, spec, shape, key):
         x = mx.random.normal(shape, loc=a, scale=b, key=key)
     else:
         x = mx.random.randint(int(a), int(b) + 1, shape, key=key)
-    return x.astype(backend.dtypes[dtype])
+    return x.astype(arrays.dtypes[dtype])
 
 
 # Each set of a round starts on a boundary of this many elements (256 bytes or more), as
@@ -186,7 +187,7 @@ def _device_draw(mx, backend, spec, shape, key):
 SET_ALIGN = 128
 
 
-def round_inputs(mx, backend, specs, shapes, seed, count):
+def round_inputs(mx, arrays, specs, shapes, seed, count):
     """`count` sets of inputs for one timed round, drawn on the device from `seed` with one draw
     per input for the whole round (a draw per set and input costs thousands of small launches a
     round, which on MLX's CUDA backend took longer than the kernels timed). Set `j` is a view of
@@ -197,6 +198,6 @@ def round_inputs(mx, backend, specs, shapes, seed, count):
         shape = tuple(shape)
         size = int(np.prod(shape, dtype=np.int64))
         stride = max(-(-size // SET_ALIGN) * SET_ALIGN, SET_ALIGN)
-        rows = _device_draw(mx, backend, spec, (count, stride), keys[i])
+        rows = _device_draw(mx, arrays, spec, (count, stride), keys[i])
         columns.append([rows[j, :size].reshape(shape) for j in range(count)])
     return [list(s) for s in zip(*columns)]

@@ -165,12 +165,12 @@ class GraphContender:
             for w in workloads
         ]
         if self.tracer is None:
-            from .arrays import backend_for
+            from .arrays import arrays_for
             from .runner import export
 
-            backend = backend_for(settings.target)
+            arrays = arrays_for(settings.target)
             run = load_module(source, settings.target)
-            blobs = [export(backend.mx, backend, run, w) for w in specs]
+            blobs = [export(arrays.mx, arrays, run, w) for w in specs]
         else:
             tracer = self.tracer
             try:

@@ -16,13 +16,13 @@ def shape_of(spec, axes):
     return tuple(int(axes[a]) for a in spec["shape"])
 
 
-def make_inputs(backend, task, workload, seed):
+def make_inputs(arrays, task, workload, seed):
     from .arrays import draw
 
     out = []
     for spec in task["inputs"]:
         values = draw(spec, shape_of(spec, workload["axes"]), seed, workload["name"])
-        out.append(backend.asarray(values, spec["dtype"]))
+        out.append(arrays.asarray(values, spec["dtype"]))
     return out
 
 

@@ -128,10 +128,10 @@ def direct(sock, target):
 
 def trace(sock, target):
     """Load a module and trace its `run` into one graph per workload."""
-    from .arrays import backend_for
+    from .arrays import arrays_for
 
-    backend = backend_for(target)
-    mx = backend.mx
+    arrays = arrays_for(target)
+    mx = arrays.mx
     run = None
     while True:
         got = link.recv(sock)
@@ -149,7 +149,7 @@ def trace(sock, target):
                 reply(sock, {"op": "error", "message": str(e)})
         elif op == "trace":
             try:
-                blobs = [export(mx, backend, run, w) for w in h["workloads"]]
+                blobs = [export(mx, arrays, run, w) for w in h["workloads"]]
                 reply(sock, {"op": "traced", "sizes": [len(b) for b in blobs]}, b"".join(blobs))
             except Exception:  # noqa: BLE001
                 error_reply(sock)
@@ -157,10 +157,10 @@ def trace(sock, target):
             reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
 
 
-def export(mx, backend, run, w):
+def export(mx, arrays, run, w):
     """The graph of `run` on one workload's shapes, as `mx.export_function` writes it."""
     axes = {k: int(v) for k, v in w["axes"].items()}
-    placeholders = [mx.zeros(tuple(shape), dtype=backend.dtypes[dtype]) for shape, dtype in w["inputs"]]
+    placeholders = [mx.zeros(tuple(shape), dtype=arrays.dtypes[dtype]) for shape, dtype in w["inputs"]]
     n = w["n_outputs"]
 
     def fn(*xs):
@@ -180,10 +180,10 @@ def export(mx, backend, run, w):
 
 def execute(sock, target):
     """Run graphs traced elsewhere; inputs drawn here from the judge's seeds."""
-    from .arrays import backend_for, draw, round_inputs
+    from .arrays import arrays_for, draw, round_inputs
 
-    backend = backend_for(target)
-    mx = backend.mx
+    arrays = arrays_for(target)
+    mx = arrays.mx
     fns = {}
     rounds = {}
     workdir = tempfile.mkdtemp()
@@ -207,27 +207,27 @@ def execute(sock, target):
                 w = h["workload"]
                 specs = h["inputs"]
                 values = [draw(s, tuple(shape), h["seed"], w) for s, shape in zip(specs, h["shapes"])]
-                ins = [backend.asarray(v, s["dtype"]) for v, s in zip(values, specs)]
+                ins = [arrays.asarray(v, s["dtype"]) for v, s in zip(values, specs)]
                 mx.eval(ins)
                 outs = list(fns[w](*ins))
                 mx.eval(outs)
-                problem = describe_outputs(backend, outs, h["outputs"])
+                problem = describe_outputs(arrays, outs, h["outputs"])
                 if problem is None:
                     for s, x, v in zip(specs, ins, values):
-                        now = backend.to_numpy(x)
-                        want = backend.to_numpy(backend.asarray(v, s["dtype"]))
+                        now = arrays.to_numpy(x)
+                        want = arrays.to_numpy(arrays.asarray(v, s["dtype"]))
                         if not np.array_equal(now, want, equal_nan=True):
                             problem = f"modified input `{s['name']}`; inputs must not be written"
                             break
                 if problem is not None:
                     reply(sock, {"op": "bad_output", "message": problem})
                 else:
-                    reply(sock, *pack(backend, outs))
+                    reply(sock, *pack(arrays, outs))
             elif op == "round":
                 w = h["workload"]
                 rounds.pop(w, None)
-                backend.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * h["sets"])
-                sets = round_inputs(mx, backend, h["inputs"], h["shapes"], h["seed"], h["sets"])
+                arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * h["sets"])
+                sets = round_inputs(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"])
                 mx.eval(sets)
                 rounds[w] = {"sets": sets, "outs": []}
                 reply(sock, {"op": "ready"})
@@ -243,17 +243,17 @@ def execute(sock, target):
                 r["outs"] = outs
                 reply(sock, {"op": "done"})
             elif op == "sample":
-                reply(sock, {"op": "values"}, sample(mx, backend, rounds[h["workload"]]["outs"], h["positions"]).tobytes())
+                reply(sock, {"op": "values"}, sample(mx, arrays, rounds[h["workload"]]["outs"], h["positions"]).tobytes())
             elif op == "fetch":
                 outs = rounds[h["workload"]]["outs"][h["call"]]
-                reply(sock, *pack(backend, list(outs)))
+                reply(sock, *pack(arrays, list(outs)))
             else:
                 reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
         except Exception:  # noqa: BLE001 - a graph that fails to build or run
             error_reply(sock)
 
 
-def sample(mx, backend, outs, positions):
+def sample(mx, arrays, outs, positions):
     """The values at `positions` ((call, output, flat index)) of a round's outputs, as float64."""
     pos = np.asarray(positions, dtype=np.int64).reshape(-1, 3)
     vals = np.zeros(len(pos), dtype=np.float64)
@@ -270,23 +270,23 @@ def sample(mx, backend, outs, positions):
         g[0].append(mx.take(x.reshape(-1), mx.array(pos[p, 2])))
         g[1].append(p)
     for gathered, where in groups.values():
-        vals[np.concatenate(where)] = backend.to_numpy(mx.concatenate(gathered)).astype(np.float64)
+        vals[np.concatenate(where)] = arrays.to_numpy(mx.concatenate(gathered)).astype(np.float64)
     return vals
 
 
-def describe_outputs(backend, outs, specs):
+def describe_outputs(arrays, outs, specs):
     if len(outs) != len(specs):
         return f"run returned {len(outs)} output(s); the task declares {len(specs)}"
     for o, s in zip(outs, specs):
         if tuple(o.shape) != tuple(s["shape"]):
             return f"output `{s['name']}` has shape {tuple(o.shape)}; the task declares {tuple(s['shape'])}"
-        if backend.dtype_name(o) != s["dtype"]:
-            return f"output `{s['name']}` has dtype {backend.dtype_name(o)}; the task declares {s['dtype']}"
+        if arrays.dtype_name(o) != s["dtype"]:
+            return f"output `{s['name']}` has dtype {arrays.dtype_name(o)}; the task declares {s['dtype']}"
     return None
 
 
-def pack(backend, outs):
-    arrays = [np.ascontiguousarray(backend.to_numpy(o)) for o in outs]
+def pack(arrays, outs):
+    arrays = [np.ascontiguousarray(arrays.to_numpy(o)) for o in outs]
     header = {"op": "outputs", "arrays": [{"dtype": a.dtype.str, "shape": list(a.shape), "bytes": a.nbytes} for a in arrays]}
     return header, b"".join(a.tobytes() for a in arrays)
 

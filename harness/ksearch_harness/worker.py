@@ -30,7 +30,7 @@ class Outcome(Exception):
         self.message = message
 
 
-def evaluate(backend, req, channel, settings):
+def evaluate(arrays, req, channel, settings):
     result = {
         "id": req["id"],
         "status": "passed",
@@ -42,7 +42,7 @@ def evaluate(backend, req, channel, settings):
     }
     contenders = []
     try:
-        run_phases(backend, req, channel, result, settings, contenders)
+        run_phases(arrays, req, channel, result, settings, contenders)
         result["message"] = f"passed {len(req['workloads'])} workload(s) × {len(req['check']['seeds'])} seed(s), every timed call checked, and a re-check after timing"
     except Outcome as o:
         result["status"] = o.status
@@ -83,10 +83,10 @@ def start(settings, graph, source, role, label, trusted, task, workloads, env=No
     return DirectContender(settings, source, role, label, trusted, env)
 
 
-def run_phases(backend, req, channel, result, settings, contenders):
+def run_phases(arrays, req, channel, result, settings, contenders):
     task = req["task"]
     tol = req["check"]["tolerances"]
-    graph = backend.name == "mlx"
+    graph = arrays.name == "mlx"
     t = time.perf_counter()
     progress(channel, req, "compile")
     try:
@@ -110,12 +110,12 @@ def run_phases(backend, req, channel, result, settings, contenders):
         candidate = pending[0].finish()
     except CompileError as e:
         log = str(e)
-        result["compile"] = compile_report(backend, log, t)
+        result["compile"] = compile_report(arrays, log, t)
         raise Outcome("compile_error", log.splitlines()[0]) from None
     except (CandidateError, RunnerLost) as e:
         message = str(e)
         if is_build_failure(message):
-            result["compile"] = compile_report(backend, message, t)
+            result["compile"] = compile_report(arrays, message, t)
             raise Outcome("compile_error", "the kernel does not build: " + message.splitlines()[-1]) from None
         raise lost("the candidate", e, "compile phase") from None
     for c, contender in zip(req["compare"], pending[1:]):
@@ -126,13 +126,13 @@ def run_phases(backend, req, channel, result, settings, contenders):
             if trusted:
                 raise TaskFault(f"the {c['role']} `{c['label']}` does not load: {e}") from None
             raise Outcome("runtime_error", f"the {c['role']} `{c['label']}` could not be loaded: {e}") from None
-    result["compile"] = compile_report(backend, "", t)
+    result["compile"] = compile_report(arrays, "", t)
     result["phases"]["compile_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
     for w in req["workloads"]:
         progress(channel, req, "check", w["name"])
-        worst, failure = check_workload(backend, task, tol, w, req["check"]["seeds"], reference, candidate, graph, "check phase")
+        worst, failure = check_workload(arrays, task, tol, w, req["check"]["seeds"], reference, candidate, graph, "check phase")
         if failure:
             seed, f = failure
             result["phases"]["check_s"] = time.perf_counter() - t
@@ -169,7 +169,7 @@ def run_phases(backend, req, channel, result, settings, contenders):
     t = time.perf_counter()
     for w, report in zip(req["workloads"], result["workloads"]):
         progress(channel, req, "recheck", w["name"])
-        errors, failure = check_workload(backend, task, tol, w, [req["check"]["recheck_seed"]], reference, candidate, graph, "re-check")
+        errors, failure = check_workload(arrays, task, tol, w, [req["check"]["recheck_seed"]], reference, candidate, graph, "re-check")
         report["errors"] = merge(report["errors"], errors)
         if failure:
             _, f = failure
@@ -180,7 +180,7 @@ def run_phases(backend, req, channel, result, settings, contenders):
     result["phases"]["check_s"] += time.perf_counter() - t
 
 
-def check_workload(backend, task, tol, w, seeds, reference, candidate, graph, phase):
+def check_workload(arrays, task, tol, w, seeds, reference, candidate, graph, phase):
     """Worst errors over `seeds`, and the first failure as `(seed, message)`."""
     axes = {k: int(v) for k, v in w["axes"].items()}
     pool = None if graph else Pool(task, w, 1)
@@ -189,13 +189,13 @@ def check_workload(backend, task, tol, w, seeds, reference, candidate, graph, ph
             candidate.map_pool(pool)
         worst = None
         for seed in seeds:
-            inputs = make_inputs(backend, task, w, seed)
+            inputs = make_inputs(arrays, task, w, seed)
             try:
                 expected = call(reference, inputs, axes, len(task["outputs"]), "the reference")
-                backend.sync(expected)
+                arrays.sync(expected)
             except CandidateError as e:
                 raise TaskFault(str(e)) from None
-            expected = [backend.to_numpy(e) for e in expected]
+            expected = [arrays.to_numpy(e) for e in expected]
             try:
                 got = candidate.check(task, w, seed) if graph else candidate.check(pool, task, w, seed)
             except BadOutput as e:
@@ -223,16 +223,16 @@ def zero_errors():
     return {"max_abs_err": 0.0, "max_rel_err": 0.0, "norm_rel_err": 0.0, "seeds_checked": 1}
 
 
-def compile_report(backend, log, started):
+def compile_report(arrays, log, started):
     return {
-        "command": f"python {sys.version.split()[0]}, {backend.describe()} (kernels JIT-compiled on first call)",
-        "compiler": backend.describe(),
+        "command": f"python {sys.version.split()[0]}, {arrays.describe()} (kernels JIT-compiled on first call)",
+        "compiler": arrays.describe(),
         "seconds": time.perf_counter() - started,
         "log": log[:8000],
     }
 
 
-def kernel_cache_dir(backend):
+def kernel_cache_dir(arrays):
     """Where MLX keeps the kernels it compiles at run time (PTX on CUDA, MLX_PTX_CACHE_DIR), shared
     by every process of every evaluation on this machine: each runner is a fresh process in a
     fresh temporary directory, and without it compiled the same kernels again (a few seconds
@@ -240,14 +240,14 @@ def kernel_cache_dir(backend):
     read it (a kernel a candidate could put there would run in the judge and the baseline). One
     directory per MLX version and device, since MLX names entries by kernel and shape alone.
     None (no sharing) for numpy, or where no such directory can be made."""
-    if backend.name != "mlx":
+    if arrays.name != "mlx":
         return None
-    mx = backend.mx
+    mx = arrays.mx
     try:
         info = mx.device_info()
     except Exception:  # noqa: BLE001 - an MLX without device_info
         info = {}
-    key = "-".join(str(x) for x in (mx.__version__, backend.target, info.get("device_name", ""), info.get("architecture", "")))
+    key = "-".join(str(x) for x in (mx.__version__, arrays.target, info.get("device_name", ""), info.get("architecture", "")))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "ksearch", "mlx-kernels", re.sub(r"[^A-Za-z0-9._-]+", "_", key))
     try:
@@ -264,7 +264,7 @@ def kernel_cache_dir(backend):
 
 def serve(target):
     channel = Channel.from_env()
-    from .arrays import backend_for
+    from .arrays import arrays_for
 
     try:
         import ctypes
@@ -272,10 +272,10 @@ def serve(target):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: nobody reads our memory
     except (OSError, AttributeError):
         pass
-    backend = backend_for(target)
+    arrays = arrays_for(target)
     root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=os.getcwd())
-    settings = Settings(backend.target, root_dir, allowed_cpus(), kernel_cache_dir(backend))
-    channel.send({"type": "hello", "backend": f"mlx/{backend.target}", "version": __version__, "pid": os.getpid()})
+    settings = Settings(arrays.target, root_dir, allowed_cpus(), kernel_cache_dir(arrays))
+    channel.send({"type": "hello", "backend": f"mlx/{arrays.target}", "version": __version__, "pid": os.getpid()})
     for msg in channel.requests():
         kind = msg.get("type")
         if kind == "shutdown":
@@ -284,7 +284,7 @@ def serve(target):
             channel.send({"type": "error", "message": f"unknown request type {kind!r}"})
             continue
         try:
-            reply = {"type": "result", **evaluate(backend, msg, channel, settings)}
+            reply = {"type": "result", **evaluate(arrays, msg, channel, settings)}
         except TaskFault as e:
             reply = {"type": "error", "id": msg.get("id"), "message": str(e)}
         except Exception:  # noqa: BLE001 - a bug in the harness: report it, keep serving

@@ -69,10 +69,7 @@ pub fn c_contract(spec: &TaskSpec) -> String {
 
 /// The candidate contract of the task's backend, in words.
 pub fn contract_for(spec: &TaskSpec) -> String {
-    match spec.backend {
-        crate::task::BackendKind::C => c_contract(spec),
-        crate::task::BackendKind::Mlx => mlx_contract(spec),
-    }
+    spec.backend.backend().contract(spec)
 }
 
 /// The candidate contract of the `mlx` backend, in words: a Python module with `run`.

@@ -2,11 +2,13 @@
 //! Nothing here performs IO.
 
 pub mod axis_expr;
+pub mod backend;
 pub mod calibration;
 pub mod contract;
 pub mod dtype;
 pub mod gate;
 pub mod location;
+pub mod platform;
 pub mod protocol;
 pub mod record;
 pub mod rng;

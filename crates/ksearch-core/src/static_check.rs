@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::task::{BackendKind, TaskSpec};
+use crate::task::TaskSpec;
 
 /// Largest candidate source accepted, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 512 * 1024;
@@ -48,25 +48,26 @@ pub fn check_candidate(spec: &TaskSpec, source: &str) -> Vec<Violation> {
             message: "the candidate contains NUL bytes".into(),
         });
     }
-    match spec.backend {
-        BackendKind::C => check_c(spec, source, &mut out),
-        BackendKind::Mlx => {
-            let defines_run = source.lines().any(|l| {
-                l.trim_start().starts_with("def run(") && !l.starts_with(char::is_whitespace)
-            });
-            if !defines_run {
-                out.push(Violation {
-                    rule: "entry-point".into(),
-                    line: None,
-                    message: "the candidate must define a top-level `def run(...)`".into(),
-                });
-            }
-        }
-    }
+    spec.backend.backend().check(spec, source, &mut out);
     out
 }
 
-fn check_c(spec: &TaskSpec, source: &str, out: &mut Vec<Violation>) {
+/// The `mlx` backend's entry point: a top-level `def run(...)`.
+pub(crate) fn check_python_entry(_spec: &TaskSpec, source: &str, out: &mut Vec<Violation>) {
+    let defines_run = source
+        .lines()
+        .any(|l| l.trim_start().starts_with("def run(") && !l.starts_with(char::is_whitespace));
+    if !defines_run {
+        out.push(Violation {
+            rule: "entry-point".into(),
+            line: None,
+            message: "the candidate must define a top-level `def run(...)`".into(),
+        });
+    }
+}
+
+/// The `c` backend's checks: reserved names, `main`, token pasting, the entry point.
+pub(crate) fn check_c(spec: &TaskSpec, source: &str, out: &mut Vec<Violation>) {
     let tu = Translated::new(source);
     let mut seen = BTreeSet::new();
     let mut flag = |out: &mut Vec<Violation>, rule: &str, line: usize, message: &str| {

@@ -5,11 +5,11 @@
 //! source files a task names is the task loader's job (`ksearch-tasks`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::axis_expr::AxisExpr;
+pub use crate::backend::BackendKind;
 use crate::dtype::Dtype;
 use crate::location::FieldPath;
 
@@ -42,31 +42,6 @@ impl KernelClass {
             KernelClass::Convolution => "convolution",
             KernelClass::Other => "other",
         }
-    }
-}
-
-/// The evaluation backend a task's candidates are written for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    /// C functions compiled by the system C compiler and run on the CPU.
-    C,
-    /// Python modules building kernels with MLX (`mx.fast.metal_kernel` / `mx.fast.cuda_kernel`).
-    Mlx,
-}
-
-impl BackendKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::C => "c",
-            BackendKind::Mlx => "mlx",
-        }
-    }
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -403,10 +378,13 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
                     ));
                 }
             }
-            if spec.backend == BackendKind::C && t.dtype.c_type().is_none() {
+            if !spec.backend.backend().supports_dtype(t.dtype) {
                 return Err((
                     path.key("dtype"),
-                    format!("the `c` backend does not support dtype {}", t.dtype),
+                    format!(
+                        "the `{}` backend does not support dtype {}",
+                        spec.backend, t.dtype
+                    ),
                 ));
             }
             if list == "outputs" && t.init.is_some() {

@@ -1,6 +1,10 @@
-//! Evaluation backends behind one trait, chosen at run time from the task.
+//! The evaluation side of a backend: how its worker starts, which checks run before a candidate
+//! reaches it, and what this machine can build of a candidate without running it. The backend's
+//! facts (contract, file names, targets, …) are `ksearch_core::backend`'s; this module is the
+//! one place in ksearch-eval that matches on every [`BackendKind`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use ksearch_core::static_check::{Violation, check_candidate};
@@ -9,8 +13,9 @@ use ksearch_core::task::{BackendKind, TaskSpec};
 use crate::error::EvalError;
 use crate::worker_process::WorkerCommand;
 
-/// What the orchestrator needs to know about a backend; the work itself happens in its worker.
-pub trait Backend: std::fmt::Debug {
+/// What the orchestrator needs to evaluate a backend's candidates; the work itself happens in
+/// its worker.
+pub trait BackendEval: std::fmt::Debug {
     /// How to start a worker for this backend.
     fn worker_command(&self) -> WorkerCommand;
     /// Checks made before a candidate is sent to a worker.
@@ -25,22 +30,25 @@ pub struct CBackend {
     pub ksearch_exe: PathBuf,
 }
 
-impl Backend for CBackend {
+impl BackendEval for CBackend {
     fn static_check(&self, spec: &TaskSpec, source: &str) -> Vec<Violation> {
         let mut v = check_candidate(spec, source);
-        v.extend(crate::knowledge_checks::check(
-            source,
-            ksearch_knowledge::Backend::C,
-            ksearch_knowledge::Target::Cpu,
-            None,
-        ));
+        let c = BackendKind::C.backend();
+        for &target in c.targets() {
+            v.extend(crate::knowledge_checks::check(
+                source,
+                c.language(),
+                target,
+                None,
+            ));
+        }
         v
     }
 
     fn worker_command(&self) -> WorkerCommand {
         WorkerCommand {
             program: self.ksearch_exe.clone(),
-            args: vec!["worker".into(), "c".into()],
+            args: vec!["worker".into(), BackendKind::C.name().into()],
             env: Vec::new(),
             startup_timeout: Duration::from_secs(30),
         }
@@ -61,11 +69,11 @@ pub struct BackendOptions {
     pub hardware: Option<String>,
 }
 
-/// The backend for a task, chosen at run time.
+/// The evaluation side of a task's backend, chosen at run time.
 pub fn backend_for(
     kind: BackendKind,
     options: &BackendOptions,
-) -> Result<Box<dyn Backend>, EvalError> {
+) -> Result<Box<dyn BackendEval>, EvalError> {
     match kind {
         BackendKind::C => Ok(Box::new(CBackend {
             ksearch_exe: options.ksearch_exe.clone(),
@@ -76,5 +84,98 @@ pub fn backend_for(
             crate::knowledge_checks::hardware(options.hardware.as_deref())?,
             options.ksearch_exe.clone(),
         )?)),
+    }
+}
+
+/// The processes the ksearch binary itself hosts for a backend: `ksearch worker NAME` (the
+/// judge) and `ksearch runner NAME` (one contender, in its sandbox). Each returns the exit code.
+#[derive(Debug, Clone, Copy)]
+pub struct BuiltinProcesses {
+    pub worker: fn() -> i32,
+    pub runner: fn() -> i32,
+}
+
+/// The processes ksearch hosts for `kind`; `None` where the worker is another program (the
+/// `mlx` backend's is the Python harness).
+pub fn builtin_processes(kind: BackendKind) -> Option<BuiltinProcesses> {
+    match kind {
+        BackendKind::C => Some(BuiltinProcesses {
+            worker: crate::c_worker::run,
+            runner: crate::c_worker::run_runner,
+        }),
+        BackendKind::Mlx => None,
+    }
+}
+
+/// Build a candidate as far as this machine can without running it (`ksearch space check`):
+/// C with the compiler and the flags the evaluator builds candidates with, a Python module to
+/// bytecode. `file` is where the source is written; a shared object goes beside it.
+pub fn build_only(kind: BackendKind, source: &str, file: &Path) -> Result<(), String> {
+    std::fs::write(file, source).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    let output = match kind {
+        BackendKind::C => {
+            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+            Command::new(&cc)
+                .args(crate::c_worker::CANDIDATE_FLAGS)
+                .arg("-o")
+                .arg(file.with_extension("so"))
+                .arg(file)
+                .output()
+                .map_err(|e| format!("cannot run `{cc}`: {e}"))?
+        }
+        BackendKind::Mlx => Command::new("python3")
+            .args([
+                "-c",
+                "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')",
+            ])
+            .arg(file)
+            .output()
+            .map_err(|e| format!("cannot run python3: {e}"))?,
+    };
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "does not compile:\n{}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// What [`build_only`] leaves unchecked, when it is not the whole build.
+pub fn build_only_caveat(kind: BackendKind) -> Option<&'static str> {
+    match kind {
+        BackendKind::C => None,
+        BackendKind::Mlx => Some(
+            "the mlx modules were compiled as Python only: their CUDA and Metal kernels compile when MLX runs them on a GPU",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_c_backend_is_hosted_by_the_binary() {
+        let hosted: Vec<_> = BackendKind::ALL
+            .into_iter()
+            .filter(|k| builtin_processes(*k).is_some())
+            .collect();
+        assert_eq!(hosted, [BackendKind::C]);
+    }
+
+    #[test]
+    fn a_c_build_fails_with_the_compilers_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("point.c");
+        assert_eq!(
+            build_only(BackendKind::C, "void f(void) {}\n", &file),
+            Ok(())
+        );
+        assert!(dir.path().join("point.so").exists());
+        let err = build_only(BackendKind::C, "int oops = ;\n", &file).unwrap_err();
+        assert!(err.starts_with("does not compile:\n"), "{err}");
+        assert!(err.contains("point.c"), "{err}");
     }
 }

@@ -11,7 +11,7 @@ pub use ksearch_core::record::Evaluation;
 use ksearch_core::score::speedup_over;
 use ksearch_core::task::{Source, Task};
 
-use crate::backend::Backend;
+use crate::backend::BackendEval;
 use crate::error::EvalError;
 use crate::supervisor::Supervisor;
 
@@ -68,13 +68,13 @@ pub trait Evaluator {
 /// Evaluates on a worker process on this machine.
 #[derive(Debug)]
 pub struct LocalEvaluator {
-    backend: Box<dyn Backend>,
+    backend: Box<dyn BackendEval>,
     supervisor: Supervisor,
     next_id: u64,
 }
 
 impl LocalEvaluator {
-    pub fn new(backend: Box<dyn Backend>) -> Self {
+    pub fn new(backend: Box<dyn BackendEval>) -> Self {
         let supervisor = Supervisor::new(backend.worker_command());
         Self {
             backend,

@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use ksearch_core::static_check::Violation;
-use ksearch_knowledge::{Backend, Hardware, Knowledge, Platform, Target};
+use ksearch_knowledge::{Hardware, Knowledge, Language, Platform, Target};
 
 use crate::error::EvalError;
 
@@ -24,15 +24,15 @@ pub(crate) fn hardware(explicit: Option<&str>) -> Result<Option<Hardware>, EvalE
         .map_err(|e| EvalError::Options(e.to_string()))
 }
 
-/// Violations of the rules for `backend` on `target` (none where the knowledge base has no such
-/// platform).
+/// Violations of the rules for `language` on `target` (none where the knowledge base has no
+/// such platform).
 pub fn check(
     source: &str,
-    backend: Backend,
+    language: Language,
     target: Target,
     hardware: Option<&Hardware>,
 ) -> Vec<Violation> {
-    match Platform::new(backend, target) {
+    match Platform::new(language, target) {
         Ok(platform) => knowledge().check(source, platform, hardware),
         Err(_) => Vec::new(),
     }

@@ -18,7 +18,10 @@ mod supervisor;
 mod validate;
 mod worker_process;
 
-pub use backend::{Backend, BackendOptions, CBackend, backend_for};
+pub use backend::{
+    BackendEval, BackendOptions, BuiltinProcesses, CBackend, backend_for, build_only,
+    build_only_caveat, builtin_processes,
+};
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
 pub use evaluator::{

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ksearch_core::static_check::{Violation, check_candidate};
-use ksearch_core::task::TaskSpec;
+use ksearch_core::task::{BackendKind, TaskSpec};
 
-use crate::backend::Backend;
+use crate::backend::BackendEval;
 use crate::error::EvalError;
 use crate::worker_process::WorkerCommand;
 
@@ -49,7 +49,7 @@ fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
         return Ok(dir);
     }
     let io = |e: std::io::Error| EvalError::BackendUnavailable {
-        backend: "mlx".into(),
+        backend: BackendKind::Mlx.name().into(),
         reason: format!("could not unpack the harness into {}: {e}", dir.display()),
     };
     let tmp = root.join(format!(
@@ -97,20 +97,17 @@ impl MlxBackend {
     }
 }
 
-impl Backend for MlxBackend {
+impl BackendEval for MlxBackend {
     /// The knowledge rules of the target; with no target given, the GPU is only known once the
     /// worker runs, so only the target-independent checks apply.
     fn static_check(&self, spec: &TaskSpec, source: &str) -> Vec<Violation> {
         let mut v = check_candidate(spec, source);
-        let target = match self.target.as_deref() {
-            Some("metal") => Some(ksearch_knowledge::Target::Metal),
-            Some("cuda") => Some(ksearch_knowledge::Target::Cuda),
-            _ => None,
-        };
-        if let Some(t) = target {
+        let mlx = BackendKind::Mlx.backend();
+        // `numpy` and `cpu` are the test suite's targets, with no rules of their own.
+        if let Some(t) = self.target.as_deref().and_then(|t| mlx.target_named(t)) {
             v.extend(crate::knowledge_checks::check(
                 source,
-                ksearch_knowledge::Backend::Mlx,
+                mlx.language(),
                 t,
                 self.hardware.as_ref(),
             ));

@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use crate::detect::Detection;
 use crate::hardware::Hardware;
-use crate::platform::{Backend, Platform, Target};
+use crate::platform::{Language, Platform, Target};
 use crate::render::hardware_block;
 use crate::{Knowledge, Violation};
 
@@ -225,10 +225,10 @@ fn suggestions(k: &Knowledge, topic: &str) -> Vec<String> {
 /// a pattern, a rule or a device.
 pub fn show(k: &Knowledge, topic: &str, to: Option<&str>) -> Result<String, CliError> {
     let to = to
-        .map(str::parse::<Backend>)
+        .map(str::parse::<Language>)
         .transpose()
         .map_err(|e| CliError::Usage(format!("--to: {e}")))?;
-    if to == Some(Backend::C) {
+    if to == Some(Language::C) {
         return Err(CliError::Usage(
             "--to takes metal, mlx or cuda (there is no translation to C)".into(),
         ));
@@ -258,7 +258,7 @@ pub fn show(k: &Knowledge, topic: &str, to: Option<&str>) -> Result<String, CliE
     })
 }
 
-fn show_translation(t: &crate::Translation, to: Option<Backend>) -> String {
+fn show_translation(t: &crate::Translation, to: Option<Language>) -> String {
     let mut s = format!("{} — {}\n", t.id, t.concept.trim());
     // `--to cuda` reads the entry backwards: from Metal to CUDA.
     let sides: Vec<(&str, &str, &str)> = match to {
@@ -267,11 +267,11 @@ fn show_translation(t: &crate::Translation, to: Option<Backend>) -> String {
             ("Metal", &t.metal, &t.example.metal),
             ("MLX", &t.mlx, &t.example.mlx),
         ],
-        Some(Backend::Metal) => vec![
+        Some(Language::Metal) => vec![
             ("CUDA", &t.cuda, &t.example.cuda),
             ("Metal", &t.metal, &t.example.metal),
         ],
-        Some(Backend::Mlx) => vec![
+        Some(Language::Mlx) => vec![
             ("CUDA", &t.cuda, &t.example.cuda),
             ("MLX", &t.mlx, &t.example.mlx),
         ],
@@ -301,7 +301,7 @@ fn show_translation(t: &crate::Translation, to: Option<Backend>) -> String {
     s
 }
 
-fn show_pattern(p: &crate::Pattern, to: Option<Backend>) -> String {
+fn show_pattern(p: &crate::Pattern, to: Option<Language>) -> String {
     let classes: Vec<&str> = p.classes.iter().map(|c| c.name()).collect();
     let mut s = format!("{} — {} [{}]\n", p.id, p.title, classes.join(", "));
     let _ = writeln!(s, "{}", p.summary.trim());
@@ -325,13 +325,13 @@ fn show_pattern(p: &crate::Pattern, to: Option<Backend>) -> String {
             let _ = writeln!(s, "  - {}", c.trim());
         }
     }
-    let backends: Vec<Backend> = match to {
-        Some(b) => vec![b],
-        None => Backend::ALL.to_vec(),
+    let languages: Vec<Language> = match to {
+        Some(l) => vec![l],
+        None => Language::ALL.to_vec(),
     };
-    for b in backends {
-        if let Some(sketch) = p.sketch.for_backend(b) {
-            let _ = writeln!(s, "Sketch ({b}):");
+    for l in languages {
+        if let Some(sketch) = p.sketch.for_language(l) {
+            let _ = writeln!(s, "Sketch ({l}):");
             for line in sketch.trim_end().lines() {
                 let _ = writeln!(s, "    {line}");
             }
@@ -409,26 +409,26 @@ pub fn resolve_hardware<'k>(k: &'k Knowledge, name: &str) -> Result<&'k Hardware
         })
 }
 
-/// The platform of a `check`: the backend, and the target given, else the device's, else the
-/// backend's only one.
+/// The platform of a `check`: the language given as `--backend`, and the target given, else the
+/// device's, else the language's only one.
 pub fn resolve_platform(
     backend: &str,
     target: Option<&str>,
     hardware: Option<&Hardware>,
 ) -> Result<Platform, CliError> {
-    let backend: Backend = backend
+    let language: Language = backend
         .parse()
         .map_err(|e: crate::ParseError| CliError::Usage(format!("--backend: {e}")))?;
     let target = match target {
         Some(t) => t
             .parse::<Target>()
             .map_err(|e| CliError::Usage(format!("--target: {e}")))?,
-        None => match (hardware, backend.default_target()) {
+        None => match (hardware, language.default_target()) {
             (Some(h), _) => h.target,
             (None, Some(t)) => t,
             (None, None) => {
                 return Err(CliError::Usage(format!(
-                    "--backend {backend} runs on several targets: add --target metal or --target cuda"
+                    "--backend {language} runs on several targets: add --target metal or --target cuda"
                 )));
             }
         },
@@ -441,7 +441,7 @@ pub fn resolve_platform(
             h.id, h.target
         )));
     }
-    Platform::new(backend, target).map_err(|e| CliError::Usage(e.to_string()))
+    Platform::new(language, target).map_err(|e| CliError::Usage(e.to_string()))
 }
 
 #[derive(Serialize)]

@@ -37,7 +37,7 @@ pub use hardware::{
 pub use ksearch_core::static_check::Violation;
 pub use load::LoadError;
 pub use pattern::{Pattern, PatternImpact, PatternImpacts, Sketch};
-pub use platform::{Backend, InvalidPlatform, ParseError, Platform, Target};
+pub use platform::{InvalidPlatform, Language, ParseError, Platform, Target};
 pub use render::{ContextRequest, DEFAULT_BUDGET_CHARS, Level};
 pub use translation::{Example, Translation};
 

@@ -12,7 +12,7 @@ use thiserror::Error;
 use crate::assertion::{Compiled, Rule, RuleFile, RuleKind, RuleSpec, Scope, placeholders_in};
 use crate::hardware::{Hardware, LIMIT_FIELDS};
 use crate::pattern::Pattern;
-use crate::platform::{Backend, Platform, Target};
+use crate::platform::{Language, Platform, Target};
 use crate::translation::{Translation, TranslationFile};
 use crate::{Knowledge, detect};
 
@@ -465,7 +465,7 @@ impl Loader<'_> {
             if spec.applies_to.is_empty() {
                 err("applies_to", "name at least one platform".into());
             }
-            let all_mlx = platforms.iter().all(|p| p.backend == Backend::Mlx);
+            let all_mlx = platforms.iter().all(|p| p.language == Language::Mlx);
             let scope = spec.scope.unwrap_or(Scope::Kernel);
             if matches!(scope, Scope::Python | Scope::Function) && !all_mlx {
                 err(

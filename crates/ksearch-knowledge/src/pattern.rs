@@ -4,7 +4,7 @@ use ksearch_core::task::KernelClass;
 use ksearch_core::tree::{Impact, Impacts, Risk};
 use serde::{Deserialize, Serialize};
 
-use crate::platform::{Backend, Platform, Target};
+use crate::platform::{Language, Platform, Target};
 
 /// One tactic, with the kernel classes it fits and its expected effect.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,7 +61,7 @@ impl PatternImpacts {
     }
 }
 
-/// How the tactic looks per backend; at least one is given.
+/// How the tactic looks per language; at least one is given.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sketch {
@@ -79,22 +79,22 @@ impl Sketch {
     /// The sketch to show for a platform: an MLX kernel body is Metal or CUDA code, so MLX
     /// falls back to the sketch of its target's language.
     pub fn for_platform(&self, platform: Platform) -> Option<&str> {
-        match (platform.backend, platform.target) {
-            (Backend::C, _) => self.c.as_deref(),
-            (Backend::Cuda, _) => self.cuda.as_deref(),
-            (Backend::Metal, _) => self.metal.as_deref(),
-            (Backend::Mlx, Target::Cuda) => self.cuda.as_deref(),
-            (Backend::Mlx, _) => self.mlx.as_deref().or(self.metal.as_deref()),
+        match (platform.language, platform.target) {
+            (Language::C, _) => self.c.as_deref(),
+            (Language::Cuda, _) => self.cuda.as_deref(),
+            (Language::Metal, _) => self.metal.as_deref(),
+            (Language::Mlx, Target::Cuda) => self.cuda.as_deref(),
+            (Language::Mlx, _) => self.mlx.as_deref().or(self.metal.as_deref()),
         }
     }
 
-    /// The sketch written for exactly this backend.
-    pub fn for_backend(&self, backend: Backend) -> Option<&str> {
-        match backend {
-            Backend::C => self.c.as_deref(),
-            Backend::Cuda => self.cuda.as_deref(),
-            Backend::Metal => self.metal.as_deref(),
-            Backend::Mlx => self.mlx.as_deref(),
+    /// The sketch written for exactly this language.
+    pub fn for_language(&self, language: Language) -> Option<&str> {
+        match language {
+            Language::C => self.c.as_deref(),
+            Language::Cuda => self.cuda.as_deref(),
+            Language::Metal => self.metal.as_deref(),
+            Language::Mlx => self.mlx.as_deref(),
         }
     }
 

@@ -24,7 +24,7 @@ use crate::Knowledge;
 use crate::fact::{Fact, FactStatus, Unit, format_value};
 use crate::hardware::{Hardware, Vendor};
 use crate::pattern::{Pattern, PatternImpact};
-use crate::platform::{Backend, InvalidPlatform, ParseError, Platform, Target};
+use crate::platform::{InvalidPlatform, Language, ParseError, Platform, Target};
 use crate::translation::Translation;
 
 /// About 3,000 tokens.
@@ -69,7 +69,7 @@ impl FromStr for Level {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextRequest {
     /// The language the known-good idioms come from (CUDA: decades of kernels).
-    pub from: Backend,
+    pub from: Language,
     /// What candidates are written in and run on.
     pub to: Platform,
     pub class: KernelClass,
@@ -83,7 +83,7 @@ impl ContextRequest {
     /// CUDA knowledge for `to`, full level, the default budget, no device.
     pub fn new(to: Platform, class: KernelClass) -> ContextRequest {
         ContextRequest {
-            from: Backend::Cuda,
+            from: Language::Cuda,
             to,
             class,
             hardware: None,
@@ -92,9 +92,9 @@ impl ContextRequest {
         }
     }
 
-    /// For a task: its class, its backend on `target`.
+    /// For a task: its class, its backend's language on `target`.
     pub fn for_task(spec: &TaskSpec, target: Target) -> Result<ContextRequest, InvalidPlatform> {
-        let to = Platform::new(Backend::from(spec.backend), target)?;
+        let to = Platform::new(spec.backend.backend().language(), target)?;
         Ok(ContextRequest::new(to, spec.class))
     }
 
@@ -117,7 +117,7 @@ impl ContextRequest {
     }
 
     #[must_use]
-    pub fn with_from(mut self, from: Backend) -> Self {
+    pub fn with_from(mut self, from: Language) -> Self {
         self.from = from;
         self
     }
@@ -202,9 +202,9 @@ pub(crate) fn render(k: &Knowledge, req: &ContextRequest) -> String {
     }
 
     if req.level == Level::Full {
-        let translate = req.from == Backend::Cuda
-            && req.to.backend != Backend::Cuda
-            && req.to.backend != Backend::C;
+        let translate = req.from == Language::Cuda
+            && req.to.language != Language::Cuda
+            && req.to.language != Language::C;
         if translate {
             let entries: Vec<&Translation> = k
                 .translations
@@ -372,7 +372,7 @@ fn target_words(p: Platform) -> &'static str {
 fn translation_full(t: &Translation, to: Platform) -> String {
     let mut s = format!("- **{}**: CUDA {}", t.concept.trim(), t.cuda.trim());
     let metal = to.target == Target::Metal;
-    let mlx = to.backend == Backend::Mlx;
+    let mlx = to.language == Language::Mlx;
     if metal {
         let _ = write!(s, " → Metal {}", t.metal.trim());
     }
@@ -435,8 +435,8 @@ fn pattern_full(p: &Pattern, to: Platform) -> String {
         let _ = writeln!(s, "  When: {}", p.preconditions.join("; "));
     }
     if let Some(sketch) = p.sketch.for_platform(to) {
-        let lang = match (to.backend, to.target) {
-            (Backend::Mlx, Target::Metal) if p.sketch.mlx.is_some() => "mlx",
+        let lang = match (to.language, to.target) {
+            (Language::Mlx, Target::Metal) if p.sketch.mlx.is_some() => "mlx",
             (_, Target::Metal) => "metal",
             (_, Target::Cuda) => "cuda",
             (_, Target::Cpu) => "c",

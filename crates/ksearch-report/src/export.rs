@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use ksearch_core::backend::ExportLayout;
 use ksearch_core::contract::c_signature;
 use ksearch_core::protocol::{ErrorStats, Role, Status};
-use ksearch_core::task::{BackendKind, Task, TaskSpec};
+use ksearch_core::task::{Task, TaskSpec};
 use ksearch_core::tree::{NodeId, ROOT};
 use serde::Serialize;
 
@@ -194,8 +195,8 @@ pub fn export_with(
         })?;
     let provenance = provenance(data, id, task_toml);
     let spec = &data.task.spec;
-    let mut files = match spec.backend {
-        BackendKind::C => vec![
+    let mut files = match spec.backend.backend().export_layout() {
+        ExportLayout::CHeaderAndSource => vec![
             ExportFile {
                 path: format!("{}.h", spec.name),
                 text: c_header(spec, &provenance),
@@ -205,7 +206,7 @@ pub fn export_with(
                 text: c_source(spec, &provenance, source),
             },
         ],
-        BackendKind::Mlx => vec![
+        ExportLayout::PythonPackage => vec![
             ExportFile {
                 path: format!("{}/__init__.py", spec.name),
                 text: mlx_init(spec, &provenance),
@@ -295,11 +296,16 @@ pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Proven
         })
         .unwrap_or_default();
     // The kernel's own library, as the worker described it (`mlx 0.29.1 on gpu (cuda)`).
-    let kernel_lib = compile
-        .filter(|_| data.task.spec.backend == BackendKind::Mlx)
-        .and_then(|c| c.compiler.strip_prefix("mlx "))
-        .map(|rest| Library {
-            name: "mlx".into(),
+    let kernel_lib = data
+        .task
+        .spec
+        .backend
+        .backend()
+        .kernel_library()
+        .zip(compile)
+        .and_then(|(lib, c)| Some((lib, c.compiler.strip_prefix(lib)?.strip_prefix(' ')?)))
+        .map(|(lib, rest)| Library {
+            name: lib.into(),
             used_by: "kernel".into(),
             version: rest.split_whitespace().next().map(str::to_owned),
         });

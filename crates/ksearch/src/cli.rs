@@ -94,13 +94,13 @@ pub(crate) enum Command {
     /// Run an evaluation runner (started in a sandbox by a worker).
     #[command(hide = true)]
     Runner {
-        /// The backend: `c`.
+        /// The backend whose runner ksearch hosts: `c`.
         backend: String,
     },
     /// Run an evaluation worker (started by ksearch itself).
     #[command(hide = true)]
     Worker {
-        /// The backend: `c`.
+        /// The backend whose worker ksearch hosts: `c`.
         backend: String,
     },
 }

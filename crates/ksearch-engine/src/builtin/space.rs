@@ -104,12 +104,11 @@ impl FileSpace {
                 Value::from(Serde(&sections))
             },
         );
-        let target = match spec.backend {
-            ksearch_core::task::BackendKind::C => "c".to_owned(),
-            ksearch_core::task::BackendKind::Mlx => {
-                hardware.map_or("any", |h| h.target.name()).to_owned()
-            }
-        };
+        let target = spec
+            .backend
+            .backend()
+            .space_target(hardware.map(|h| h.target))
+            .to_owned();
         Ok(Self {
             name: spec.name.clone(),
             spec: space.spec.clone(),

@@ -128,12 +128,7 @@ impl TaskView {
             description: s.description.clone(),
             class: s.class.name().into(),
             backend: s.backend.to_string(),
-            backend_description: match s.backend {
-                ksearch_core::task::BackendKind::C => "C on CPUs".into(),
-                ksearch_core::task::BackendKind::Mlx => {
-                    "MLX custom kernels on Apple and NVIDIA GPUs".into()
-                }
-            },
+            backend_description: s.backend.backend().description().into(),
             axes: s.axes.clone(),
             inputs: tensors(&s.inputs),
             outputs: tensors(&s.outputs),

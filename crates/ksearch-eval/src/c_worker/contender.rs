@@ -97,7 +97,10 @@ impl Runner {
         full_env.extend(env.iter().cloned());
         let spec = SandboxSpec {
             program: setup.exe.clone(),
-            args: vec!["runner".into(), "c".into()],
+            args: vec![
+                "runner".into(),
+                ksearch_core::task::BackendKind::C.name().into(),
+            ],
             env: full_env,
             cwd: PathBuf::from("/tmp"),
             root_dir: setup.root_dir.clone(),

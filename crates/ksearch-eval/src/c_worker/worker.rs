@@ -86,7 +86,7 @@ pub fn run() -> i32 {
     }));
     let mut out = Messages(messages);
     out.send(WorkerMessage::Hello {
-        backend: "c".into(),
+        backend: ksearch_core::task::BackendKind::C.name().into(),
         version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
     });

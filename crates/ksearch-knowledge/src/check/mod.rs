@@ -19,7 +19,7 @@ use regex::Regex;
 
 use crate::assertion::{Rule, RuleKind, Scope, fill};
 use crate::hardware::Hardware;
-use crate::platform::{Backend, Platform, Target};
+use crate::platform::{Language, Platform, Target};
 use expr::{Dialect, Env};
 use text::{Lines, matching};
 
@@ -69,12 +69,12 @@ struct Analysis<'s> {
 impl<'s> Analysis<'s> {
     fn new(src: &'s str, platform: Platform) -> Analysis<'s> {
         let mut env = Env::default();
-        let dialect = match (platform.backend, platform.target) {
-            (Backend::Metal, _) | (Backend::Mlx, Target::Metal) => Dialect::Metal,
-            (Backend::Cuda, _) | (Backend::Mlx, _) => Dialect::Cuda,
-            (Backend::C, _) => Dialect::C,
+        let dialect = match (platform.language, platform.target) {
+            (Language::Metal, _) | (Language::Mlx, Target::Metal) => Dialect::Metal,
+            (Language::Cuda, _) | (Language::Mlx, _) => Dialect::Cuda,
+            (Language::C, _) => Dialect::C,
         };
-        let (kernel, units, python) = if platform.backend == Backend::Mlx {
+        let (kernel, units, python) = if platform.language == Language::Mlx {
             let py = text::mask_python(src);
             let (kernel, units) = text::mlx_kernels(src, &py, platform.target);
             env.add_python(&py.code, src);

@@ -11,6 +11,7 @@ pub(crate) mod space;
 mod tasks;
 mod tree;
 
+use ksearch_core::task::BackendKind;
 use ksearch_eval::EvalError;
 use ksearch_tasks::LoadError;
 
@@ -31,19 +32,38 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Knowledge(args) => knowledge::run(&args),
         Command::Space(args) => space::run(&args),
         Command::Sandbox { spec } => Ok(ksearch_eval::sandbox::launcher_main(&spec)),
-        Command::Runner { backend } => match backend.as_str() {
-            "c" => Ok(ksearch_eval::c_worker::run_runner()),
-            other => {
-                anyhow::bail!("there is no built-in runner for backend `{other}` (available: c)")
-            }
+        Command::Runner { backend } => match builtin(&backend) {
+            Some(p) => Ok((p.runner)()),
+            None => anyhow::bail!(
+                "there is no built-in runner for backend `{backend}` (available: {})",
+                hosted()
+            ),
         },
-        Command::Worker { backend } => match backend.as_str() {
-            "c" => Ok(ksearch_eval::c_worker::run()),
-            other => {
-                anyhow::bail!("there is no built-in worker for backend `{other}` (available: c)")
-            }
+        Command::Worker { backend } => match builtin(&backend) {
+            Some(p) => Ok((p.worker)()),
+            None => anyhow::bail!(
+                "there is no built-in worker for backend `{backend}` (available: {})",
+                hosted()
+            ),
         },
     }
+}
+
+/// The worker and runner this binary hosts for the backend named `name`.
+fn builtin(name: &str) -> Option<ksearch_eval::BuiltinProcesses> {
+    name.parse::<BackendKind>()
+        .ok()
+        .and_then(ksearch_eval::builtin_processes)
+}
+
+/// The backends whose worker and runner this binary hosts: `c`.
+fn hosted() -> String {
+    BackendKind::ALL
+        .into_iter()
+        .filter(|k| ksearch_eval::builtin_processes(*k).is_some())
+        .map(BackendKind::name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Errors in what the user gave us get their own exit code.
@@ -99,4 +119,19 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         }
     }
     exit_codes::INTERNAL
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{builtin, hosted};
+
+    #[test]
+    fn worker_and_runner_are_found_by_the_backends_exact_name() {
+        assert!(builtin("c").is_some());
+        // The mlx worker is the Python harness, not this binary.
+        assert!(builtin("mlx").is_none());
+        assert!(builtin("C").is_none());
+        assert!(builtin("torch").is_none());
+        assert_eq!(hosted(), "c");
+    }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use ksearch_core::record::LlmCallRecord;
-use ksearch_core::task::{BackendKind, Task, TaskSpec};
+use ksearch_core::task::{Task, TaskSpec};
 use ksearch_engine::builtin::BuiltinProposer;
 use ksearch_engine::builtin::machine;
 use ksearch_engine::llm::{KnowledgeSource, LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
@@ -179,16 +179,16 @@ fn knowledge_source(
     let hardware = k
         .select_hardware(eval.hardware.as_deref())?
         .map(|h| h.id.clone());
-    let target = match (task.spec.backend, eval.target.as_deref()) {
-        (BackendKind::C, _) => Target::Cpu,
-        (BackendKind::Mlx, Some("metal")) => Target::Metal,
-        (BackendKind::Mlx, Some("cuda")) => Target::Cuda,
-        // No target given: the detected device's vendor decides, else CUDA.
-        (BackendKind::Mlx, _) => match hardware.as_deref().and_then(|h| k.hardware(h)) {
-            Some(h) if h.vendor == ksearch_knowledge::Vendor::Apple => Target::Metal,
-            _ => Target::Cuda,
-        },
-    };
+    // The target named, else the device's, else the backend's default.
+    let device = hardware
+        .as_deref()
+        .and_then(|h| k.hardware(h))
+        .map(|h| h.target);
+    let target = task
+        .spec
+        .backend
+        .backend()
+        .target_for(eval.target.as_deref(), device);
     Ok(Box::new(KnowledgeContext {
         target,
         hardware,
@@ -217,10 +217,7 @@ fn proposer_for(
     };
     let offline = replay.is_some();
     let contract = ksearch_core::contract::contract_for(&task.spec);
-    let (languages, file) = match task.spec.backend {
-        BackendKind::C => (vec!["c".into(), "cpp".into(), "c++".into()], "candidate.c"),
-        BackendKind::Mlx => (vec!["python".into(), "py".into()], "candidate.py"),
-    };
+    let candidate = task.spec.backend.backend().candidate();
     let prices = prices(cfg)?;
     if m.max_cost_usd.is_some() && !offline {
         for model in [&m.reasoning, &m.codegen] {
@@ -252,8 +249,8 @@ fn proposer_for(
         max_cost_usd: m.max_cost_usd,
         knowledge: knowledge_source(task, m, eval)?,
         contract,
-        code_languages: languages,
-        candidate_file: file.into(),
+        code_languages: candidate.fences.iter().map(|&f| f.to_owned()).collect(),
+        candidate_file: candidate.file_name.into(),
         max_output_tokens: m.max_output_tokens,
         repairs: 2,
     });

@@ -7,12 +7,11 @@
 //! when one failed, 3 for input errors (no such task, a task without a space, a broken space).
 
 use std::io::Write;
-use std::process::Command as Process;
 
 use clap::{Args, Subcommand};
-use ksearch_core::task::{BackendKind, Task};
+use ksearch_core::task::Task;
 use ksearch_engine::builtin::space::{FileSpace, knobs_of};
-use ksearch_knowledge::{Backend, Hardware, Target};
+use ksearch_knowledge::Hardware;
 
 use crate::exit_codes;
 
@@ -91,16 +90,14 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         if *no_compile {
             Ok(())
         } else {
-            compile(&task, source, extension, tmp.path())
+            let file = tmp.path().join(format!("point.{extension}"));
+            ksearch_eval::build_only(task.spec.backend, source, &file)
         }
     });
     let mut out = std::io::stdout().lock();
     write!(out, "{}", report.render(&task.id, &space.file))?;
-    if !*no_compile && task.spec.backend == BackendKind::Mlx {
-        writeln!(
-            out,
-            "(the mlx modules were compiled as Python only: their CUDA and Metal kernels compile when MLX runs them on a GPU)"
-        )?;
+    if !*no_compile && let Some(caveat) = ksearch_eval::build_only_caveat(task.spec.backend) {
+        writeln!(out, "({caveat})")?;
     }
     Ok(if report.failed() > 0 {
         exit_codes::CHECK_FAILED
@@ -110,16 +107,18 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
 }
 
 /// The checks every candidate meets before a worker sees it: the contract and the knowledge
-/// rules (for an mlx module, those of both GPU targets, since one module carries both kernels).
+/// rules of every target of the backend (an mlx module carries the kernels of both GPUs).
 fn checks(task: &Task, source: &str, hw: Option<&Hardware>) -> Result<(), String> {
     let mut violations = ksearch_core::static_check::check_candidate(&task.spec, source);
-    let platforms: Vec<(Backend, Target)> = match task.spec.backend {
-        BackendKind::C => vec![(Backend::C, Target::Cpu)],
-        BackendKind::Mlx => vec![(Backend::Mlx, Target::Cuda), (Backend::Mlx, Target::Metal)],
-    };
-    for (backend, target) in platforms {
+    let backend = task.spec.backend.backend();
+    for &target in backend.targets() {
         let device = hw.filter(|h| h.target == target);
-        violations.extend(ksearch_eval::check_rules(source, backend, target, device));
+        violations.extend(ksearch_eval::check_rules(
+            source,
+            backend.language(),
+            target,
+            device,
+        ));
     }
     if violations.is_empty() {
         return Ok(());
@@ -132,46 +131,6 @@ fn checks(task: &Task, source: &str, hw: Option<&Hardware>) -> Result<(), String
         })
         .collect::<Vec<_>>()
         .join("\n"))
-}
-
-/// Compile a rendered point the way this machine can: C with the compiler and the flags the
-/// evaluator builds candidates with, a Python module to bytecode.
-fn compile(
-    task: &Task,
-    source: &str,
-    extension: &str,
-    dir: &std::path::Path,
-) -> Result<(), String> {
-    let file = dir.join(format!("point.{extension}"));
-    std::fs::write(&file, source).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-    let output = match task.spec.backend {
-        BackendKind::C => {
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            Process::new(&cc)
-                .args(ksearch_eval::c_worker::CANDIDATE_FLAGS)
-                .arg("-o")
-                .arg(dir.join("point.so"))
-                .arg(&file)
-                .output()
-                .map_err(|e| format!("cannot run `{cc}`: {e}"))?
-        }
-        BackendKind::Mlx => Process::new("python3")
-            .args([
-                "-c",
-                "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')",
-            ])
-            .arg(&file)
-            .output()
-            .map_err(|e| format!("cannot run python3: {e}"))?,
-    };
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "does not compile:\n{}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
 }
 
 fn input_error(e: &dyn std::fmt::Display) -> anyhow::Result<i32> {

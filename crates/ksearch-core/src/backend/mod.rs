@@ -1,0 +1,155 @@
+//! Backends: what a task's candidates are written in, and every fact that follows from it.
+//!
+//! A task names its backend (`backend = "c"` in `task.toml`, a [`BackendKind`]); the rest of
+//! ksearch asks the backend's [`Backend`] facts instead of matching on kinds. The one place that
+//! matches on every kind here is [`BackendKind::backend`]; the evaluation side of a backend
+//! (its worker) lives in `ksearch-eval`, which matches once more. Adding a kind is a compile
+//! error in exactly those two places.
+
+mod c;
+mod mlx;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::dtype::Dtype;
+use crate::platform::{Language, Target};
+use crate::static_check::Violation;
+use crate::task::TaskSpec;
+
+/// Which backend a task's candidates are written for (`backend` in `task.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// C functions compiled by the system C compiler and run on the CPU.
+    C,
+    /// Python modules building kernels with MLX (`mx.fast.metal_kernel` / `mx.fast.cuda_kernel`).
+    Mlx,
+}
+
+impl BackendKind {
+    /// Every backend, in the order lists of them are shown.
+    pub const ALL: [BackendKind; 2] = [BackendKind::C, BackendKind::Mlx];
+
+    /// This backend's facts.
+    pub fn backend(self) -> &'static dyn Backend {
+        match self {
+            BackendKind::C => &c::C,
+            BackendKind::Mlx => &mlx::Mlx,
+        }
+    }
+
+    /// The name a task file and the command line use: `c`, `mlx`.
+    pub fn name(self) -> &'static str {
+        self.backend().name()
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A backend name that is not one ksearch has.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown backend `{given}` (expected one of: {})", BackendKind::ALL.map(BackendKind::name).join(", "))]
+pub struct UnknownBackend {
+    pub given: String,
+}
+
+impl FromStr for BackendKind {
+    type Err = UnknownBackend;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownBackend {
+                given: s.to_owned(),
+            })
+    }
+}
+
+/// How a candidate of a backend is written down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CandidateFormat {
+    /// The info strings of the code fences a model's answer may put the candidate in.
+    pub fences: &'static [&'static str],
+    /// The file name a candidate gets in prompts and compiler messages: `candidate.c`.
+    pub file_name: &'static str,
+}
+
+/// What `ksearch export` writes for a backend's kernel (besides `provenance.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportLayout {
+    /// `NAME.h` (the prototype and the contract) and `NAME.c` (the kernel).
+    CHeaderAndSource,
+    /// A Python package `NAME/`: `__init__.py` (documented entry point) and `_candidate.py`.
+    PythonPackage,
+}
+
+/// Everything specific to one backend that is a plain fact: no IO, no processes. The evaluation
+/// side (how its worker starts, which rules run before it) is `ksearch-eval`'s `BackendEval`.
+pub trait Backend: fmt::Debug + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
+    /// The name a task file and the command line use: `c`, `mlx`.
+    fn name(&self) -> &'static str;
+
+    /// A phrase for prompts: what candidates are and where they run.
+    fn description(&self) -> &'static str;
+
+    /// How a candidate is written down: fence languages and file name.
+    fn candidate(&self) -> CandidateFormat;
+
+    /// Whether a task's tensors may have this dtype (task validation asks).
+    fn supports_dtype(&self, dtype: Dtype) -> bool;
+
+    /// The candidate contract in words, for docs and prompts.
+    fn contract(&self, spec: &TaskSpec) -> String;
+
+    /// This backend's checks of a candidate's source, after the common ones
+    /// (`static_check::check_candidate` calls it); violations are appended to `out`.
+    fn check(&self, spec: &TaskSpec, source: &str, out: &mut Vec<Violation>);
+
+    /// The language the knowledge layer files this backend's tactics and rules under.
+    fn language(&self) -> Language;
+
+    /// The targets candidates run on, the default first: a run without a target and without a
+    /// known device of one of them takes the first.
+    fn targets(&self) -> &'static [Target];
+
+    /// The `target` a template space's templates see: `device` is the target of the device the
+    /// run is for, when one is known.
+    fn space_target(&self, device: Option<Target>) -> &'static str;
+
+    /// What `ksearch export` writes.
+    fn export_layout(&self) -> ExportLayout;
+
+    /// The library the kernel itself runs on, when the worker reports its version in the
+    /// compile step's `compiler` line as `NAME VERSION …` (the export's provenance names it).
+    fn kernel_library(&self) -> Option<&'static str>;
+
+    /// The target named `name` (`cuda`, `metal`, …) when this backend runs on it.
+    fn target_named(&self, name: &str) -> Option<Target> {
+        self.targets().iter().copied().find(|t| t.name() == name)
+    }
+
+    /// The target a run is for: the one named (when this backend runs on it), else the device's
+    /// (when it is one of this backend's), else the default.
+    fn target_for(&self, named: Option<&str>, device: Option<Target>) -> Target {
+        let targets = self.targets();
+        named
+            .and_then(|n| self.target_named(n))
+            .or_else(|| device.filter(|d| targets.contains(d)))
+            .unwrap_or(targets[0])
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,74 @@
+use super::*;
+
+#[test]
+fn every_kind_is_its_own_backend_and_parses_back_from_its_name() {
+    for kind in BackendKind::ALL {
+        let b = kind.backend();
+        assert_eq!(b.kind(), kind);
+        assert_eq!(kind.name(), b.name());
+        assert_eq!(kind.name().parse::<BackendKind>(), Ok(kind));
+        assert_eq!(kind.to_string(), b.name());
+        assert!(!b.targets().is_empty(), "{kind} runs nowhere");
+        assert!(!b.candidate().fences.is_empty(), "{kind} has no fence");
+    }
+}
+
+#[test]
+fn names_match_the_task_format() {
+    for kind in BackendKind::ALL {
+        let json = serde_json::to_string(&kind).unwrap();
+        assert_eq!(json, format!("\"{}\"", kind.name()));
+    }
+}
+
+#[test]
+fn an_unknown_name_lists_the_backends() {
+    let err = "torch".parse::<BackendKind>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown backend `torch` (expected one of: c, mlx)"
+    );
+    assert!("C".parse::<BackendKind>().is_err(), "names are exact");
+}
+
+#[test]
+fn a_run_targets_the_named_target_then_the_device_then_the_default() {
+    let mlx = BackendKind::Mlx.backend();
+    assert_eq!(mlx.target_for(Some("metal"), None), Target::Metal);
+    assert_eq!(
+        mlx.target_for(Some("cuda"), Some(Target::Metal)),
+        Target::Cuda
+    );
+    // The test suite's targets are not GPUs: the device decides, else CUDA.
+    assert_eq!(mlx.target_for(Some("numpy"), None), Target::Cuda);
+    assert_eq!(
+        mlx.target_for(Some("cpu"), Some(Target::Metal)),
+        Target::Metal
+    );
+    assert_eq!(mlx.target_for(None, Some(Target::Cpu)), Target::Cuda);
+    // Aliases are for people typing `knowledge` commands, not for a run's target.
+    assert_eq!(mlx.target_for(Some("apple"), None), Target::Cuda);
+    let c = BackendKind::C.backend();
+    assert_eq!(c.target_for(Some("metal"), Some(Target::Cuda)), Target::Cpu);
+}
+
+#[test]
+fn the_c_backend_takes_exactly_the_dtypes_c_can_spell() {
+    for d in Dtype::ALL {
+        assert_eq!(
+            BackendKind::C.backend().supports_dtype(d),
+            d.c_type().is_some(),
+            "{d}"
+        );
+        assert!(BackendKind::Mlx.backend().supports_dtype(d), "{d}");
+    }
+}
+
+#[test]
+fn space_templates_see_c_or_the_device_target() {
+    let c = BackendKind::C.backend();
+    assert_eq!(c.space_target(Some(Target::Cuda)), "c");
+    let mlx = BackendKind::Mlx.backend();
+    assert_eq!(mlx.space_target(Some(Target::Metal)), "metal");
+    assert_eq!(mlx.space_target(None), "any");
+}
