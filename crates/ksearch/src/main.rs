@@ -35,8 +35,9 @@ fn main() {
         Err(err) => {
             let code = commands::exit_code_for(&err);
             #[allow(clippy::print_stderr)] // the one place errors reach the user
-            {
-                eprintln!("error: {err:#}");
+            match commands::paused_line(&err) {
+                Some(line) => eprintln!("{line}"),
+                None => eprintln!("error: {err:#}"),
             }
             code
         }
