@@ -67,6 +67,8 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Continue a stopped, paused or killed run.
     Resume(ResumeArgs),
+    /// Serve ksearch's tools to a coding agent over MCP on stdio; the agent is the runs' model.
+    Mcp,
     /// Answer the model call a run paused for (`--model manual`); `ksearch resume` goes on.
     Answer {
         run_dir: PathBuf,

@@ -5,6 +5,7 @@ mod commands;
 mod config;
 mod exit_codes;
 mod interrupt;
+mod mcp;
 mod progress;
 mod tree_view;
 

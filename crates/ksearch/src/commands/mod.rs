@@ -6,7 +6,7 @@ mod eval;
 pub(crate) mod export;
 pub(crate) mod knowledge;
 pub(crate) mod report;
-mod run;
+pub(crate) mod run;
 pub(crate) mod show;
 pub(crate) mod space;
 mod tasks;
@@ -26,6 +26,7 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Run(args) => run::run(&args),
         Command::Resume(args) => run::resume(&args),
         Command::Answer { run_dir, file } => answer::run(&run_dir, &file),
+        Command::Mcp => crate::mcp::serve(),
         Command::Tree { run_dir, json } => tree::run(&run_dir, json),
         Command::Report(args) => report::run(&args),
         Command::Show(args) => show::run(&args),

@@ -37,9 +37,9 @@ fn fenced_c(code: &str) -> String {
     format!("Only what the action asks.\n\n```c\n{code}```\n")
 }
 
-/// What a competent model would answer to `call`, whose prompt file holds `prompt`.
-fn answer(call: &ManualCall, prompt: &str) -> String {
-    match call.purpose.as_str() {
+/// What a competent model would answer to a call for `purpose` whose prompt is `prompt`.
+pub(crate) fn answer(purpose: &str, prompt: &str) -> String {
+    match purpose {
         // The first world model forgets the format: the repair re-ask must follow.
         "world_model" => "The division in the last pass is the main cost.".into(),
         "world_model/repair" => {
@@ -95,7 +95,7 @@ fn answer_pending(rd: &Path, turn: usize) -> ManualCall {
         .unwrap()
         .expect("a paused run has a pending call");
     let prompt = std::fs::read_to_string(&call.prompt).unwrap();
-    let reply = answer(&call, &prompt);
+    let reply = answer(&call.purpose, &prompt);
     match turn % 3 {
         0 => std::fs::write(&call.answer, &reply).unwrap(),
         1 => {
