@@ -111,12 +111,18 @@ fn calls(dir: &Path) -> io::Result<Vec<ManualCall>> {
             continue;
         }
         let text = fs::read_to_string(&path)?;
-        let call: ManualCall = serde_json::from_str(&text).map_err(|e| {
+        let mut call: ManualCall = serde_json::from_str(&text).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{}: {e}", path.display()),
             )
         })?;
+        // Stored as bare file names, so a run directory can move (to another machine, say).
+        for file in [&mut call.prompt, &mut call.answer] {
+            if let Some(name) = file.file_name() {
+                *file = dir.join(name);
+            }
+        }
         out.push(call);
     }
     out.sort_by_key(|c| c.call);
@@ -194,7 +200,12 @@ impl ManualClient {
             .replace("{{expected}}", about.expected)
             .replace("{{conversation}}", &prompt_text(request));
         write_atomic(&call.prompt, &prompt)?;
-        let json = serde_json::to_string_pretty(&call).map_err(io::Error::other)?;
+        let stored = ManualCall {
+            prompt: format!("{stem}.prompt.md").into(),
+            answer: format!("{stem}.answer.md").into(),
+            ..call.clone()
+        };
+        let json = serde_json::to_string_pretty(&stored).map_err(io::Error::other)?;
         // The record last: a call is listed only once its prompt is whole.
         write_atomic(&self.dir.join(format!("{stem}.json")), &json)?;
         Ok(call)
@@ -341,5 +352,22 @@ mod tests {
         let e = client.complete_about(&request(), &about("k2")).unwrap_err();
         assert!(matches!(e, LlmError::Pending { call: 3, .. }), "{e}");
         assert_eq!(pending_call(dir.path()).unwrap().unwrap().call, 3);
+    }
+
+    #[test]
+    fn the_calls_move_with_their_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("here");
+        let client = ManualClient::new("manual".parse().unwrap(), &old);
+        client.complete_about(&request(), &about("k1")).unwrap_err();
+        let new = dir.path().join("there");
+        fs::rename(&old, &new).unwrap();
+        let call = pending_call(&new).unwrap().unwrap();
+        assert_eq!(call.answer, new.join("call-0001.answer.md"));
+        assert_eq!(call.prompt, new.join("call-0001.prompt.md"));
+        call.write_answer("moved").unwrap();
+        let client = ManualClient::new("manual".parse().unwrap(), &new);
+        let got = client.complete_about(&request(), &about("k1")).unwrap();
+        assert_eq!(got.text, "moved");
     }
 }
