@@ -261,6 +261,11 @@ fn a_manual_run_pauses_for_each_answer_and_ends_like_any_llm_run() {
     // The text summary says the tokens are estimates.
     let tree = ksearch(&["tree", rd_s]).output().unwrap();
     assert!(tree.status.success(), "{}", text(&tree));
+    assert!(
+        text(&tree).contains("tokens (estimated) in"),
+        "{}",
+        text(&tree)
+    );
     let tree_json: Value =
         serde_json::from_slice(&ksearch(&["tree", rd_s, "--json"]).output().unwrap().stdout)
             .unwrap();
@@ -279,7 +284,8 @@ fn a_manual_run_pauses_for_each_answer_and_ends_like_any_llm_run() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    assert!(std::fs::read_to_string(&report).unwrap().contains("manual"));
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("manual") && html.contains("tokens (estimated)"));
     let export = dir.path().join("export");
     let out = ksearch(&["export", rd_s, "--output", export.to_str().unwrap()])
         .output()
