@@ -129,17 +129,16 @@ fn calls(dir: &Path) -> io::Result<Vec<ManualCall>> {
     Ok(out)
 }
 
-/// The call of `dir` that waits for an answer: the newest one not yet answered nor taken.
+/// The call of `dir` that waits for an answer: the newest call, while it has none. (An older
+/// call left unanswered is not waited for: the run asked something else since.)
 pub fn pending_call(dir: &Path) -> io::Result<Option<ManualCall>> {
-    for call in calls(dir)?.into_iter().rev() {
-        if call.is_taken() {
-            return Ok(None);
-        }
-        if call.answer_text()?.is_none() {
-            return Ok(Some(call));
-        }
+    let Some(call) = calls(dir)?.pop() else {
+        return Ok(None);
+    };
+    if call.is_taken() || call.answer_text()?.is_some() {
+        return Ok(None);
     }
-    Ok(None)
+    Ok(Some(call))
 }
 
 /// Writes `text` to `path` through a temporary file and a rename: a reader sees all or nothing.
@@ -352,6 +351,10 @@ mod tests {
         let e = client.complete_about(&request(), &about("k2")).unwrap_err();
         assert!(matches!(e, LlmError::Pending { call: 3, .. }), "{e}");
         assert_eq!(pending_call(dir.path()).unwrap().unwrap().call, 3);
+        // Call 3 answered: nothing waits, though call 2 never got an answer.
+        let third = pending_call(dir.path()).unwrap().unwrap();
+        third.write_answer("three").unwrap();
+        assert_eq!(pending_call(dir.path()).unwrap(), None);
     }
 
     #[test]
