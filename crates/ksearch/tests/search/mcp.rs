@@ -3,6 +3,7 @@
 //! a new server resuming it to the end, then the tree, a node, the best result and the export.
 
 use std::path::Path;
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -11,7 +12,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use crate::manual_run::answer;
-use crate::support::QUICK;
+use crate::support::{QUICK, wait_for_store};
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -116,7 +117,7 @@ async fn an_agent_runs_a_search_over_mcp_and_survives_a_server_kill() {
         libc::kill(pid as i32, libc::SIGKILL);
     }
     drop(client);
-    let (client, _) = connect(dir.path()).await;
+    let (client, pid) = connect(dir.path()).await;
     let pending = ok(&client, "pending_prompt", json!({ "run_dir": rd })).await;
     assert_eq!(
         pending["pending"]["purpose"], "world_model/repair",
@@ -131,7 +132,38 @@ async fn an_agent_runs_a_search_over_mcp_and_survives_a_server_kill() {
     let step = answer_step(&client, rd, &step).await;
     assert_eq!(step["evaluated"][0]["status"], "compile_error", "{step}");
     assert_eq!(step["pending"]["purpose"], "debug", "{step}");
-    let step = answer_step(&client, rd, &step).await;
+
+    // The server killed while it evaluates the answer: the run it started dies with it (a
+    // survivor would hold the run and refuse the next resume), and a new server evaluates the
+    // answer again without asking for it.
+    let reply = answer("debug", step["pending"]["prompt"].as_str().unwrap());
+    let args = json!({ "run_dir": rd, "answer": reply });
+    let submit = tokio::spawn(async move {
+        let _ = client
+            .call_tool(
+                CallToolRequestParams::new("submit_answer")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await;
+    });
+    let store = dir.path().join("run");
+    let recorded = tokio::task::spawn_blocking(move || {
+        wait_for_store(&store, Duration::from_secs(60), |s| {
+            s.attempts
+                .iter()
+                .any(|a| a.round == 2 && a.evaluation.is_none())
+        })
+    })
+    .await
+    .unwrap();
+    assert!(recorded, "the debug attempt was never recorded");
+    // SAFETY: a signal to the server this test started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    let _ = submit.await;
+    let (client, _) = connect(dir.path()).await;
+    let step = ok(&client, "resume_run", json!({ "run_dir": rd })).await;
     let measured = &step["evaluated"][0];
     assert_eq!(measured["status"], "passed", "{step}");
     assert!(measured["speedup"].as_f64().unwrap() > 0.0, "{step}");
