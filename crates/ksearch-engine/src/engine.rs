@@ -485,7 +485,19 @@ impl<'e> Engine<'e> {
             latency_ms: latencies(&evaluation),
         };
         self.tree = Tree::new(Vec::new(), solution);
-        let model = self.proposer.init_world_model(&ctx!(self))?;
+        // The seed's measurement is kept before the model is asked: a resume after a pause or
+        // an error there asks the same question (its prompt quotes these latencies) instead of
+        // measuring again.
+        self.commit(std::slice::from_ref(&seed), &[])?;
+        let model = match self.proposer.init_world_model(&ctx!(self)) {
+            Ok(model) => model,
+            Err(e) => {
+                // The calls already answered are kept: a resume (after a manual model's pause,
+                // or a provider's error) answers the same requests from them.
+                self.save_calls()?;
+                return Err(e.into());
+            }
+        };
         for note in model.notes {
             self.tree.note(ROOT, note, 0);
         }
@@ -947,7 +959,11 @@ impl<'e> Engine<'e> {
                     next_usd,
                     cap_usd,
                 })) => cost = Some(self.cost_stop(spent_usd, next_usd, cap_usd)?),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // As in the loop: the calls this cycle's end already made are kept.
+                    self.save_calls()?;
+                    return Err(e);
+                }
             }
         }
         let end = SessionEnd {

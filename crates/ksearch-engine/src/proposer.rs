@@ -30,6 +30,17 @@ pub enum ProposeError {
         asks: u32,
         last: String,
     },
+    /// A manual model's call waits for its answer: the run pauses, saved, until it is written.
+    #[error(
+        "paused: model call {call} waits for an answer: the prompt is {}, the answer goes in {}",
+        prompt.display(),
+        answer.display()
+    )]
+    Pending {
+        call: u64,
+        prompt: std::path::PathBuf,
+        answer: std::path::PathBuf,
+    },
     /// The next model call could take the run above `--max-cost`.
     #[error(
         "the next model call (up to ${next_usd:.4}) would take the run's spend of ${spent_usd:.4} above the cap of ${cap_usd:.2}"

@@ -71,6 +71,10 @@ pub struct LlmTotals {
     pub empty_answers: u64,
     #[serde(default)]
     pub truncated_answers: u64,
+    /// The tokens are estimates (four characters a token), not a provider's count: the
+    /// manual model's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tokens_estimated: bool,
 }
 
 /// `; 2 empty answers and 1 cut off, each asked again` (nothing when both are zero): what the
@@ -117,6 +121,10 @@ pub fn summarize(
         t.cost_usd += c.cost_usd.unwrap_or(0.0);
         t.unpriced_calls += u64::from(c.cost_usd.is_none());
         t.replayed_calls += u64::from(c.replayed);
+        t.tokens_estimated |= c
+            .model
+            .parse::<ksearch_llm::ModelSpec>()
+            .is_ok_and(|m| m.provider == ksearch_llm::Provider::Manual);
         if let Ok(answer) = serde_json::from_value::<ksearch_llm::Completion>(c.response.clone()) {
             t.empty_answers += u64::from(answer.is_empty());
             t.truncated_answers += u64::from(!answer.is_empty() && answer.is_truncated());

@@ -11,6 +11,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use crate::config::ClientConfig;
 use crate::error::LlmError;
 use crate::http::{RetryPolicy, Transport};
+use crate::manual::CallAbout;
 use crate::secret::{Secret, scrub};
 use crate::spec::{ModelSpec, Provider};
 use crate::types::{Completion, CompletionRequest};
@@ -23,6 +24,16 @@ pub trait LlmClient: Send + fmt::Debug {
 
     /// One completion, with retries as configured.
     fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError>;
+
+    /// [`LlmClient::complete`], told what the call is for. Only a client that shows the call to
+    /// someone (the manual model) uses it.
+    fn complete_about(
+        &self,
+        request: &CompletionRequest,
+        _about: &CallAbout<'_>,
+    ) -> Result<Completion, LlmError> {
+        self.complete(request)
+    }
 }
 
 /// A client for `spec`, reading the key (and `OPENAI_BASE_URL`) from the environment where the
@@ -38,6 +49,12 @@ pub fn client_with_env(
     config: ClientConfig,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn LlmClient>, LlmError> {
+    if spec.provider == Provider::Manual {
+        return Err(LlmError::Config {
+            provider: spec.provider,
+            detail: "the manual model answers through files in a run directory: build it with ManualClient::new".into(),
+        });
+    }
     let Some(format) = Wire::of(spec.provider) else {
         // A command: no URL, no key, no HTTP.
         return Ok(Box::new(crate::exec::ExecClient {
@@ -230,7 +247,9 @@ pub fn reasoning_effort_note(
         Provider::Gemini => wire::gemini::thinking_config(model, Some(effort), max_output_tokens)
             .is_none()
             .then(|| format!("{model} takes no thinkingConfig for `{effort}` (Gemini 2.5 takes a thinking budget, Gemini 3 a thinking level; 2.5 Pro cannot turn thinking off)")),
-        Provider::Exec => Some("a command gets only the conversation".to_string()),
+        Provider::Exec | Provider::Manual => {
+            Some("a command or a person gets only the conversation".to_string())
+        }
     }?;
     Some(format!(
         "the reasoning effort does nothing for {spec}: {why}"

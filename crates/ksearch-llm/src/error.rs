@@ -106,6 +106,21 @@ pub enum LlmError {
         /// What happened: its exit status and the end of its stderr.
         detail: String,
     },
+    /// A manual model call waits for its answer (`manual`): the run pauses until the answer
+    /// file is written.
+    #[error(
+        "model call {call} waits for an answer: the prompt is {}, the answer goes in {}",
+        prompt.display(),
+        answer.display()
+    )]
+    Pending {
+        /// The call's number in the run (1, 2, ...).
+        call: u64,
+        /// The file holding the whole prompt.
+        prompt: std::path::PathBuf,
+        /// The file the answer goes in.
+        answer: std::path::PathBuf,
+    },
     /// A successful status whose body is not the expected JSON.
     #[error("malformed {provider} reply: {detail}")]
     Malformed {

@@ -7,6 +7,7 @@
 //! | `gemini:`            | Gemini `generateContent`             | `GEMINI_API_KEY`    |
 //! | `anthropic:`         | Anthropic Messages (`/v1/messages`)  | `ANTHROPIC_API_KEY` |
 //! | `exec:`              | any command: prompt on stdin, answer on stdout (see `exec`) | none (the command's own) |
+//! | `manual`             | prompt and answer as files in the run directory (see [`ManualClient`]) | none |
 //!
 //! ```no_run
 //! use ksearch_llm::{ClientConfig, CompletionRequest, Message, ModelSpec, client};
@@ -65,6 +66,7 @@ mod error;
 mod exec;
 mod http;
 pub mod loopback;
+mod manual;
 mod prices;
 mod secret;
 mod spec;
@@ -76,6 +78,7 @@ pub use config::ClientConfig;
 pub use error::{Failure, LlmError};
 pub use exec::{RETRY_EXIT_CODE, prompt_text};
 pub use http::RETRY_AFTER_CEILING;
+pub use manual::{CallAbout, ManualCall, ManualClient, pending_call};
 pub use prices::{ModelPrice, PriceError, PriceTable};
 pub use secret::Secret;
 pub use spec::{ModelSpec, Provider};

@@ -22,6 +22,9 @@ pub enum Provider {
     /// Any command: the prompt on its stdin, the answer on its stdout (`exec:'llm -m gpt-4o'`).
     /// The "model" is the command line, run by `sh -c`.
     Exec,
+    /// A person or a coding agent answering prompt files in the run directory (`manual`, or
+    /// `manual:LABEL` to name who answers). See `manual`.
+    Manual,
 }
 
 impl Provider {
@@ -43,6 +46,7 @@ impl Provider {
             Provider::Gemini => "gemini",
             Provider::Anthropic => "anthropic",
             Provider::Exec => "exec",
+            Provider::Manual => "manual",
         }
     }
 
@@ -53,7 +57,7 @@ impl Provider {
             Provider::OpenAiChat | Provider::OpenAiResponses => "OPENAI_API_KEY",
             Provider::Gemini => "GEMINI_API_KEY",
             Provider::Anthropic => "ANTHROPIC_API_KEY",
-            Provider::Exec => "",
+            Provider::Exec | Provider::Manual => "",
         }
     }
 
@@ -62,7 +66,7 @@ impl Provider {
     pub fn base_url_variable(self) -> Option<&'static str> {
         match self {
             Provider::OpenAiChat | Provider::OpenAiResponses => Some("OPENAI_BASE_URL"),
-            Provider::Gemini | Provider::Anthropic | Provider::Exec => None,
+            Provider::Gemini | Provider::Anthropic | Provider::Exec | Provider::Manual => None,
         }
     }
 
@@ -73,7 +77,7 @@ impl Provider {
             Provider::OpenAiChat | Provider::OpenAiResponses => "https://api.openai.com/v1",
             Provider::Gemini => "https://generativelanguage.googleapis.com",
             Provider::Anthropic => "https://api.anthropic.com",
-            Provider::Exec => "",
+            Provider::Exec | Provider::Manual => "",
         }
     }
 
@@ -85,13 +89,14 @@ impl Provider {
             Provider::Gemini => "Gemini",
             Provider::Anthropic => "Anthropic",
             Provider::Exec => "a command",
+            Provider::Manual => "manual answers",
         }
     }
 
     fn from_prefix(prefix: &str) -> Option<Provider> {
         Provider::ALL
             .into_iter()
-            .chain([Provider::Exec])
+            .chain([Provider::Exec, Provider::Manual])
             .find(|p| p.prefix().eq_ignore_ascii_case(prefix))
     }
 }
@@ -128,7 +133,7 @@ impl ModelSpec {
 fn expected_prefixes() -> String {
     Provider::ALL
         .iter()
-        .chain(&[Provider::Exec])
+        .chain(&[Provider::Exec, Provider::Manual])
         .map(|p| format!("`{}:`", p.prefix()))
         .collect::<Vec<_>>()
         .join(", ")
@@ -143,6 +148,10 @@ impl FromStr for ModelSpec {
             spec: text.to_string(),
             detail,
         };
+        // `manual` alone: answers come from files, and no one is named.
+        if text.eq_ignore_ascii_case(Provider::Manual.prefix()) {
+            return Ok(ModelSpec::new(Provider::Manual, ""));
+        }
         let Some((prefix, model)) = text.split_once(':') else {
             return Err(invalid(format!(
                 "expected PROVIDER:MODEL with PROVIDER one of {} (e.g. `openai:gpt-5`)",
@@ -181,6 +190,10 @@ impl FromStr for ModelSpec {
 
 impl fmt::Display for ModelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.model.is_empty() {
+            // Only `manual` has no model id.
+            return f.write_str(self.provider.prefix());
+        }
         write!(f, "{}:{}", self.provider.prefix(), self.model)
     }
 }
@@ -227,6 +240,19 @@ mod tests {
         assert!("openai:gpt 5".parse::<ModelSpec>().is_err());
         let e = "nope:x".parse::<ModelSpec>().unwrap_err().to_string();
         assert!(e.contains("`exec:`"), "{e}");
+    }
+
+    #[test]
+    fn manual_takes_an_optional_label() {
+        let spec: ModelSpec = "manual".parse().unwrap();
+        assert_eq!(spec, ModelSpec::new(Provider::Manual, ""));
+        assert_eq!(spec.to_string(), "manual");
+        let spec: ModelSpec = "manual:claude-code".parse().unwrap();
+        assert_eq!(spec.provider, Provider::Manual);
+        assert_eq!(spec.to_string(), "manual:claude-code");
+        assert!("manual:two words".parse::<ModelSpec>().is_err());
+        let back: ModelSpec = serde_json::from_str("\"manual\"").unwrap();
+        assert_eq!(back.provider, Provider::Manual);
     }
 
     #[test]

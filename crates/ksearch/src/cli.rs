@@ -65,8 +65,17 @@ pub(crate) enum Command {
     Eval(EvalArgs),
     /// Search: grow a tree of optimization hypotheses and keep what measures faster.
     Run(RunArgs),
-    /// Continue a stopped or killed run.
+    /// Continue a stopped, paused or killed run.
     Resume(ResumeArgs),
+    /// Serve ksearch's tools to a coding agent over MCP on stdio; the agent is the runs' model.
+    Mcp,
+    /// Answer the model call a run paused for (`--model manual`); `ksearch resume` goes on.
+    Answer {
+        run_dir: PathBuf,
+        /// The answer's file, or `-` (the default) for stdin.
+        #[arg(default_value = "-")]
+        file: PathBuf,
+    },
     /// Show a run's tree: actions, status, predicted and measured speedups, the best path.
     Tree {
         run_dir: PathBuf,

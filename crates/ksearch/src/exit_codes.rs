@@ -10,3 +10,5 @@ pub(crate) const CHECK_FAILED: i32 = 1;
 pub(crate) const USAGE: i32 = 2;
 /// The task or candidate given is malformed or missing.
 pub(crate) const INPUT: i32 = 3;
+/// The run paused: a manual model's call waits for its answer (`ksearch resume` goes on).
+pub(crate) const PAUSED: i32 = 4;

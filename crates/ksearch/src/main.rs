@@ -5,6 +5,7 @@ mod commands;
 mod config;
 mod exit_codes;
 mod interrupt;
+mod mcp;
 mod progress;
 mod tree_view;
 
@@ -35,8 +36,9 @@ fn main() {
         Err(err) => {
             let code = commands::exit_code_for(&err);
             #[allow(clippy::print_stderr)] // the one place errors reach the user
-            {
-                eprintln!("error: {err:#}");
+            match commands::paused_line(&err) {
+                Some(line) => eprintln!("{line}"),
+                None => eprintln!("error: {err:#}"),
             }
             code
         }

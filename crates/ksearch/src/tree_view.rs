@@ -42,8 +42,14 @@ pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
         let calls: u64 = summary.llm.values().map(|t| t.calls).sum();
         let _ = writeln!(
             o,
-            "models: ${:.4} for {} tokens in {calls} calls",
-            summary.cost_usd, summary.tokens
+            "models: ${:.4} for {} tokens{} in {calls} calls",
+            summary.cost_usd,
+            summary.tokens,
+            if summary.llm.values().any(|t| t.tokens_estimated) {
+                " (estimated)"
+            } else {
+                ""
+            }
         );
     }
     let _ = writeln!(

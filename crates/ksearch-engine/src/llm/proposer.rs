@@ -117,6 +117,7 @@ impl LlmProposer {
         purpose: &str,
         round: u64,
         messages: Vec<Message>,
+        expected: &str,
     ) -> Result<Completion, ProposeError> {
         let spec = self.client(role).spec().clone();
         let request = CompletionRequest {
@@ -151,10 +152,31 @@ impl LlmProposer {
                         });
                     }
                 }
-                let c = self
-                    .client(role)
-                    .complete(&request)
-                    .map_err(|e| self.fail(format!("{purpose} call to {spec} failed: {e}")))?;
+                let about = ksearch_llm::CallAbout {
+                    role: role_name(role),
+                    purpose,
+                    round,
+                    expected,
+                    key: &key,
+                };
+                let c = match self.client(role).complete_about(&request, &about) {
+                    Ok(c) => c,
+                    // A manual model's call waits for its answer: the run pauses.
+                    Err(ksearch_llm::LlmError::Pending {
+                        call,
+                        prompt,
+                        answer,
+                    }) => {
+                        return Err(ProposeError::Pending {
+                            call,
+                            prompt,
+                            answer,
+                        });
+                    }
+                    Err(e) => {
+                        return Err(self.fail(format!("{purpose} call to {spec} failed: {e}")));
+                    }
+                };
                 (c, false)
             }
         };
@@ -228,7 +250,7 @@ impl LlmProposer {
             } else {
                 format!("{purpose}/repair")
             };
-            let answer = self.call(role, &p, round, messages.clone())?;
+            let answer = self.call(role, &p, round, messages.clone(), expected)?;
             model = self.client(role).spec().to_string();
             // An empty or cut-off answer is not sent back (an empty turn is refused by some
             // providers; a cut-off one is not worth its tokens, and its code would be cut off
@@ -645,6 +667,13 @@ impl Proposer for LlmProposer {
 
     fn restore_records(&mut self, records: &[LlmCallRecord]) {
         self.journal.restore(records, true);
+    }
+}
+
+fn role_name(role: ModelRole) -> &'static str {
+    match role {
+        ModelRole::Reasoning => "reasoning",
+        ModelRole::Codegen => "codegen",
     }
 }
 

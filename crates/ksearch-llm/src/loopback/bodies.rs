@@ -14,7 +14,7 @@ pub fn success_body(provider: Provider, text: &str, usage: &Usage) -> Value {
         Provider::Gemini => gemini_body(text, usage),
         Provider::Anthropic => anthropic_body(text, usage),
         // A command answers with plain text, not over HTTP.
-        Provider::Exec => Value::String(text.to_string()),
+        Provider::Exec | Provider::Manual => Value::String(text.to_string()),
     }
 }
 
@@ -200,6 +200,6 @@ pub fn error_body(provider: Provider, status: u16, message: &str) -> Value {
             };
             json!({"error": {"code": status, "message": message, "status": grpc}})
         }
-        Provider::Exec => json!({"error": message}),
+        Provider::Exec | Provider::Manual => json!({"error": message}),
     }
 }

@@ -27,7 +27,7 @@ impl Wire {
             Provider::OpenAiResponses => Some(Wire::OpenAiResponses),
             Provider::Gemini => Some(Wire::Gemini),
             Provider::Anthropic => Some(Wire::Anthropic),
-            Provider::Exec => None,
+            Provider::Exec | Provider::Manual => None,
         }
     }
 }

@@ -59,7 +59,7 @@ fn budget(provider: Provider, body: &Value) -> &Value {
         Provider::OpenAiResponses => &body["max_output_tokens"],
         Provider::Gemini => &body["generationConfig"]["maxOutputTokens"],
         Provider::Anthropic => &body["max_tokens"],
-        Provider::Exec => unreachable!(),
+        Provider::Exec | Provider::Manual => unreachable!("not an HTTP provider"),
     }
 }
 

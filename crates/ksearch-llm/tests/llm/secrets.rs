@@ -88,7 +88,7 @@ fn every_error_path(provider: Provider) {
         Provider::OpenAiChat | Provider::OpenAiResponses => "authorization",
         Provider::Gemini => "x-goog-api-key",
         Provider::Anthropic => "x-api-key",
-        Provider::Exec => unreachable!("a command gets no key"),
+        Provider::Exec | Provider::Manual => unreachable!("a command gets no key"),
     };
     assert!(
         sent.header(header).is_some_and(|v| v.contains(SECRET)),

@@ -23,7 +23,7 @@ pub(crate) fn spec(provider: Provider) -> ModelSpec {
         Provider::OpenAiResponses => "o4-mini",
         Provider::Gemini => "gemini-2.5-flash",
         Provider::Anthropic => "claude-haiku-4-5",
-        Provider::Exec => "cat",
+        Provider::Exec | Provider::Manual => "cat",
     };
     ModelSpec::new(provider, model)
 }
@@ -33,7 +33,7 @@ pub(crate) fn base_url(provider: Provider, server: &ScriptedServer) -> String {
     match provider {
         Provider::OpenAiChat | Provider::OpenAiResponses => format!("{}/v1", server.url()),
         Provider::Gemini | Provider::Anthropic => server.url(),
-        Provider::Exec => unreachable!("a command is not reached over HTTP"),
+        Provider::Exec | Provider::Manual => unreachable!("a command is not reached over HTTP"),
     }
 }
 
@@ -44,7 +44,7 @@ pub(crate) fn expected_path(provider: Provider) -> String {
         Provider::OpenAiResponses => "/v1/responses".to_string(),
         Provider::Gemini => format!("/v1beta/models/{}:generateContent", spec(provider).model),
         Provider::Anthropic => "/v1/messages".to_string(),
-        Provider::Exec => unreachable!("a command is not reached over HTTP"),
+        Provider::Exec | Provider::Manual => unreachable!("a command is not reached over HTTP"),
     }
 }
 
@@ -199,7 +199,7 @@ pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
             );
             assert!(body.get("temperature").is_none(), "{body}");
         }
-        Provider::Exec => unreachable!("a command is not reached over HTTP"),
+        Provider::Exec | Provider::Manual => unreachable!("a command is not reached over HTTP"),
     }
 }
 
@@ -210,7 +210,7 @@ pub(crate) fn canonical_finish(provider: Provider) -> &'static str {
         Provider::OpenAiResponses => "completed",
         Provider::Gemini => "STOP",
         Provider::Anthropic => "end_turn",
-        Provider::Exec => unreachable!("a command reports no finish reason"),
+        Provider::Exec | Provider::Manual => unreachable!("a command reports no finish reason"),
     }
 }
 

@@ -50,7 +50,7 @@ fn normal_answer_with_usage(provider: Provider) {
             }]),
         ),
         Provider::OpenAiChat | Provider::OpenAiResponses => {}
-        Provider::Exec => unreachable!("a command is not reached over HTTP"),
+        Provider::Exec | Provider::Manual => unreachable!("a command is not reached over HTTP"),
     }
     let server = ScriptedServer::start(vec![Reply::ok(body)]);
     let llm = make_client(provider, config(provider, &server));

@@ -98,10 +98,16 @@ pub(super) fn section(o: &mut String, data: &RunData) {
     let unpriced: u64 = s.llm.values().map(|t| t.unpriced_calls).sum();
     let empty: u64 = s.llm.values().map(|t| t.empty_answers).sum();
     let truncated: u64 = s.llm.values().map(|t| t.truncated_answers).sum();
+    // The manual model's tokens are estimates, and say so.
+    let estimated = if s.llm.values().any(|t| t.tokens_estimated) {
+        " (estimated)"
+    } else {
+        ""
+    };
     fact(
         "LLM",
         format!(
-            "{} tokens · ${:.4} · {calls} calls{}{}",
+            "{} tokens{estimated} · ${:.4} · {calls} calls{}{}",
             s.tokens,
             // `+ 0.0` turns a -0.0 sum into 0.0.
             s.cost_usd.max(0.0) + 0.0,

@@ -1,11 +1,12 @@
 //! One module per subcommand.
 
+mod answer;
 mod contract;
 mod eval;
 pub(crate) mod export;
 pub(crate) mod knowledge;
 pub(crate) mod report;
-mod run;
+pub(crate) mod run;
 pub(crate) mod show;
 pub(crate) mod space;
 mod tasks;
@@ -25,6 +26,8 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Eval(args) => eval::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Resume(args) => run::resume(&args),
+        Command::Answer { run_dir, file } => answer::run(&run_dir, &file),
+        Command::Mcp => crate::mcp::serve(),
         Command::Tree { run_dir, json } => tree::run(&run_dir, json),
         Command::Report(args) => report::run(&args),
         Command::Show(args) => show::run(&args),
@@ -66,8 +69,48 @@ fn hosted() -> String {
         .join(", ")
 }
 
-/// Errors in what the user gave us get their own exit code.
+/// The manual model's call the run paused for, when `err` is that pause.
+pub(crate) fn paused(err: &anyhow::Error) -> Option<&ksearch_engine::ProposeError> {
+    use ksearch_engine::{EngineError, ProposeError};
+    err.chain().find_map(|cause| {
+        // The engine's error is transparent: the proposer's is not in the chain of its own.
+        let p = match cause.downcast_ref::<EngineError>() {
+            Some(EngineError::Propose(p)) => p,
+            _ => cause.downcast_ref::<ProposeError>()?,
+        };
+        matches!(p, ProposeError::Pending { .. }).then_some(p)
+    })
+}
+
+/// The one line a pause prints: the prompt file, the answer file, and how to go on.
+pub(crate) fn paused_line(err: &anyhow::Error) -> Option<String> {
+    let Some(ksearch_engine::ProposeError::Pending {
+        call,
+        prompt,
+        answer,
+    }) = paused(err)
+    else {
+        return None;
+    };
+    // The files are in RUN_DIR/manual/.
+    let run_dir = prompt
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap_or(std::path::Path::new("."));
+    Some(format!(
+        "paused: model call {call} waits for an answer: prompt {}, answer into {} (or `ksearch answer {} FILE`), then `ksearch resume {}`",
+        prompt.display(),
+        answer.display(),
+        run_dir.display(),
+        run_dir.display()
+    ))
+}
+
+/// Errors in what the user gave us get their own exit code; a pause, its own.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
+    if paused(err).is_some() {
+        return exit_codes::PAUSED;
+    }
     for cause in err.chain() {
         // A record holding NaN or infinity is a bug in ksearch, never the user's input.
         let non_finite = matches!(

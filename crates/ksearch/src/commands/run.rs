@@ -1,7 +1,7 @@
 //! `ksearch run` and `ksearch resume`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -17,7 +17,7 @@ use ksearch_engine::{
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
 use ksearch_knowledge::{ContextRequest, Level, Target};
-use ksearch_llm::{ClientConfig, LlmClient, ModelSpec, PriceTable, Provider, Secret};
+use ksearch_llm::{ClientConfig, LlmClient, ManualClient, ModelSpec, PriceTable, Provider, Secret};
 
 use super::eval::{backend_options, eval_settings};
 use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
@@ -27,6 +27,11 @@ use crate::interrupt::stop_flag;
 use crate::progress::ProgressLine;
 
 const DEFAULT_ITERATIONS: u64 = 30;
+
+/// Where the manual model's prompt and answer files live in a run directory.
+pub(crate) fn manual_dir(run_dir: &Path) -> PathBuf {
+    run_dir.join("manual")
+}
 const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 16_384;
 
 /// The LLM models the flags and config ask for; `None` for the builtin proposer.
@@ -84,12 +89,16 @@ fn client_for(
     models: &LlmModels,
     cfg: &Config,
     offline: bool,
+    run_dir: &Path,
 ) -> anyhow::Result<Box<dyn LlmClient>> {
     let spec: ModelSpec = spec_text
         .parse()
         .with_context(|| format!("invalid model `{spec_text}`"))?;
     if offline {
         return Ok(Box::new(OfflineClient::new(spec)));
+    }
+    if spec.provider == Provider::Manual {
+        return Ok(Box::new(ManualClient::new(spec, manual_dir(run_dir))));
     }
     let p = cfg.provider(spec.provider.prefix());
     let effort = models
@@ -112,7 +121,7 @@ fn client_for(
             .providers
             .get(spec.provider.prefix())
             .and_then(|own| own.base_url.clone()),
-        Provider::Exec => None,
+        Provider::Exec | Provider::Manual => None,
     };
     let config = ClientConfig {
         base_url,
@@ -204,6 +213,7 @@ fn proposer_for(
     cfg: &Config,
     eval: &EvalSettings,
     replay: Option<(&[LlmCallRecord], &ReplayPlan)>,
+    run_dir: &Path,
 ) -> anyhow::Result<Box<dyn Proposer>> {
     let Some(m) = models else {
         let hardware = ksearch_eval::knowledge()
@@ -222,11 +232,11 @@ fn proposer_for(
     if m.max_cost_usd.is_some() && !offline {
         for model in [&m.reasoning, &m.codegen] {
             let spec: ModelSpec = model.parse()?;
-            if spec.provider == Provider::Exec {
+            if matches!(spec.provider, Provider::Exec | Provider::Manual) {
                 return Err(ksearch_llm::LlmError::Config {
                     provider: spec.provider,
                     detail: format!(
-                        "a cost cap cannot limit `{spec}`: a command's tokens are unknown; limit the run with --iterations or --time instead"
+                        "a cost cap cannot limit `{spec}`: its tokens are unknown or estimated; limit the run with --iterations or --time instead"
                     ),
                 }
                 .into());
@@ -243,8 +253,8 @@ fn proposer_for(
         }
     }
     let mut proposer = LlmProposer::new(LlmSettings {
-        reasoning: client_for(&m.reasoning, m, cfg, offline)?,
-        codegen: client_for(&m.codegen, m, cfg, offline)?,
+        reasoning: client_for(&m.reasoning, m, cfg, offline, run_dir)?,
+        codegen: client_for(&m.codegen, m, cfg, offline, run_dir)?,
         prices,
         max_cost_usd: m.max_cost_usd,
         knowledge: knowledge_source(task, m, eval)?,
@@ -397,6 +407,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 .unwrap_or(DEFAULT_ITERATIONS),
         ),
     };
+    let run_dir = args.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("ksearch-runs").join(format!("{}-{}", task.spec.name, utc_stamp(now)))
+    });
     let proposer = proposer_for(
         &task,
         config.llm.as_ref(),
@@ -406,11 +419,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             .as_ref()
             .zip(plan.as_ref())
             .map(|((_, _, s, _), plan)| (s.llm_calls.as_slice(), plan)),
+        &run_dir,
     )?;
     config.proposer = proposer.name();
-    let run_dir = args.run_dir.clone().unwrap_or_else(|| {
-        PathBuf::from("ksearch-runs").join(format!("{}-{}", task.spec.name, utc_stamp(now)))
-    });
     let stop = stop_flag();
     let mut local;
     let mut replayed;
@@ -466,8 +477,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                     Some(ksearch_engine::EngineError::InterruptedDuringSetup)
                 )
             });
+            // A paused one too: it waits for an answer.
+            let paused = super::paused(&e).is_some();
             if let Some(dir) = created
                 && !interrupted
+                && !paused
                 && ksearch_engine::read_summary(&run_dir).is_err()
             {
                 let _ = std::fs::remove_dir_all(dir);
@@ -493,7 +507,14 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
             m.base_url.clone_from(&args.base_url);
         }
     }
-    let proposer = proposer_for(&run.task, models.as_ref(), &cfg, &run.config.eval, None)?;
+    let proposer = proposer_for(
+        &run.task,
+        models.as_ref(),
+        &cfg,
+        &run.config.eval,
+        None,
+        &args.run_dir,
+    )?;
     let mut evaluator = evaluator_for(&run.task, &run.config.eval)?;
     let stop = stop_flag();
     evaluator.set_cancel(stop.clone());
@@ -574,7 +595,7 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
         for (who, t) in &s.llm {
             let _ = writeln!(
                 o,
-                "  {who}: {} calls ({} from the journal{}), {} in ({} cached) / {} out ({} reasoning) tokens, ${:.4}{}",
+                "  {who}: {} calls ({} from the journal{}), {} in ({} cached) / {} out ({} reasoning) tokens{}, ${:.4}{}",
                 t.calls,
                 t.replayed_calls,
                 ksearch_engine::asked_again(t.empty_answers, t.truncated_answers),
@@ -582,6 +603,11 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
                 t.cached_input_tokens,
                 t.output_tokens,
                 t.reasoning_tokens,
+                if t.tokens_estimated {
+                    " (estimated)"
+                } else {
+                    ""
+                },
                 t.cost_usd,
                 if t.unpriced_calls > 0 {
                     format!(" + {} calls with no price", t.unpriced_calls)

@@ -6,6 +6,8 @@ mod kernels;
 
 mod cli_runs;
 mod llm_run;
+mod manual_run;
+mod mcp;
 mod replay;
 mod run_dir;
 mod scripted;

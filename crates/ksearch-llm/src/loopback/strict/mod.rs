@@ -59,7 +59,7 @@ impl Rejection {
                 },
                 "request_id": "req_loopback_strict",
             }),
-            Provider::Gemini | Provider::Exec => json!({"error": {
+            Provider::Gemini | Provider::Exec | Provider::Manual => json!({"error": {
                 "code": self.status,
                 "message": self.message,
                 "status": if self.status == 403 { "PERMISSION_DENIED" } else { "INVALID_ARGUMENT" },
@@ -94,7 +94,7 @@ pub fn check(request: &RecordedRequest) -> Option<Rejection> {
         Provider::OpenAiResponses => openai::responses(request),
         Provider::Anthropic => anthropic::check(request),
         Provider::Gemini => gemini::check(request),
-        Provider::Exec => Ok(()),
+        Provider::Exec | Provider::Manual => Ok(()),
     };
     result.err()
 }
