@@ -129,17 +129,6 @@ fn answer(req: &RecordedRequest, world_model_calls: &AtomicUsize) -> Reply {
     Reply::success(Provider::OpenAiChat, &text, &USAGE)
 }
 
-/// The interpreter `python3` names here, by its absolute path: the model command runs in the
-/// run's directory, where a version manager's shim may pick another interpreter or none.
-fn python_executable() -> std::path::PathBuf {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 runs");
-    assert!(out.status.success(), "python3 -c: {out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().into()
-}
-
 fn run_json(dir: &std::path::Path, args: &[&str]) -> Value {
     let out = ksearch(args)
         .current_dir(dir)
@@ -685,10 +674,9 @@ fn a_command_is_the_model_and_the_run_replays_without_it() {
     std::fs::write(&kernel, kernels::good()).unwrap();
     let log = dir.path().join("calls.log");
     let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exec_model/model.py");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exec_model/model.sh");
     let model = format!(
-        "exec:{} {} {} {}",
-        python_executable().display(),
+        "exec:sh {} {} {}",
         script.display(),
         kernel.display(),
         log.display()
