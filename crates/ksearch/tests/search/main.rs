@@ -5,6 +5,7 @@
 mod kernels;
 
 mod cli_runs;
+mod llama_cpp;
 mod llm_run;
 mod manual_run;
 mod mcp;
