@@ -47,7 +47,10 @@ fn a_search_against_llama_cpp_ends_cleanly_with_every_answer_accounted_for() {
     assert_eq!(cut as usize, length, "every cut-off answer counted: {run}");
     let blank = calls.iter().filter(|c| c["empty"] == true).count();
     assert_eq!(empty as usize, blank, "every empty answer counted: {run}");
-    assert!(run["tokens"].as_u64().unwrap() > 0, "tokens recorded: {run}");
+    assert!(
+        run["tokens"].as_u64().unwrap() > 0,
+        "tokens recorded: {run}"
+    );
     assert!(run["wall_s"].as_f64().unwrap() > 0.0);
     let report = read("report.html");
     assert!(report.contains("gemma3-270m"), "the report names the model");

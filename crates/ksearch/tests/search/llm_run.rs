@@ -129,6 +129,24 @@ fn answer(req: &RecordedRequest, world_model_calls: &AtomicUsize) -> Reply {
     Reply::success(Provider::OpenAiChat, &text, &USAGE)
 }
 
+/// `ksearch run cpu/softmax --replay RD` into `DIR/replay`: where it went, and its JSON.
+fn replay_json(dir: &std::path::Path, rd: &std::path::Path) -> (std::path::PathBuf, Value) {
+    let rd2 = dir.join("replay");
+    let j = run_json(
+        dir,
+        &[
+            "run",
+            "cpu/softmax",
+            "--replay",
+            rd.to_str().unwrap(),
+            "--run-dir",
+            rd2.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    (rd2, j)
+}
+
 fn run_json(dir: &std::path::Path, args: &[&str]) -> Value {
     let out = ksearch(args)
         .current_dir(dir)
@@ -245,19 +263,7 @@ fn an_llm_run_grows_the_tree_costs_what_was_used_and_replays_offline() {
 
     // Replay with the server gone: same tree, no cost.
     drop(server);
-    let rd2 = dir.path().join("replay");
-    let j2 = run_json(
-        dir.path(),
-        &[
-            "run",
-            "cpu/softmax",
-            "--replay",
-            rd.to_str().unwrap(),
-            "--run-dir",
-            rd2.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let (rd2, j2) = replay_json(dir.path(), &rd);
     assert_eq!(j2["rounds"], j["rounds"]);
     assert_eq!(j2["cost_usd"], 0.0);
     let tree2 = run_json(dir.path(), &["tree", rd2.to_str().unwrap(), "--json"]);
@@ -648,19 +654,7 @@ fn paid_calls_survive_a_failed_call_and_a_resume_reuses_them() {
 
     // The whole record replays, the failed session and the resume, with the server gone.
     drop(server);
-    let rd2 = dir.path().join("replay");
-    let j2 = run_json(
-        dir.path(),
-        &[
-            "run",
-            "cpu/softmax",
-            "--replay",
-            rd.to_str().unwrap(),
-            "--run-dir",
-            rd2.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let (_, j2) = replay_json(dir.path(), &rd);
     assert_eq!(j2["rounds"], j["rounds"]);
 }
 
@@ -725,19 +719,7 @@ fn a_command_is_the_model_and_the_run_replays_without_it() {
 
     // The replay answers from the journal: the command is not run again.
     std::fs::remove_file(&log).unwrap();
-    let rd2 = dir.path().join("replay");
-    let j2 = run_json(
-        dir.path(),
-        &[
-            "run",
-            "cpu/softmax",
-            "--replay",
-            rd.to_str().unwrap(),
-            "--run-dir",
-            rd2.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let (_, j2) = replay_json(dir.path(), &rd);
     assert_eq!(j2["rounds"], j["rounds"]);
     assert!(!log.exists(), "the replay ran the command");
 }
