@@ -262,7 +262,7 @@ def kernel_cache_dir(arrays):
     return path
 
 
-def serve(target):
+def serve(backend, target):
     channel = Channel.from_env()
     from .arrays import arrays_for
 
@@ -272,7 +272,7 @@ def serve(target):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: nobody reads our memory
     except (OSError, AttributeError):
         pass
-    arrays = arrays_for(target)
+    arrays = arrays_for(target, backend)
     root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=os.getcwd())
     settings = Settings(arrays.target, root_dir, allowed_cpus(), kernel_cache_dir(arrays))
     channel.send({"type": "hello", "backend": f"mlx/{arrays.target}", "version": __version__, "pid": os.getpid()})

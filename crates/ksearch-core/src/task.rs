@@ -59,10 +59,10 @@ pub enum Init {
 
 impl Init {
     pub fn default_for(dtype: Dtype) -> Init {
-        if dtype.is_float() {
-            Init::Uniform([-1.0, 1.0])
-        } else {
-            Init::Randint([-100, 100])
+        match dtype {
+            Dtype::Bool => Init::Randint([0, 1]),
+            d if d.is_float() => Init::Uniform([-1.0, 1.0]),
+            _ => Init::Randint([-100, 100]),
         }
     }
 }
@@ -123,7 +123,10 @@ impl Tolerance {
             Dtype::Bf16 => (1e-2, 2e-2, 1e-2),
             Dtype::F32 => (1e-5, 1e-4, 1e-5),
             Dtype::F64 => (1e-10, 1e-8, 1e-10),
-            Dtype::I32 | Dtype::I64 => (0.0, 0.0, 0.0),
+            // One step of the mantissa: 2^-3 and 2^-2 relative.
+            Dtype::F8e4m3 => (1e-1, 1.25e-1, 6e-2),
+            Dtype::F8e5m2 => (2e-1, 2.5e-1, 1.2e-1),
+            Dtype::I32 | Dtype::I64 | Dtype::I8 | Dtype::I16 | Dtype::Bool => (0.0, 0.0, 0.0),
         };
         Tolerance {
             atol,
@@ -565,9 +568,10 @@ fn sizes_a_tensor(spec: &TaskSpec, axis: &str) -> bool {
 fn validate_init(init: Init, dtype: Dtype) -> Result<(), String> {
     match init {
         Init::Uniform([lo, hi]) if dtype.is_float() => {
-            if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+            // low == high is a constant (a scalar such as `eps`).
+            if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
                 return Err(format!(
-                    "uniform range [{lo}, {hi}] must be finite with low < high"
+                    "uniform range [{lo}, {hi}] must be finite with low <= high"
                 ));
             }
         }
@@ -579,6 +583,18 @@ fn validate_init(init: Init, dtype: Dtype) -> Result<(), String> {
         Init::Randint([lo, hi]) if !dtype.is_float() => {
             if lo > hi {
                 return Err(format!("randint range [{lo}, {hi}] must have low <= high"));
+            }
+            let (min, max) = match dtype {
+                Dtype::Bool => (0, 1),
+                Dtype::I8 => (i8::MIN.into(), i8::MAX.into()),
+                Dtype::I16 => (i16::MIN.into(), i16::MAX.into()),
+                Dtype::I32 => (i32::MIN.into(), i32::MAX.into()),
+                _ => (i64::MIN, i64::MAX),
+            };
+            if lo < min || hi > max {
+                return Err(format!(
+                    "randint range [{lo}, {hi}] does not fit dtype {dtype} ([{min}, {max}])"
+                ));
             }
         }
         _ => return Err(format!("this init does not fit dtype {dtype}")),
@@ -865,7 +881,7 @@ file = "seed.c"
                 "init = { uniform = [-10, 10] }",
                 "init = { uniform = [10, -10] }",
                 "inputs[0].init",
-                "low < high",
+                "low <= high",
             ),
             (
                 "file = \"seed.c\"",
