@@ -117,7 +117,7 @@ def runner_env(extra=None):
 class Runner:
     """A runner process in a sandbox, and the socket to it."""
 
-    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=()):
+    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=(), allow_fork=False):
         exe = os.environ.get(SANDBOX_EXE_VAR)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # A second pair carries only "done" after a timed batch: its kernel timestamp stops the
@@ -146,7 +146,7 @@ class Runner:
                 "writable": list(writable),
                 "tmp_bytes": 1 << 30,
                 "gpu": gpu,
-                "allow_fork": False,
+                "allow_fork": allow_fork,
                 "cpu": cpu,
                 "limits": {"memory_bytes": memory_bytes, "cpu_seconds": 24 * 3600, "file_bytes": 1 << 30,
                            "processes": 1 << 16, "open_files": 4096},

@@ -10,6 +10,7 @@ mod mlx_cpu_fixture;
 mod numpy_fixture;
 mod python_candidates;
 mod support;
+mod torch_cpu_fixture;
 
 use std::time::{Duration, Instant};
 
@@ -252,6 +253,15 @@ conformance_suite!(
     #[cfg_attr(
         not(has_mlx),
         ignore = "needs python3 with MLX for CPU (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+    )]
+);
+
+conformance_suite!(
+    torch_harness_cpu,
+    torch_cpu_fixture::TorchCpuFixture,
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
     )]
 );
 
