@@ -34,6 +34,7 @@ class Entry:
                 params = []
             self.takes_all = any(p.kind == p.VAR_KEYWORD for p in params)
             self.keywords = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+            self.positional = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
             return
         for name in ("ModelNew", "Model"):
             cls = ns.get(name)
@@ -42,11 +43,17 @@ class Entry:
                 return
         raise CandidateError(f"{filename} defines no `run` function and no `ModelNew` class (the contract: `def run(*inputs, **axes)`, or KernelBench's `class ModelNew(nn.Module)`)")
 
-    def bind(self, torch, device, key, axes, init_args):
-        """The callable for one workload (`key`), building the model the first time."""
+    def bind(self, torch, device, key, axes, init_args, inputs=None):
+        """The callable for one workload (`key`), building the model the first time. A `run`
+        whose positional parameters are all input names (`inputs`) gets the inputs it names by
+        keyword (a FlashInfer-Bench reference may skip one); otherwise inputs come in order."""
         if self.kind == "run":
             kw = dict(axes) if self.takes_all else {k: v for k, v in axes.items() if k in self.keywords}
             fn = self.fn
+            named = [p for p in self.positional if p not in axes]
+            if inputs and named and all(p in inputs for p in named) and named != list(inputs[:len(named)]):
+                at = {n: i for i, n in enumerate(inputs)}
+                return lambda *xs: fn(**{p: xs[at[p]] for p in named}, **kw)
             return lambda *xs: fn(*xs, **kw)
         if key not in self.models:
             torch.manual_seed(MODEL_SEED)

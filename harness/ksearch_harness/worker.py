@@ -239,7 +239,7 @@ def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):
     names = [s["name"] for s in task["outputs"]]
     try:
         candidate.map_pool(pool)
-        run = reference.bind(torch, arrays.device, w["name"], axes, reference.init_args.get(w["name"], []))
+        run = reference.bind(torch, arrays.device, w["name"], axes, reference.init_args.get(w["name"], []), [s["name"] for s in task["inputs"]])
         worst = None
         for seed in seeds:
             try:

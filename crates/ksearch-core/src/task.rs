@@ -207,6 +207,29 @@ pub struct TaskSpec {
     /// A template space the builtin proposer can search (see `docs/spaces.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<SourceRef>,
+    /// Where an imported task came from (`ksearch import`), so that an export can go back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// The benchmark suite an imported task came from, and its name there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    pub suite: Suite,
+    /// The definition's or problem's name in the suite.
+    pub name: String,
+    /// The file beside `task.toml` holding the suite's own description of the task (a
+    /// FlashInfer-Bench definition, a KernelBench problem).
+    pub file: String,
+}
+
+/// A benchmark suite `ksearch import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Suite {
+    FlashinferBench,
+    Kernelbench,
 }
 
 impl TaskSpec {
@@ -490,6 +513,9 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     }
     if let Some(space) = &spec.space {
         check_relative_file(&root.key("space").key("file"), &space.file)?;
+    }
+    if let Some(origin) = &spec.origin {
+        check_relative_file(&root.key("origin").key("file"), &origin.file)?;
     }
     if let Some(b) = &spec.baseline {
         validate_implementation(&root.key("baseline"), b, "baseline")?;
@@ -1047,6 +1073,7 @@ pub mod tests_support {
             baseline: None,
             comparisons: Vec::new(),
             space: None,
+            origin: None,
         }
     }
 }

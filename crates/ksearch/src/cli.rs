@@ -94,6 +94,8 @@ pub(crate) enum Command {
     Knowledge(crate::commands::knowledge::KnowledgeArgs),
     /// A task's template space, which the builtin proposer searches: check its points.
     Space(crate::commands::space::SpaceArgs),
+    /// Write a task directory from a benchmark suite's files (FlashInfer-Bench, KernelBench).
+    Import(crate::commands::import::ImportArgs),
     /// Confine a program and run it (started by ksearch's evaluation workers).
     #[command(hide = true)]
     Sandbox {

@@ -64,6 +64,11 @@ impl Fixture for TorchCpuFixture {
         }
     }
 
+    /// The judge and the runner each import PyTorch (seconds on a loaded two-core machine).
+    fn start_slack(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(16)
+    }
+
     fn assert_compile_message(&self, e: &Evaluation) {
         assert_python_compile_message(self, e);
     }
