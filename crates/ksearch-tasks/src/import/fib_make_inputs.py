@@ -2,7 +2,8 @@
 
 # --- Added by `ksearch import flashinfer-bench` -------------------------------------------
 # The inputs of one call, for inputs a random draw cannot describe: offsets (`*_indptr`, rising
-# from 0 to the axis a constraint ties their last element to), page or token indices into a
+# from 0 to the axis a constraint ties their last element to, every range non-empty where the
+# total allows), page or token indices into a
 # cache, lengths that follow from offsets. Every other input is drawn as FlashInfer-Bench draws
 # random inputs (floats from a standard normal, integers uniform in [-1024, 1024)), scalars
 # take the workload's value. The judge calls it with a fresh seed for every call.
@@ -24,7 +25,11 @@ def make_inputs(seed, device, **axes):
         kind = spec["kind"]
         if kind == "offsets":
             n, total = shape[0], axes[spec["total"]]
-            cuts = torch.randint(0, total + 1, (max(n - 2, 0),), generator=g, device=device).sort().values
+            if total >= n - 1 >= 1:
+                # Every range non-empty (an empty one makes a reference's log-sum-exp -inf).
+                cuts = (torch.randperm(max(total - 1, 0), generator=g, device=device)[: n - 2] + 1).sort().values
+            else:
+                cuts = torch.randint(0, total + 1, (max(n - 2, 0),), generator=g, device=device).sort().values
             edges = [torch.zeros(1, dtype=torch.int64, device=device), cuts, torch.full((1,), total, device=device)]
             t = torch.cat(edges)[:n] if n > 1 else torch.zeros(n, dtype=torch.int64, device=device)
         elif kind == "indices":
