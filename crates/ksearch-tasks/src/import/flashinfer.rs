@@ -503,7 +503,7 @@ pub fn import(definition: &str, file: &str, workloads: Option<(&str, &str)>) -> 
         "# Imported by `ksearch import flashinfer-bench` from the FlashInfer-Bench definition `{}`\n# (definition.json beside this file). Const axes are derived constants.",
         p.name
     );
-    let toml = task_toml(&spec, &header, file)?;
+    let (toml, spec) = task_toml(&spec, &header, file)?;
     let mut reference = p.reference.clone();
     if structured {
         reference.push_str(&include_str!("fib_make_inputs.py").replace("{plan}", &plan(&p, &kinds)));

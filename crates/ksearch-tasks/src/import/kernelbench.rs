@@ -229,7 +229,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
         origin: Some(Origin { suite: Suite::Kernelbench, name: stem.to_owned(), file: "problem.py".into() }),
     };
     let header = format!("# Imported by `ksearch import kernelbench` from {stem}.py (problem.py beside this file).");
-    let toml = task_toml(&spec, &header, file)?;
+    let (toml, spec) = task_toml(&spec, &header, file)?;
     let set: Vec<String> = global_axes.iter().map(|a| format!("{a:?}")).collect();
     let reference = format!(
         "{problem}{}",

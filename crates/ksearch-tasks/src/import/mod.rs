@@ -41,17 +41,17 @@ pub struct TaskFiles {
     pub notes: Vec<String>,
 }
 
-/// `task.toml` for `spec`, with a header saying where it came from; checked by parsing it back,
-/// so an import never writes a task ksearch would refuse.
-pub(crate) fn task_toml(spec: &TaskSpec, header: &str, file: &str) -> Result<String, ImportError> {
+/// `task.toml` for `spec`, with a header saying where it came from, and the task as ksearch
+/// reads it back (derived axes filled in): an import never writes a task ksearch would refuse.
+pub(crate) fn task_toml(spec: &TaskSpec, header: &str, file: &str) -> Result<(String, TaskSpec), ImportError> {
     let body = toml::to_string(spec).map_err(|e| {
         ImportError::new(file, "(task)", format!("the task cannot be written as TOML: {e}"))
     })?;
     let text = format!("{header}\n{body}");
-    parse_task(&text, "task.toml").map_err(|e| {
+    let parsed = parse_task(&text, "task.toml").map_err(|e| {
         ImportError::new(file, "(task)", format!("the task ksearch would write is not valid: {e}"))
     })?;
-    Ok(text)
+    Ok((text, parsed))
 }
 
 /// `name` as an identifier: every other character becomes `_`, a leading digit gets a `_`.
