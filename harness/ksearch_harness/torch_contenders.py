@@ -309,4 +309,4 @@ def max_calls_for(arrays, task, workload, default):
         return default
     axes = {k: int(v) for k, v in workload["axes"].items()}
     per_set = sum(_nbytes(shape_of(s, axes), s["dtype"]) + 2 * GUARD for s in task["inputs"] + task["outputs"])
-    return int(max(8, min(1024, GPU_POOL_BUDGET // max(per_set, 1))))
+    return int(max(2, min(1024, GPU_POOL_BUDGET // max(per_set, 1))))
