@@ -109,7 +109,9 @@ def runner_env(extra=None):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in paths if p != here])
-    env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    # USER: the sandbox's uid has no passwd entry, and getpass (torch.compile's cache) asks.
+    env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                "USER": "ksearch", "LOGNAME": "ksearch"})
     env.update(extra or {})
     return env
 

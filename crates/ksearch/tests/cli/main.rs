@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 mod fallback;
+mod import;
 #[path = "../common/softmax_kernels.rs"]
 mod kernels;
 mod libraries;
