@@ -69,10 +69,9 @@ pub(crate) fn check_python_entry(_spec: &TaskSpec, source: &str, out: &mut Vec<V
 /// The `torch` backend's entry point: a top-level `def run(...)` or `class ModelNew`.
 pub(crate) fn check_torch_entry(_spec: &TaskSpec, source: &str, out: &mut Vec<Violation>) {
     let top = |l: &&str| !l.starts_with(char::is_whitespace);
-    let defines = source
-        .lines()
-        .filter(top)
-        .any(|l| l.starts_with("def run(") || l.starts_with("class ModelNew") || l.starts_with("ModelNew ="));
+    let defines = source.lines().filter(top).any(|l| {
+        l.starts_with("def run(") || l.starts_with("class ModelNew") || l.starts_with("ModelNew =")
+    });
     if !defines {
         out.push(Violation {
             rule: "entry-point".into(),

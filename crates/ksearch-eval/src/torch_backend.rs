@@ -70,7 +70,14 @@ mod tests {
         let w = b.worker_command();
         assert_eq!(
             w.args,
-            ["-m", "ksearch_harness", "--backend", "torch", "--target", "cpu"]
+            [
+                "-m",
+                "ksearch_harness",
+                "--backend",
+                "torch",
+                "--target",
+                "cpu"
+            ]
         );
         assert!(
             w.env

@@ -7,16 +7,27 @@ use ksearch_core::task::{Init, KernelClass, Suite, parse_task};
 use ksearch_tasks::import::{ImportError, TaskFiles, flashinfer, kernelbench};
 
 fn fixture(path: &str) -> String {
-    std::fs::read_to_string(format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR")))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 fn file<'a>(t: &'a TaskFiles, name: &str) -> &'a str {
-    &t.files.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no {name}")).1
+    &t.files
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+        .1
 }
 
 fn fib(name: &str) -> Result<TaskFiles, ImportError> {
-    flashinfer::import(&fixture(&format!("flashinfer/{name}.json")), &format!("{name}.json"), None)
+    flashinfer::import(
+        &fixture(&format!("flashinfer/{name}.json")),
+        &format!("{name}.json"),
+        None,
+    )
 }
 
 #[test]
@@ -42,13 +53,25 @@ fn a_gemm_definition_with_its_traces_becomes_a_task_with_a_cublas_baseline() {
     assert_eq!(spec.inputs[0].dtype, Dtype::F16);
     assert_eq!(spec.inputs[0].init, Some(Init::Normal([0.0, 1.0])));
     assert_eq!(spec.tolerance[&Dtype::F16].rtol, 1e-2);
-    assert_eq!(spec.baseline.as_ref().unwrap().name, "cuBLAS (torch.matmul)");
+    assert_eq!(
+        spec.baseline.as_ref().unwrap().name,
+        "cuBLAS (torch.matmul)"
+    );
     assert!(file(&t, "baseline.py").contains("torch.matmul(A, B.T).to(torch.float16)"));
     assert!(file(&t, "reference.py").contains("def run(A, B):"));
-    assert!(!file(&t, "reference.py").contains("make_inputs"), "no structured input");
+    assert!(
+        !file(&t, "reference.py").contains("make_inputs"),
+        "no structured input"
+    );
     let origin = spec.origin.unwrap();
-    assert_eq!((origin.suite, origin.name.as_str()), (Suite::FlashinferBench, "gemm_n_4096_k_4096"));
-    assert_eq!(file(&t, "definition.json"), fixture("flashinfer/gemm_n_4096_k_4096.json"));
+    assert_eq!(
+        (origin.suite, origin.name.as_str()),
+        (Suite::FlashinferBench, "gemm_n_4096_k_4096")
+    );
+    assert_eq!(
+        file(&t, "definition.json"),
+        fixture("flashinfer/gemm_n_4096_k_4096.json")
+    );
 }
 
 #[test]
@@ -58,7 +81,18 @@ fn paged_decode_gets_offsets_indices_and_derived_axes() {
     assert_eq!(spec.derived["len_indptr"], "batch_size + 1");
     assert_eq!(spec.class, KernelClass::Attention);
     let names: Vec<&str> = spec.inputs.iter().map(|i| i.name.as_str()).collect();
-    assert_eq!(names, ["q", "k_cache", "v_cache", "kv_indptr", "last_page_len", "kv_indices", "sm_scale"]);
+    assert_eq!(
+        names,
+        [
+            "q",
+            "k_cache",
+            "v_cache",
+            "kv_indptr",
+            "last_page_len",
+            "kv_indices",
+            "sm_scale"
+        ]
+    );
     assert_eq!(spec.inputs[0].dtype, Dtype::Bf16);
     assert!(spec.inputs[6].shape.is_empty(), "sm_scale is 0-d");
     let reference = file(&t, "reference.py");
@@ -74,7 +108,10 @@ fn paged_decode_gets_offsets_indices_and_derived_axes() {
 
 #[test]
 fn every_public_definition_imports() {
-    for name in ["gqa_paged_prefill_h32_kv8_d128_ps1", "mla_ragged_prefill_h16_qk192_vo128"] {
+    for name in [
+        "gqa_paged_prefill_h32_kv8_d128_ps1",
+        "mla_ragged_prefill_h16_qk192_vo128",
+    ] {
         let t = fib(name).unwrap_or_else(|e| panic!("{name}: {e}"));
         parse_task(file(&t, "task.toml"), "task.toml").unwrap();
         assert!(file(&t, "reference.py").contains("make_inputs"), "{name}");
@@ -91,12 +128,42 @@ fn gemm_with(from: &str, to: &str) -> Result<TaskFiles, ImportError> {
 #[test]
 fn what_cannot_be_expressed_is_refused_naming_the_field() {
     let cases = [
-        (r#""dtype": "float16" },"#, r#""dtype": "float4_e2m1" },"#, "inputs.A.dtype", "float4_e2m1"),
-        (r#""M": { "type": "var" }"#, r#""M": { "type": "expr" }"#, "axes.M.type", "`expr`"),
-        (r#""shape": ["M", "K"]"#, r#""shape": ["M", "Q"]"#, "inputs.A.shape[1]", "`Q`"),
-        (r#""type": "gemm","#, r#""type": "gemm", "constraints": ["M % 16 == 0"],"#, "constraints[0]", "cannot be expressed"),
-        (r#""type": "gemm","#, r#""type": "gemm", "constraints": ["K == 1024"],"#, "constraints[0]", "does not hold"),
-        (r#""A": { "shape": ["M", "K"], "dtype": "float16" },"#, r#""A": { "shape": ["M", "K"], "dtype": "float16" }, "token_ids": { "shape": ["M"], "dtype": "int32" },"#, "inputs.token_ids", "index"),
+        (
+            r#""dtype": "float16" },"#,
+            r#""dtype": "float4_e2m1" },"#,
+            "inputs.A.dtype",
+            "float4_e2m1",
+        ),
+        (
+            r#""M": { "type": "var" }"#,
+            r#""M": { "type": "expr" }"#,
+            "axes.M.type",
+            "`expr`",
+        ),
+        (
+            r#""shape": ["M", "K"]"#,
+            r#""shape": ["M", "Q"]"#,
+            "inputs.A.shape[1]",
+            "`Q`",
+        ),
+        (
+            r#""type": "gemm","#,
+            r#""type": "gemm", "constraints": ["M % 16 == 0"],"#,
+            "constraints[0]",
+            "cannot be expressed",
+        ),
+        (
+            r#""type": "gemm","#,
+            r#""type": "gemm", "constraints": ["K == 1024"],"#,
+            "constraints[0]",
+            "does not hold",
+        ),
+        (
+            r#""A": { "shape": ["M", "K"], "dtype": "float16" },"#,
+            r#""A": { "shape": ["M", "K"], "dtype": "float16" }, "token_ids": { "shape": ["M"], "dtype": "int32" },"#,
+            "inputs.token_ids",
+            "index",
+        ),
     ];
     for (from, to, field, part) in cases {
         let e = gemm_with(from, to).expect_err(to);
@@ -115,14 +182,22 @@ fn a_scalar_takes_the_workloads_value_and_must_keep_it() {
                    "eps": {"shape": null, "dtype": "float32"}},
         "outputs": {"output": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"}},
         "reference": "import torch\n\ndef run(hidden_states, weight, eps):\n    return hidden_states\n"}"#;
-    let line = |b: i64, eps: f64| format!(r#"{{"definition": "rmsnorm_h4096", "workload": {{"axes": {{"batch_size": {b}}}, "inputs": {{"hidden_states": {{"type": "random"}}, "weight": {{"type": "random"}}, "eps": {{"type": "scalar", "value": {eps}}}}}}}}}"#);
+    let line = |b: i64, eps: f64| {
+        format!(
+            r#"{{"definition": "rmsnorm_h4096", "workload": {{"axes": {{"batch_size": {b}}}, "inputs": {{"hidden_states": {{"type": "random"}}, "weight": {{"type": "random"}}, "eps": {{"type": "scalar", "value": {eps}}}}}}}}}"#
+        )
+    };
     let good = format!("{}\n{}\n", line(1, 1e-6), line(64, 1e-6));
     let t = flashinfer::import(def, "rms.json", Some((&good, "w.jsonl"))).unwrap();
     assert_eq!(t.spec.inputs[2].init, Some(Init::Uniform([1e-6, 1e-6])));
     assert_eq!(t.spec.class, KernelClass::Normalization);
     let bad = format!("{}\n{}\n", line(1, 1e-6), line(64, 1e-5));
     let e = flashinfer::import(def, "rms.json", Some((&bad, "w.jsonl"))).unwrap_err();
-    assert_eq!((e.file.as_str(), e.field.as_str()), ("w.jsonl", "line 2, field `workload.inputs.eps.value`"), "{e}");
+    assert_eq!(
+        (e.file.as_str(), e.field.as_str()),
+        ("w.jsonl", "line 2, field `workload.inputs.eps.value`"),
+        "{e}"
+    );
     let missing = line(1, 1e-6).replace(r#""batch_size": 1"#, r#""other": 1"#);
     let e = flashinfer::import(def, "rms.json", Some((&missing, "w.jsonl"))).unwrap_err();
     assert!(e.message.contains("`other` is not a var axis"), "{e}");
@@ -164,13 +239,21 @@ fn a_kernelbench_problem_becomes_a_model_new_task_with_eager_and_compile() {
     assert_eq!(spec.inputs[0].name, "x");
     assert_eq!(spec.inputs[0].shape[0], "batch_size");
     assert_eq!(spec.outputs[0].name, "out");
-    let b: Vec<i64> = spec.workloads.iter().map(|w| w.axes["batch_size"]).collect();
+    let b: Vec<i64> = spec
+        .workloads
+        .iter()
+        .map(|w| w.axes["batch_size"])
+        .collect();
     assert_eq!(b, [128, 32]);
     assert_eq!(spec.baseline.as_ref().unwrap().name, "PyTorch eager");
     assert_eq!(spec.comparisons[0].name, "torch.compile");
     assert!(file(&t, "compiled.py").contains("_torch.compile(Model(*args))"));
     assert!(file(&t, "seed.py").ends_with("ModelNew = Model\n"));
-    assert!(file(&t, "reference.py").contains(r#"_KSEARCH_GLOBALS = ["batch_size""#), "{}", file(&t, "reference.py"));
+    assert!(
+        file(&t, "reference.py").contains(r#"_KSEARCH_GLOBALS = ["batch_size""#),
+        "{}",
+        file(&t, "reference.py")
+    );
     assert_eq!(spec.tolerance[&Dtype::F32].atol, 1e-2);
     assert_eq!(spec.origin.unwrap().suite, Suite::Kernelbench);
 }
@@ -180,7 +263,14 @@ fn a_problem_without_batch_size_gets_its_workload_twice() {
     let t = kb("1_Square_matrix_multiplication_");
     assert_eq!(t.spec.workloads.len(), 2);
     assert_eq!(t.spec.workloads[1].name, "kernelbench-again");
-    assert_eq!(t.spec.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(), ["A", "B"]);
+    assert_eq!(
+        t.spec
+            .inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>(),
+        ["A", "B"]
+    );
     assert_eq!(t.spec.axes, ["N"]);
     assert!(t.notes.iter().any(|n| n.contains("one workload only")));
     let s = kb("23_Softmax");
@@ -189,7 +279,12 @@ fn a_problem_without_batch_size_gets_its_workload_twice() {
 
 #[test]
 fn a_probe_that_failed_is_an_error_naming_the_field() {
-    let e = kernelbench::import("x = 1\n", "p.py", r#"{"error": "defines no `Model`", "field": "Model"}"#).unwrap_err();
+    let e = kernelbench::import(
+        "x = 1\n",
+        "p.py",
+        r#"{"error": "defines no `Model`", "field": "Model"}"#,
+    )
+    .unwrap_err();
     assert_eq!(e.to_string(), "p.py: Model: defines no `Model`");
     let e = kernelbench::import("", "p.py", "not json").unwrap_err();
     assert!(e.message.contains("not JSON"), "{e}");

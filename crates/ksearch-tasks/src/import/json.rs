@@ -134,10 +134,23 @@ mod tests {
 
     #[test]
     fn objects_keep_their_order() {
-        let j = Json::parse(r#"{"b": 1, "a": [true, null, 2.5], "c": {"z": "s", "y": 3}}"#).unwrap();
-        let keys: Vec<&str> = j.members().unwrap().iter().map(|(k, _)| k.as_str()).collect();
+        let j =
+            Json::parse(r#"{"b": 1, "a": [true, null, 2.5], "c": {"z": "s", "y": 3}}"#).unwrap();
+        let keys: Vec<&str> = j
+            .members()
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
         assert_eq!(keys, ["b", "a", "c"]);
-        let inner: Vec<&str> = j.get("c").unwrap().members().unwrap().iter().map(|(k, _)| k.as_str()).collect();
+        let inner: Vec<&str> = j
+            .get("c")
+            .unwrap()
+            .members()
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
         assert_eq!(inner, ["z", "y"]);
         assert_eq!(j.get("b").unwrap().as_i64(), Some(1));
         assert!(Json::parse("{").unwrap_err().contains("line 1"));

@@ -43,13 +43,25 @@ pub struct TaskFiles {
 
 /// `task.toml` for `spec`, with a header saying where it came from, and the task as ksearch
 /// reads it back (derived axes filled in): an import never writes a task ksearch would refuse.
-pub(crate) fn task_toml(spec: &TaskSpec, header: &str, file: &str) -> Result<(String, TaskSpec), ImportError> {
+pub(crate) fn task_toml(
+    spec: &TaskSpec,
+    header: &str,
+    file: &str,
+) -> Result<(String, TaskSpec), ImportError> {
     let body = toml::to_string(spec).map_err(|e| {
-        ImportError::new(file, "(task)", format!("the task cannot be written as TOML: {e}"))
+        ImportError::new(
+            file,
+            "(task)",
+            format!("the task cannot be written as TOML: {e}"),
+        )
     })?;
     let text = format!("{header}\n{body}");
     let parsed = parse_task(&text, "task.toml").map_err(|e| {
-        ImportError::new(file, "(task)", format!("the task ksearch would write is not valid: {e}"))
+        ImportError::new(
+            file,
+            "(task)",
+            format!("the task ksearch would write is not valid: {e}"),
+        )
     })?;
     Ok((text, parsed))
 }
@@ -58,7 +70,13 @@ pub(crate) fn task_toml(spec: &TaskSpec, header: &str, file: &str) -> Result<(St
 pub(crate) fn identifier(name: &str) -> String {
     let mut s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, '_');

@@ -5,6 +5,7 @@
 //!
 //! Exit codes: 0 written; 3 when the input cannot be read or expressed (nothing is written).
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -49,7 +50,11 @@ pub(crate) enum Suite {
 
 pub(crate) fn run(args: &ImportArgs) -> anyhow::Result<i32> {
     let converted = match &args.suite {
-        Suite::FlashinferBench { definition, workloads, .. } => {
+        Suite::FlashinferBench {
+            definition,
+            workloads,
+            ..
+        } => {
             let text = read(definition)?;
             let traces = workloads.as_deref().map(read).transpose()?;
             let wfile = workloads.as_ref().map(|w| w.display().to_string());
@@ -59,7 +64,9 @@ pub(crate) fn run(args: &ImportArgs) -> anyhow::Result<i32> {
                 traces.as_deref().zip(wfile.as_deref()),
             )
         }
-        Suite::Kernelbench { problem, python, .. } => {
+        Suite::Kernelbench {
+            problem, python, ..
+        } => {
             let text = read(problem)?;
             let probe = probe(python, problem)?;
             kernelbench::import(&text, &problem.display().to_string(), &probe)
@@ -67,29 +74,31 @@ pub(crate) fn run(args: &ImportArgs) -> anyhow::Result<i32> {
     };
     let task = match converted {
         Ok(t) => t,
-        Err(e) => return Ok(refuse(&e)),
+        Err(e) => return refuse(&e),
     };
     let output = match &args.suite {
         Suite::FlashinferBench { output, .. } | Suite::Kernelbench { output, .. } => output.clone(),
     }
     .unwrap_or_else(|| PathBuf::from(&task.name));
     write(&task, &output)?;
+    let mut err = std::io::stderr().lock();
     for note in &task.notes {
-        eprintln!("note: {note}");
+        writeln!(err, "note: {note}")?;
     }
-    println!(
+    writeln!(
+        std::io::stdout().lock(),
         "wrote {} ({} workloads; `ksearch eval {} {}/seed.py`)",
         output.display(),
         task.spec.workloads.len(),
         output.display(),
         output.display()
-    );
+    )?;
     Ok(exit_codes::OK)
 }
 
-fn refuse(e: &ImportError) -> i32 {
-    eprintln!("error: {e}\nnothing was written");
-    exit_codes::INPUT
+fn refuse(e: &ImportError) -> anyhow::Result<i32> {
+    writeln!(std::io::stderr().lock(), "error: {e}\nnothing was written")?;
+    Ok(exit_codes::INPUT)
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
@@ -98,14 +107,18 @@ fn read(path: &Path) -> anyhow::Result<String> {
 
 /// The probe's JSON for `problem`; its own error (a problem that does not run) is JSON too.
 fn probe(python: &Path, problem: &Path) -> anyhow::Result<String> {
-    use std::io::Write as _;
     let mut child = Command::new(python)
         .args(["-", &problem.display().to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot run {} (KernelBench problems are Python with PyTorch): {e}", python.display()))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot run {} (KernelBench problems are Python with PyTorch): {e}",
+                python.display()
+            )
+        })?;
     child
         .stdin
         .take()
@@ -123,7 +136,15 @@ fn probe(python: &Path, problem: &Path) -> anyhow::Result<String> {
             "running {} with {} failed:\n{}",
             problem.display(),
             python.display(),
-            stderr.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+            stderr
+                .lines()
+                .rev()
+                .take(12)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
     Ok(stdout.lines().last().unwrap_or("").to_owned())
@@ -132,11 +153,19 @@ fn probe(python: &Path, problem: &Path) -> anyhow::Result<String> {
 /// Write every file into a fresh directory beside `output`, then rename it into place.
 fn write(task: &TaskFiles, output: &Path) -> anyhow::Result<()> {
     if output.exists() {
-        anyhow::bail!("{} exists already: name another directory with -o", output.display());
+        anyhow::bail!(
+            "{} exists already: name another directory with -o",
+            output.display()
+        );
     }
-    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)?;
-    let tmp = tempfile::Builder::new().prefix(".ksearch-import-").tempdir_in(parent)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".ksearch-import-")
+        .tempdir_in(parent)?;
     for (name, text) in &task.files {
         std::fs::write(tmp.path().join(name), text)?;
     }

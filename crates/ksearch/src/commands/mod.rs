@@ -3,8 +3,8 @@
 mod answer;
 mod contract;
 mod eval;
-pub(crate) mod import;
 pub(crate) mod export;
+pub(crate) mod import;
 pub(crate) mod knowledge;
 pub(crate) mod report;
 pub(crate) mod run;

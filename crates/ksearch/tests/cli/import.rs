@@ -28,14 +28,29 @@ fn a_kernelbench_problem_imports_and_its_model_new_passes_against_eager_and_comp
     assert!(out.contains("2 workloads"), "{out}");
     let answer = fixture("kernelbench_small/ModelNew.py");
     let (code, out, err) = run(&mut ksearch(&[
-        "eval", task_s, &answer, "--target", "cpu", "--workload", "small", "--json", "--min-runs", "3",
-        "--min-time-ms", "5",
+        "eval",
+        task_s,
+        &answer,
+        "--target",
+        "cpu",
+        "--workload",
+        "small",
+        "--json",
+        "--min-runs",
+        "3",
+        "--min-time-ms",
+        "5",
     ]));
     assert_eq!(code, 0, "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["status"], "passed", "{out}");
     assert_eq!(v["baseline"], "PyTorch eager", "{out}");
-    let compared: Vec<&str> = v["comparisons"].as_array().unwrap().iter().filter_map(|c| c["label"].as_str()).collect();
+    let compared: Vec<&str> = v["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["label"].as_str())
+        .collect();
     assert!(compared.contains(&"torch.compile"), "{out}");
     // A ModelNew with other weights (its parameters made in another order) is wrong.
     let swapped = dir.path().join("swapped.py");
@@ -48,9 +63,17 @@ fn a_kernelbench_problem_imports_and_its_model_new_passes_against_eager_and_comp
     )
     .unwrap();
     let (_, out, err) = run(&mut ksearch(&[
-        "eval", task_s, swapped.to_str().unwrap(), "--target", "cpu", "--workload", "small", "--json",
+        "eval",
+        task_s,
+        swapped.to_str().unwrap(),
+        "--target",
+        "cpu",
+        "--workload",
+        "small",
+        "--json",
     ]));
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     assert_eq!(v["status"], "incorrect", "{out}");
 }
 
@@ -75,8 +98,15 @@ fn a_definition_that_cannot_be_expressed_writes_nothing() {
         out_dir.to_str().unwrap(),
     ]));
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("def.json: inputs.A.dtype: `float4_e2m1` has no ksearch dtype"), "{err}");
+    assert!(
+        err.contains("def.json: inputs.A.dtype: `float4_e2m1` has no ksearch dtype"),
+        "{err}"
+    );
     assert!(err.contains("nothing was written"), "{err}");
     assert!(!out_dir.exists());
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary directory left");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary directory left"
+    );
 }

@@ -44,8 +44,12 @@ impl Fixture for TorchCpuFixture {
 
     fn evaluator(&self) -> LocalEvaluator {
         LocalEvaluator::new(Box::new(
-            TorchBackend::new(None, Some("cpu".into()), env!("CARGO_BIN_EXE_ksearch").into())
-                .expect("the harness unpacks"),
+            TorchBackend::new(
+                None,
+                Some("cpu".into()),
+                env!("CARGO_BIN_EXE_ksearch").into(),
+            )
+            .expect("the harness unpacks"),
         ))
     }
 
