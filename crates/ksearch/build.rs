@@ -8,6 +8,8 @@
 //!   runners on the `cpu` target;
 //! - `has_mlx_lm`: `python3` with mlx-lm (its model code; it may be installed without its
 //!   dependencies), for the mlx-lm Mamba adapter's tests;
+//! - `has_torch`: `python3` with PyTorch (its CPU use is enough), for the torch backend's
+//!   harness on its `cpu` target;
 //! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline.
 //!
 //! It also sets `KSEARCH_COMMIT` (the commit and its date, for `--version`) where the source is a
@@ -27,7 +29,7 @@ use std::process::{Command, Stdio};
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_openblas)"
+        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_torch, has_openblas)"
     );
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rustc-env=KSEARCH_COMMIT={}", commit());
@@ -74,6 +76,17 @@ fn main() {
             Some(dir) => {
                 watch(Path::new(dir.trim()));
                 enable("has_mlx");
+            }
+            None => {
+                for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
+                    watch(dir);
+                }
+            }
+        }
+        match python("import torch, os\nprint(os.path.dirname(torch.__file__))") {
+            Some(dir) => {
+                watch(Path::new(dir.trim()));
+                enable("has_torch");
             }
             None => {
                 for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {

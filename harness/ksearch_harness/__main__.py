@@ -1,15 +1,20 @@
-"""`python3 -m ksearch_harness [--target metal|cuda|numpy|cpu]`: the judge."""
+"""`python3 -m ksearch_harness --backend mlx|torch [--target T]`: the judge."""
 
 import argparse
 
 from .worker import serve
 
+TARGETS = {"mlx": ["metal", "cuda", "numpy", "cpu"], "torch": ["cuda", "cpu"]}
+
 
 def main():
-    ap = argparse.ArgumentParser(prog="ksearch_harness", description="ksearch's evaluation worker for MLX (started by ksearch)")
-    ap.add_argument("--target", choices=["metal", "cuda", "numpy", "cpu"], default=None, help="default: the GPU MLX sees")
+    ap = argparse.ArgumentParser(prog="ksearch_harness", description="ksearch's evaluation worker for Python backends (started by ksearch)")
+    ap.add_argument("--backend", choices=sorted(TARGETS), default="mlx")
+    ap.add_argument("--target", default=None, help="mlx: metal, cuda, numpy, cpu (default: the GPU MLX sees); torch: cuda, cpu (default: cuda where PyTorch sees a GPU)")
     args = ap.parse_args()
-    serve(args.target)
+    if args.target is not None and args.target not in TARGETS[args.backend]:
+        ap.error(f"the {args.backend} backend has no target {args.target!r} (expected one of: {', '.join(TARGETS[args.backend])})")
+    serve(args.backend, args.target)
 
 
 if __name__ == "__main__":

@@ -139,8 +139,13 @@ def install_hint():
     return "MLX runs on Apple silicon macOS (pip install mlx) or Linux with an NVIDIA GPU (pip install \"mlx[cuda13]\")"
 
 
-def arrays_for(target):
-    """The array library for `target` (metal, cuda, numpy, cpu), or for the GPU MLX sees when None."""
+def arrays_for(target, backend="mlx"):
+    """The array library for `target` of `backend`: for mlx, metal, cuda, numpy or cpu (the GPU
+    MLX sees when None); for torch, cuda or cpu (CUDA where PyTorch sees a GPU when None)."""
+    if backend == "torch":
+        from .torch_arrays import torch_arrays_for
+
+        return torch_arrays_for(target)
     if target == "numpy":
         return NumpyArrays()
     if target == "cpu":

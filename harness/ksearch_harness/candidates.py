@@ -1,5 +1,6 @@
 """Loading candidate, reference and baseline modules from source text, inside this worker only."""
 
+import linecache
 import re
 import traceback
 
@@ -21,21 +22,32 @@ _BUILD_FAILURE = re.compile(r"nvrtc|compil|unable to build metal library|failed 
 
 def load_module(source, target):
     """Execute a module from `{"file", "text"}` and return its `run`."""
+    ns = load_namespace(source, target)
+    run = ns.get("run")
+    if not callable(run):
+        raise CandidateError(f"{source['file']} defines no `run` function (the contract: `def run(*inputs, **axes)`)")
+    return run
+
+
+def load_namespace(source, target, device=None):
+    """Execute a module from `{"file", "text"}` and return its globals. It sees `KSEARCH_TARGET`
+    and, on the torch backend, `KSEARCH_DEVICE`."""
     _counter[0] += 1
     filename = source["file"]
     try:
         code = compile(source["text"], filename, "exec")
     except SyntaxError as e:
         raise CompileError(f"{filename}:{e.lineno}:{e.offset or 0}: {e.msg}\n{(e.text or '').rstrip()}") from None
+    # Where `inspect.getsource` finds the text (Triton's `@triton.jit` reads its kernels' source).
+    linecache.cache[filename] = (len(source["text"]), None, source["text"].splitlines(True), filename)
     ns = {"__name__": f"ksearch_module_{_counter[0]}", "__file__": filename, "KSEARCH_TARGET": target}
+    if device is not None:
+        ns["KSEARCH_DEVICE"] = device
     try:
         exec(code, ns)  # noqa: S102 - running candidate code is this process's purpose
     except Exception:  # noqa: BLE001 - any failure of candidate code is an outcome
         raise CandidateError(f"importing {filename} raised:\n{trimmed_traceback()}") from None
-    run = ns.get("run")
-    if not callable(run):
-        raise CandidateError(f"{filename} defines no `run` function (the contract: `def run(*inputs, **axes)`)")
-    return run
+    return ns
 
 
 def trimmed_traceback(limit=12):

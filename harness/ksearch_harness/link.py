@@ -109,7 +109,9 @@ def runner_env(extra=None):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in paths if p != here])
-    env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    # USER: the sandbox's uid has no passwd entry, and getpass (torch.compile's cache) asks.
+    env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                "USER": "ksearch", "LOGNAME": "ksearch"})
     env.update(extra or {})
     return env
 
@@ -117,7 +119,7 @@ def runner_env(extra=None):
 class Runner:
     """A runner process in a sandbox, and the socket to it."""
 
-    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=()):
+    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=(), allow_fork=False):
         exe = os.environ.get(SANDBOX_EXE_VAR)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # A second pair carries only "done" after a timed batch: its kernel timestamp stops the
@@ -146,7 +148,7 @@ class Runner:
                 "writable": list(writable),
                 "tmp_bytes": 1 << 30,
                 "gpu": gpu,
-                "allow_fork": False,
+                "allow_fork": allow_fork,
                 "cpu": cpu,
                 "limits": {"memory_bytes": memory_bytes, "cpu_seconds": 24 * 3600, "file_bytes": 1 << 30,
                            "processes": 1 << 16, "open_files": 4096},

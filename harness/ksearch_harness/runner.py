@@ -9,6 +9,8 @@ Modes:
   per workload, and hands the graphs back. Nothing is timed here.
 - `exec` (MLX): imports graphs traced elsewhere and runs them. No candidate Python ever runs in
   this interpreter, so `mx.eval`, the inputs and the outputs it reports are the real ones.
+- `torch` (the torch backend): like `direct`, on PyTorch tensors in shared host or device
+  memory; it synchronises the device before saying "done".
 """
 
 import argparse
@@ -22,7 +24,7 @@ import traceback
 import numpy as np
 
 from . import link
-from .candidates import CandidateError, CompileError, load_module
+from .candidates import CandidateError, CompileError, load_module, load_namespace
 
 
 def reply(sock, header, payload=b""):
@@ -124,6 +126,138 @@ def direct(sock, target):
                 error_reply(sock)
         else:
             reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
+
+
+def torch_direct(sock, target):
+    """The torch backend: run a module on inputs in shared memory (host or device), write its
+    outputs into shared memory the judge reads, and synchronise the device before "done"."""
+    import warnings
+
+    import torch
+
+    from .shared import Layout
+    from .torch_arrays import STORAGE, torch_dtypes
+    from .torch_modules import Entry, check_output, outputs_of
+
+    # Read-only shared inputs are what the judge means: no warning about them.
+    warnings.filterwarnings("ignore", message=".*not writable.*")
+    device = torch.device(target)
+    cuda = target == "cuda"
+    if not cuda:
+        torch.set_num_threads(1)
+    dtypes = torch_dtypes(torch)
+    sys.modules["ksearch_torch"] = _helpers(target)
+    entry = None
+    pools = {}
+
+    def region(fd, size, read_only):
+        if cuda:
+            from .cuda_memory import DeviceRegion
+
+            r = DeviceRegion(torch, size, fd=fd, read_only=read_only)
+            return r, r.bytes
+        m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ if read_only else mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(fd)
+        return m, torch.frombuffer(m, dtype=torch.uint8)
+
+    def views(buf, layout, offset, specs, s):
+        out = []
+        for t, (shape, d) in enumerate(specs):
+            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(STORAGE[d]).itemsize
+            off = offset(s, t)
+            out.append(buf[off:off + n].view(dtypes[d]).view(tuple(shape)))
+        return out
+
+    while True:
+        got = link.recv(sock, with_fds=True)
+        if got is None:
+            return
+        h, _, fds = got
+        op = h.get("op")
+        if op == "load":
+            try:
+                entry = Entry(load_namespace(h["source"], target, str(device)), h["source"]["file"])
+                reply(sock, {"op": "loaded"})
+            except CompileError as e:
+                reply(sock, {"op": "compile_error", "message": str(e)})
+            except CandidateError as e:
+                reply(sock, {"op": "error", "message": str(e)})
+            except Exception:  # noqa: BLE001 - candidate code failed
+                error_reply(sock)
+        elif op == "pool":
+            layout = Layout.from_json(h["layout"])
+            in_specs = [(tuple(shape), d) for (shape, _), d in zip(h["layout"]["inputs"], h["dtypes"]["inputs"])]
+            out_specs = [(tuple(shape), d) for (shape, _), d in zip(h["layout"]["outputs"], h["dtypes"]["outputs"])]
+            try:
+                inp, in_buf = region(fds[0], layout.input_region(), True)
+                out, out_buf = region(fds[1], layout.output_region(), False)
+                axes = {k: int(v) for k, v in h["axes"].items()}
+                fn = entry.bind(torch, device, h["workload"], axes, h.get("init_args", []), h["names"]["inputs"])
+            except CandidateError as e:
+                reply(sock, {"op": "error", "message": str(e)})
+                continue
+            except Exception:  # noqa: BLE001 - a model that cannot be built, memory that cannot be mapped
+                error_reply(sock)
+                continue
+            pools[h["id"]] = (layout, inp, in_buf, out, out_buf, in_specs, out_specs, h["names"], fn)
+            reply(sock, {"op": "ready"})
+        elif op == "drop":
+            p = pools.pop(h["id"], None)
+            if p is not None and cuda:
+                p[1].close()
+                p[3].close()
+            reply(sock, {"op": "ready"})
+        elif op in ("call", "go"):
+            layout, _, in_buf, _, out_buf, in_specs, out_specs, names, fn = pools[h["pool"]]
+            checked = op == "call"
+            try:
+                for s in h["sets"]:
+                    ins = views(in_buf, layout, layout.input_offset, in_specs, s)
+                    if checked:
+                        # Writable copies: a candidate that writes its inputs is told so.
+                        ins = [x.clone() for x in ins]
+                        before = [x.clone() for x in ins]
+                    with torch.no_grad():
+                        outs = outputs_of(torch, fn(*ins), names["outputs"])
+                    dests = views(out_buf, layout, layout.output_offset, out_specs, s)
+                    for name, d, o in zip(names["outputs"], dests, outs):
+                        problem = check_output(torch, name, o, d.shape, d.dtype, device)
+                        if problem:
+                            raise CandidateError(problem)
+                        d.copy_(o)
+                    if not checked:
+                        continue
+                    if cuda:
+                        torch.cuda.synchronize()
+                    for name, x, b in zip(names["inputs"], ins, before):
+                        if not torch.equal(x, b):
+                            raise CandidateError(f"modified input `{name}`; inputs must not be written")
+                if cuda:
+                    torch.cuda.synchronize()
+                if not checked:
+                    tick()
+                reply(sock, {"op": "done"})
+            except CandidateError as e:
+                if not checked:
+                    tick()
+                reply(sock, {"op": "bad_output", "message": str(e)})
+            except Exception:  # noqa: BLE001 - candidate code failed (a CUDA error among them)
+                if not checked:
+                    tick()
+                error_reply(sock)
+        else:
+            reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
+
+
+def _helpers(target):
+    """The `ksearch_torch` module candidates may import: `load_cu` for a `.cu` file's C ABI."""
+    import types
+
+    from . import torch_cu
+
+    mod = types.ModuleType("ksearch_torch")
+    mod.load_cu = lambda source, function, **kw: torch_cu.load_cu(source, function, target=target, **kw)
+    return mod
 
 
 def trace(sock, target):
@@ -293,7 +427,7 @@ def pack(arrays, outs):
 
 def main():
     ap = argparse.ArgumentParser(prog="ksearch_harness.runner")
-    ap.add_argument("mode", choices=["direct", "trace", "exec"])
+    ap.add_argument("mode", choices=["direct", "trace", "exec", "torch"])
     ap.add_argument("--target", required=True)
     ap.add_argument("--fd", type=int, required=True, help="the socket to the judge")
     ap.add_argument("--clock-fd", type=int, required=True, help="where to say \"done\" after a timed batch")
@@ -301,7 +435,7 @@ def main():
     sock = socket.socket(fileno=args.fd)
     CLOCK[0] = socket.socket(fileno=args.clock_fd)
     link.send(sock, {"op": "hello", "pid": os.getpid()})
-    {"direct": direct, "trace": trace, "exec": execute}[args.mode](sock, args.target)
+    {"direct": direct, "trace": trace, "exec": execute, "torch": torch_direct}[args.mode](sock, args.target)
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def scaled(tol):
     return {k: v * TIMED_TOLERANCE_FACTOR for k, v in tol.items()}
 
 
-def time_workload(task, workload, plan, tolerances, contenders, baseline):
-    """Per-call timing of each contender (the candidate first) on one workload."""
+def time_workload(task, workload, plan, tolerances, contenders, baseline, new_pool=Pool, max_calls=MAX_CALLS):
+    """Per-call timing of each contender (the candidate first) on one workload. `new_pool`
+    makes the input sets of direct runners (the numpy target's, or the torch backend's);
+    `max_calls` bounds a batch."""
     # Seeds, sampled positions and checked rounds come from a generator seeded from the OS's
     # secret randomness, which no runner can read.
     secret = np.random.Generator(np.random.PCG64(random.SystemRandom().getrandbits(128)))
@@ -95,7 +97,7 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
             for i, c in enumerate(contenders):
                 guarded(i, c.round, workload, seed(), warm_sets)
         else:
-            pool = Pool(task, workload, warm_sets)
+            pool = new_pool(task, workload, warm_sets)
             for s in range(warm_sets):
                 pool.fill(task, workload, s, seed())
             for i, c in enumerate(contenders):
@@ -116,7 +118,7 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
             for c in contenders:
                 c.drop_pool(pool)
             pool.close()
-            pool = Pool(task, workload, count)
+            pool = new_pool(task, workload, count)
             for s in range(count):
                 pool.fill(task, workload, s, seed())
             for i, c in enumerate(contenders):
@@ -131,12 +133,12 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline):
                 last = go(i, c, 1)
                 spent += last
                 calls += 1
-            ks.append(batch_size(last * 1e3, target_ms, MAX_CALLS))
+            ks.append(batch_size(last * 1e3, target_ms, max_calls))
         # A single call's time holds a whole synchronisation: size again from one batch.
         sets_for(max(ks))
         for i, c in enumerate(contenders):
             if ks[i] > 1:
-                ks[i] = batch_size(go(i, c, ks[i]) * 1e3 / ks[i], target_ms, MAX_CALLS)
+                ks[i] = batch_size(go(i, c, ks[i]) * 1e3 / ks[i], target_ms, max_calls)
         round_len = max(ks)
         if not graph:
             sets_for(round_len)

@@ -19,6 +19,8 @@ from .protocol import Channel, end_of_output
 from .timing import TimedFailure, TimedIncorrect, time_workload
 
 TRUSTED_ROLES = ("baseline", "comparison")
+# What PyTorch raises after a kernel touched memory it may not, or trapped.
+CUDA_FAULT = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|device-side assert|an illegal instruction")
 # The uid the sandbox gives its programs when the judge runs as root.
 UNPRIVILEGED_ID = 65534
 
@@ -72,12 +74,23 @@ def lost(what, error, phase, workload=None):
     if isinstance(error, BadOutput):
         return Outcome("incorrect", f"{what}: {error}{where}")
     message = str(error)
+    if CUDA_FAULT.search(message):
+        # A CUDA context does not survive an illegal address: the runner is not used again
+        # (runners are fresh for every evaluation).
+        return Outcome("crashed", f"{what}'s GPU kernel faulted{where} ({CUDA_FAULT.search(message).group(0)}):\n{message[-3000:]}")
+    if "out of memory" in message and "CUDA" in message:
+        return Outcome("runtime_error", f"{what} ran out of GPU memory{where}:\n{message[-3000:]}")
     if is_build_failure(message):
         return Outcome("compile_error", f"{what}'s kernel does not build: {message.splitlines()[-1] if message else ''}")
     return Outcome("runtime_error", f"{what} failed{where}:\n{message}")
 
 
-def start(settings, graph, source, role, label, trusted, task, workloads, env=None):
+def start(settings, graph, source, role, label, trusted, task, workloads, env=None, torch_setup=None):
+    if torch_setup is not None:
+        from .torch_contenders import TorchContender
+
+        arrays, init_args = torch_setup
+        return TorchContender(settings, arrays, source, role, label, trusted, init_args, env)
     if graph:
         return GraphContender(settings, source, role, label, trusted, task, workloads, env)
     return DirectContender(settings, source, role, label, trusted, env)
@@ -87,10 +100,14 @@ def run_phases(arrays, req, channel, result, settings, contenders):
     task = req["task"]
     tol = req["check"]["tolerances"]
     graph = arrays.name == "mlx"
+    torch_setup = None
     t = time.perf_counter()
     progress(channel, req, "compile")
     try:
-        reference = load_module(req["reference"], settings.target)
+        if arrays.name == "torch":
+            reference, torch_setup = load_torch_reference(arrays, req)
+        else:
+            reference = load_module(req["reference"], settings.target)
     except (CompileError, CandidateError) as e:
         raise TaskFault(f"the reference does not load: {e}") from None
     # Every runner is started first, so their interpreters start side by side; each is then
@@ -99,9 +116,9 @@ def run_phases(arrays, req, channel, result, settings, contenders):
     try:
         for c in [None] + req["compare"]:
             if c is None:
-                pending.append(start(settings, graph, req["candidate"], "candidate", req["candidate"]["file"], False, task, req["workloads"]))
+                pending.append(start(settings, graph, req["candidate"], "candidate", req["candidate"]["file"], False, task, req["workloads"], None, torch_setup))
             else:
-                pending.append(start(settings, graph, c["source"], c["role"], c["label"], c["role"] in TRUSTED_ROLES, task, req["workloads"], c.get("env")))
+                pending.append(start(settings, graph, c["source"], c["role"], c["label"], c["role"] in TRUSTED_ROLES, task, req["workloads"], c.get("env"), torch_setup))
             contenders.append(pending[-1])
     except RunnerLost as e:
         raise TaskFault(f"a runner could not be started: {e}") from None
@@ -148,7 +165,7 @@ def run_phases(arrays, req, channel, result, settings, contenders):
         for w, report in zip(req["workloads"], result["workloads"]):
             progress(channel, req, "timing", w["name"])
             try:
-                stats = time_workload(task, w, plan, tol, contenders, baseline)
+                stats = time_workload(task, w, plan, tol, contenders, baseline, **timing_options(arrays, reference, task, w))
             except TimedFailure as e:
                 c = contenders[e.index]
                 if c.trusted:
@@ -180,8 +197,90 @@ def run_phases(arrays, req, channel, result, settings, contenders):
     result["phases"]["check_s"] += time.perf_counter() - t
 
 
+def load_torch_reference(arrays, req):
+    """The torch backend's reference (an Entry on the judge's device), and what its contenders
+    need: the array library and each workload's model arguments."""
+    from .candidates import load_namespace
+    from .torch_modules import Entry, init_args_for
+
+    ns = load_namespace(req["reference"], arrays.target, str(arrays.device))
+    entry = Entry(ns, req["reference"]["file"])
+    init_args = {}
+    for w in req["workloads"]:
+        axes = {k: int(v) for k, v in w["axes"].items()}
+        try:
+            init_args[w["name"]] = init_args_for(ns, axes)
+        except Exception as e:  # noqa: BLE001 - the task's own code
+            raise CandidateError(f"its model arguments (init_inputs/get_init_inputs) raised {type(e).__name__}: {e}") from None
+    entry.init_args = init_args
+    return entry, (arrays, init_args)
+
+
+def timing_options(arrays, reference, task, w):
+    if arrays.name != "torch":
+        return {}
+    from .timing import MAX_CALLS
+    from .torch_contenders import max_calls_for, torch_pool_factory
+
+    return {"new_pool": torch_pool_factory(arrays, reference.ns.get("make_inputs")),
+            "max_calls": max_calls_for(arrays, task, w, MAX_CALLS)}
+
+
+def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):
+    """The torch backend's check: the judge fills set 0 of a pool from each seed, runs the
+    reference on copies of it, and the candidate's runner on the set itself."""
+    import torch
+
+    from .torch_contenders import TorchPool
+    from .torch_modules import outputs_of
+
+    axes = {k: int(v) for k, v in w["axes"].items()}
+    pool = TorchPool(arrays, task, w, 1, reference.ns.get("make_inputs"))
+    names = [s["name"] for s in task["outputs"]]
+    try:
+        candidate.map_pool(pool)
+        run = reference.bind(torch, arrays.device, w["name"], axes, reference.init_args.get(w["name"], []), [s["name"] for s in task["inputs"]])
+        worst = None
+        for seed in seeds:
+            try:
+                pool.fill(task, w, 0, seed)
+                inputs = [x.clone() for x in pool.input_views(0)]
+                with torch.no_grad():
+                    expected = outputs_of(torch, run(*inputs), names)
+                arrays.sync()
+            except CandidateError as e:
+                raise TaskFault(f"the reference failed: {e}") from None
+            except Exception as e:  # noqa: BLE001 - the task's own code
+                raise TaskFault(f"the reference failed on workload `{w['name']}`: {type(e).__name__}: {e}") from None
+            expected = [arrays.to_numpy(e) for e in expected]
+            try:
+                got = candidate.check(pool, task, w, seed)
+            except BadOutput as e:
+                return merge(worst, zero_errors()), (seed, str(e))
+            except (CandidateError, RunnerLost) as e:
+                raise lost("the candidate", e, phase, w) from None
+            errors = zero_errors()
+            failure = None
+            for spec, g, e in zip(task["outputs"], got, expected):
+                if tuple(e.shape) != tuple(g.shape):
+                    raise TaskFault(f"the reference's output `{spec['name']}` has shape {tuple(e.shape)}; the task declares {tuple(g.shape)}")
+                errs, f = compare(spec, g, e, tol[spec["dtype"]])
+                for k in ("max_abs_err", "max_rel_err", "norm_rel_err"):
+                    errors[k] = max(errors[k], errs[k])
+                failure = failure or f
+            worst = merge(worst, errors)
+            if failure:
+                return worst, (seed, failure)
+        return worst, None
+    finally:
+        candidate.drop_pool(pool)
+        pool.close()
+
+
 def check_workload(arrays, task, tol, w, seeds, reference, candidate, graph, phase):
     """Worst errors over `seeds`, and the first failure as `(seed, message)`."""
+    if arrays.name == "torch":
+        return check_torch(arrays, task, tol, w, seeds, reference, candidate, phase)
     axes = {k: int(v) for k, v in w["axes"].items()}
     pool = None if graph else Pool(task, w, 1)
     try:
@@ -262,7 +361,7 @@ def kernel_cache_dir(arrays):
     return path
 
 
-def serve(target):
+def serve(backend, target):
     channel = Channel.from_env()
     from .arrays import arrays_for
 
@@ -272,10 +371,10 @@ def serve(target):
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: nobody reads our memory
     except (OSError, AttributeError):
         pass
-    arrays = arrays_for(target)
+    arrays = arrays_for(target, backend)
     root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=os.getcwd())
     settings = Settings(arrays.target, root_dir, allowed_cpus(), kernel_cache_dir(arrays))
-    channel.send({"type": "hello", "backend": f"mlx/{arrays.target}", "version": __version__, "pid": os.getpid()})
+    channel.send({"type": "hello", "backend": f"{backend}/{arrays.target}", "version": __version__, "pid": os.getpid()})
     for msg in channel.requests():
         kind = msg.get("type")
         if kind == "shutdown":

@@ -129,6 +129,42 @@ pub fn mlx_contract(spec: &TaskSpec) -> String {
     s
 }
 
+/// The candidate contract of the `torch` backend, in words: a Python module with `run` (or
+/// KernelBench's `ModelNew`).
+pub fn torch_contract(spec: &TaskSpec) -> String {
+    let mut params: Vec<&str> = spec.inputs.iter().map(|t| t.name.as_str()).collect();
+    let axes: Vec<&str> = spec.axes.iter().map(String::as_str).collect();
+    let outputs: Vec<&str> = spec.outputs.iter().map(|t| t.name.as_str()).collect();
+    let joined_axes = format!("*, {}", axes.join(", "));
+    params.push(&joined_axes);
+    let returns = if outputs.len() == 1 {
+        outputs[0].to_owned()
+    } else {
+        format!("({})", outputs.join(", "))
+    };
+    let mut tensors = String::new();
+    for (kind, list) in [("input", &spec.inputs), ("output", &spec.outputs)] {
+        for t in list {
+            let shape = if t.shape.is_empty() {
+                "a 0-d tensor".to_owned()
+            } else {
+                format!("[{}]", t.shape.join("]["))
+            };
+            let _ = writeln!(tensors, "- {kind} `{}`: {}{shape}", t.name, t.dtype);
+        }
+    }
+    let what = if outputs.len() == 1 {
+        "the output as a tensor"
+    } else {
+        "the outputs, in this order,"
+    };
+    include_str!("backend/torch_contract.txt")
+        .replace("{params}", &params.join(", "))
+        .replace("{returns}", &returns)
+        .replace("{tensors}", tensors.trim_end())
+        .replace("{what}", what)
+}
+
 /// The calling shim the worker compiles around a candidate. It includes the candidate in the
 /// same translation unit after the prototype, so a definition with the wrong signature is a
 /// compile error rather than a silent mismatch at run time.
@@ -183,6 +219,16 @@ mod tests {
         assert!(c.contains("def run(a, b, *, m, n, k):"), "{c}");
         assert!(c.contains("return c"), "{c}");
         assert!(c.contains("KSEARCH_TARGET"), "{c}");
+    }
+
+    #[test]
+    fn the_torch_contract_names_inputs_axes_outputs_and_model_new() {
+        let c = torch_contract(&matmul_spec());
+        assert!(c.contains("def run(a, b, *, m, n, k):"), "{c}");
+        assert!(c.contains("return c"), "{c}");
+        assert!(c.contains("- input `a`: f32[m][k]"), "{c}");
+        assert!(c.contains("ModelNew(*init_inputs)"), "{c}");
+        assert!(!c.contains('{'), "every placeholder filled: {c}");
     }
 
     #[test]

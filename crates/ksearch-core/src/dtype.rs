@@ -14,16 +14,28 @@ pub enum Dtype {
     F64,
     I32,
     I64,
+    /// 8-bit float, 4 exponent and 3 mantissa bits, no infinities (`torch.float8_e4m3fn`).
+    F8e4m3,
+    /// 8-bit float, 5 exponent and 2 mantissa bits (`torch.float8_e5m2`).
+    F8e5m2,
+    I8,
+    I16,
+    Bool,
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 6] = [
+    pub const ALL: [Dtype; 11] = [
         Dtype::F16,
         Dtype::Bf16,
         Dtype::F32,
         Dtype::F64,
         Dtype::I32,
         Dtype::I64,
+        Dtype::F8e4m3,
+        Dtype::F8e5m2,
+        Dtype::I8,
+        Dtype::I16,
+        Dtype::Bool,
     ];
 
     pub fn name(self) -> &'static str {
@@ -34,19 +46,28 @@ impl Dtype {
             Dtype::F64 => "f64",
             Dtype::I32 => "i32",
             Dtype::I64 => "i64",
+            Dtype::F8e4m3 => "f8e4m3",
+            Dtype::F8e5m2 => "f8e5m2",
+            Dtype::I8 => "i8",
+            Dtype::I16 => "i16",
+            Dtype::Bool => "bool",
         }
     }
 
     pub fn size_bytes(self) -> usize {
         match self {
-            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::F8e4m3 | Dtype::F8e5m2 | Dtype::I8 | Dtype::Bool => 1,
+            Dtype::F16 | Dtype::Bf16 | Dtype::I16 => 2,
             Dtype::F32 | Dtype::I32 => 4,
             Dtype::F64 | Dtype::I64 => 8,
         }
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::F64)
+        matches!(
+            self,
+            Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::F64 | Dtype::F8e4m3 | Dtype::F8e5m2
+        )
     }
 
     /// The C type a candidate of the `c` backend sees, if that backend supports the dtype.
@@ -56,7 +77,13 @@ impl Dtype {
             Dtype::F64 => Some("double"),
             Dtype::I32 => Some("int32_t"),
             Dtype::I64 => Some("int64_t"),
-            Dtype::F16 | Dtype::Bf16 => None,
+            Dtype::F16
+            | Dtype::Bf16
+            | Dtype::F8e4m3
+            | Dtype::F8e5m2
+            | Dtype::I8
+            | Dtype::I16
+            | Dtype::Bool => None,
         }
     }
 }

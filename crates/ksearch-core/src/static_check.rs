@@ -66,6 +66,22 @@ pub(crate) fn check_python_entry(_spec: &TaskSpec, source: &str, out: &mut Vec<V
     }
 }
 
+/// The `torch` backend's entry point: a top-level `def run(...)` or `class ModelNew`.
+pub(crate) fn check_torch_entry(_spec: &TaskSpec, source: &str, out: &mut Vec<Violation>) {
+    let top = |l: &&str| !l.starts_with(char::is_whitespace);
+    let defines = source.lines().filter(top).any(|l| {
+        l.starts_with("def run(") || l.starts_with("class ModelNew") || l.starts_with("ModelNew =")
+    });
+    if !defines {
+        out.push(Violation {
+            rule: "entry-point".into(),
+            line: None,
+            message: "the candidate must define a top-level `def run(...)` or `class ModelNew`"
+                .into(),
+        });
+    }
+}
+
 /// The `c` backend's checks: reserved names, `main`, token pasting, the entry point.
 pub(crate) fn check_c(spec: &TaskSpec, source: &str, out: &mut Vec<Violation>) {
     let tu = Translated::new(source);

@@ -59,10 +59,10 @@ pub enum Init {
 
 impl Init {
     pub fn default_for(dtype: Dtype) -> Init {
-        if dtype.is_float() {
-            Init::Uniform([-1.0, 1.0])
-        } else {
-            Init::Randint([-100, 100])
+        match dtype {
+            Dtype::Bool => Init::Randint([0, 1]),
+            d if d.is_float() => Init::Uniform([-1.0, 1.0]),
+            _ => Init::Randint([-100, 100]),
         }
     }
 }
@@ -123,7 +123,10 @@ impl Tolerance {
             Dtype::Bf16 => (1e-2, 2e-2, 1e-2),
             Dtype::F32 => (1e-5, 1e-4, 1e-5),
             Dtype::F64 => (1e-10, 1e-8, 1e-10),
-            Dtype::I32 | Dtype::I64 => (0.0, 0.0, 0.0),
+            // One step of the mantissa: 2^-3 and 2^-2 relative.
+            Dtype::F8e4m3 => (1e-1, 1.25e-1, 6e-2),
+            Dtype::F8e5m2 => (2e-1, 2.5e-1, 1.2e-1),
+            Dtype::I32 | Dtype::I64 | Dtype::I8 | Dtype::I16 | Dtype::Bool => (0.0, 0.0, 0.0),
         };
         Tolerance {
             atol,
@@ -204,6 +207,29 @@ pub struct TaskSpec {
     /// A template space the builtin proposer can search (see `docs/spaces.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<SourceRef>,
+    /// Where an imported task came from (`ksearch import`), so that an export can go back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// The benchmark suite an imported task came from, and its name there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    pub suite: Suite,
+    /// The definition's or problem's name in the suite.
+    pub name: String,
+    /// The file beside `task.toml` holding the suite's own description of the task (a
+    /// FlashInfer-Bench definition, a KernelBench problem).
+    pub file: String,
+}
+
+/// A benchmark suite `ksearch import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Suite {
+    FlashinferBench,
+    Kernelbench,
 }
 
 impl TaskSpec {
@@ -488,6 +514,9 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     if let Some(space) = &spec.space {
         check_relative_file(&root.key("space").key("file"), &space.file)?;
     }
+    if let Some(origin) = &spec.origin {
+        check_relative_file(&root.key("origin").key("file"), &origin.file)?;
+    }
     if let Some(b) = &spec.baseline {
         validate_implementation(&root.key("baseline"), b, "baseline")?;
     }
@@ -565,9 +594,10 @@ fn sizes_a_tensor(spec: &TaskSpec, axis: &str) -> bool {
 fn validate_init(init: Init, dtype: Dtype) -> Result<(), String> {
     match init {
         Init::Uniform([lo, hi]) if dtype.is_float() => {
-            if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+            // low == high is a constant (a scalar such as `eps`).
+            if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
                 return Err(format!(
-                    "uniform range [{lo}, {hi}] must be finite with low < high"
+                    "uniform range [{lo}, {hi}] must be finite with low <= high"
                 ));
             }
         }
@@ -579,6 +609,18 @@ fn validate_init(init: Init, dtype: Dtype) -> Result<(), String> {
         Init::Randint([lo, hi]) if !dtype.is_float() => {
             if lo > hi {
                 return Err(format!("randint range [{lo}, {hi}] must have low <= high"));
+            }
+            let (min, max) = match dtype {
+                Dtype::Bool => (0, 1),
+                Dtype::I8 => (i8::MIN.into(), i8::MAX.into()),
+                Dtype::I16 => (i16::MIN.into(), i16::MAX.into()),
+                Dtype::I32 => (i32::MIN.into(), i32::MAX.into()),
+                _ => (i64::MIN, i64::MAX),
+            };
+            if lo < min || hi > max {
+                return Err(format!(
+                    "randint range [{lo}, {hi}] does not fit dtype {dtype} ([{min}, {max}])"
+                ));
             }
         }
         _ => return Err(format!("this init does not fit dtype {dtype}")),
@@ -865,7 +907,7 @@ file = "seed.c"
                 "init = { uniform = [-10, 10] }",
                 "init = { uniform = [10, -10] }",
                 "inputs[0].init",
-                "low < high",
+                "low <= high",
             ),
             (
                 "file = \"seed.c\"",
@@ -1031,6 +1073,7 @@ pub mod tests_support {
             baseline: None,
             comparisons: Vec::new(),
             space: None,
+            origin: None,
         }
     }
 }

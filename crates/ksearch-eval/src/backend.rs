@@ -60,9 +60,10 @@ impl BackendEval for CBackend {
 pub struct BackendOptions {
     /// The binary that hosts built-in workers (`ksearch worker c`).
     pub ksearch_exe: PathBuf,
-    /// The Python interpreter for the mlx harness; `python3` when unset.
+    /// The Python interpreter for the mlx and torch harness; `python3` when unset.
     pub python: Option<PathBuf>,
-    /// The mlx target: `metal` or `cuda`; the GPU MLX finds when unset.
+    /// The mlx target (`metal` or `cuda`; the GPU MLX finds when unset) or the torch target
+    /// (`cuda` or `cpu`).
     pub target: Option<String>,
     /// The device whose limits the knowledge rules check against (a name from
     /// `ksearch knowledge hardware`); the local GPU when unset.
@@ -84,6 +85,11 @@ pub fn backend_for(
             crate::knowledge_checks::hardware(options.hardware.as_deref())?,
             options.ksearch_exe.clone(),
         )?)),
+        BackendKind::Torch => Ok(Box::new(crate::torch_backend::TorchBackend::new(
+            options.python.clone(),
+            options.target.clone(),
+            options.ksearch_exe.clone(),
+        )?)),
     }
 }
 
@@ -96,14 +102,14 @@ pub struct BuiltinProcesses {
 }
 
 /// The processes ksearch hosts for `kind`; `None` where the worker is another program (the
-/// `mlx` backend's is the Python harness).
+/// `mlx` and `torch` backends' is the Python harness).
 pub fn builtin_processes(kind: BackendKind) -> Option<BuiltinProcesses> {
     match kind {
         BackendKind::C => Some(BuiltinProcesses {
             worker: crate::c_worker::run,
             runner: crate::c_worker::run_runner,
         }),
-        BackendKind::Mlx => None,
+        BackendKind::Mlx | BackendKind::Torch => None,
     }
 }
 
@@ -123,7 +129,7 @@ pub fn build_only(kind: BackendKind, source: &str, file: &Path) -> Result<(), St
                 .output()
                 .map_err(|e| format!("cannot run `{cc}`: {e}"))?
         }
-        BackendKind::Mlx => Command::new("python3")
+        BackendKind::Mlx | BackendKind::Torch => Command::new("python3")
             .args([
                 "-c",
                 "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')",
@@ -148,6 +154,9 @@ pub fn build_only_caveat(kind: BackendKind) -> Option<&'static str> {
         BackendKind::C => None,
         BackendKind::Mlx => Some(
             "the mlx modules were compiled as Python only: their CUDA and Metal kernels compile when MLX runs them on a GPU",
+        ),
+        BackendKind::Torch => Some(
+            "the torch modules were compiled as Python only: their Triton and CUDA C++ kernels compile when they first run on a GPU",
         ),
     }
 }

@@ -15,6 +15,7 @@ mod output_capture;
 pub mod sandbox;
 mod shm;
 mod supervisor;
+mod torch_backend;
 mod validate;
 mod worker_process;
 
@@ -30,4 +31,5 @@ pub use evaluator::{
 pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
 pub use supervisor::Supervisor;
+pub use torch_backend::TorchBackend;
 pub use worker_process::{WorkerCommand, signal_name};

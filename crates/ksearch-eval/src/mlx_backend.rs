@@ -31,7 +31,7 @@ pub struct MlxBackend {
     sandbox_exe: PathBuf,
 }
 
-fn cache_root() -> PathBuf {
+pub(crate) fn cache_root() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
@@ -41,7 +41,7 @@ fn cache_root() -> PathBuf {
 }
 
 /// Unpack the embedded harness under `root`, once per content version.
-fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
+pub(crate) fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
     let mut h = DefaultHasher::new();
     embedded::HARNESS_FILES.hash(&mut h);
     let dir = root.join(format!("harness-{:016x}", h.finish()));
@@ -116,29 +116,52 @@ impl BackendEval for MlxBackend {
     }
 
     fn worker_command(&self) -> WorkerCommand {
-        let mut args = vec!["-m".to_owned(), "ksearch_harness".to_owned()];
-        if let Some(t) = &self.target {
-            args.extend(["--target".to_owned(), t.clone()]);
-        }
-        let mut path = self.harness_root.display().to_string();
-        if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
-            path.push(':');
-            path.push_str(&existing.to_string_lossy());
-        }
-        WorkerCommand {
-            program: self.python.clone(),
-            args,
-            env: vec![
-                ("PYTHONPATH".into(), path),
-                ("PYTHONUNBUFFERED".into(), "1".into()),
-                (
-                    "KSEARCH_SANDBOX_EXE".into(),
-                    self.sandbox_exe.display().to_string(),
-                ),
-            ],
-            // Importing MLX and initialising the GPU can take a while on a cold machine.
-            startup_timeout: Duration::from_secs(120),
-        }
+        harness_command(
+            &self.python,
+            &self.harness_root,
+            &self.sandbox_exe,
+            BackendKind::Mlx,
+            self.target.as_deref(),
+        )
+    }
+}
+
+/// `python3 -m ksearch_harness --backend B [--target T]`, with the unpacked harness on
+/// `PYTHONPATH` and the binary whose launcher confines its runners.
+pub(crate) fn harness_command(
+    python: &Path,
+    harness_root: &Path,
+    sandbox_exe: &Path,
+    backend: BackendKind,
+    target: Option<&str>,
+) -> WorkerCommand {
+    let mut args = vec![
+        "-m".to_owned(),
+        "ksearch_harness".to_owned(),
+        "--backend".to_owned(),
+        backend.name().to_owned(),
+    ];
+    if let Some(t) = target {
+        args.extend(["--target".to_owned(), t.to_owned()]);
+    }
+    let mut path = harness_root.display().to_string();
+    if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        path.push(':');
+        path.push_str(&existing.to_string_lossy());
+    }
+    WorkerCommand {
+        program: python.to_owned(),
+        args,
+        env: vec![
+            ("PYTHONPATH".into(), path),
+            ("PYTHONUNBUFFERED".into(), "1".into()),
+            (
+                "KSEARCH_SANDBOX_EXE".into(),
+                sandbox_exe.display().to_string(),
+            ),
+        ],
+        // Importing MLX or PyTorch and initialising the GPU can take a while on a cold machine.
+        startup_timeout: Duration::from_secs(120),
     }
 }
 

@@ -217,6 +217,18 @@ pub fn export_with(
             },
         ],
     };
+    // A task imported from FlashInfer-Bench goes back as a Solution, too.
+    if let Some(solution) = ksearch_tasks::import::flashinfer::solution(
+        spec,
+        source,
+        &format!("ksearch_{}_node{id}", spec.name),
+        "ksearch",
+    ) {
+        files.push(ExportFile {
+            path: "solution.json".into(),
+            text: solution + "\n",
+        });
+    }
     let mut json = serde_json::to_string_pretty(&provenance).unwrap_or_default();
     json.push('\n');
     files.push(ExportFile {

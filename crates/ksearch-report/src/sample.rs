@@ -167,7 +167,7 @@ fn sources(backend: BackendKind) -> Sources {
             wrong: WRONG,
             hang: HANG,
         },
-        BackendKind::Mlx => Sources {
+        BackendKind::Mlx | BackendKind::Torch => Sources {
             ext: "py",
             seed: SEED_PY,
             vectorized: VECTORIZED_PY,

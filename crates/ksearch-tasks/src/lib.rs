@@ -2,6 +2,7 @@
 //! `cpu/softmax` from the catalog embedded at build time.
 
 mod files;
+pub mod import;
 mod load;
 
 pub use files::{MAX_SOURCE_BYTES, MAX_TOML_BYTES, ReadError, read_text};

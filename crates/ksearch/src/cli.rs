@@ -94,6 +94,8 @@ pub(crate) enum Command {
     Knowledge(crate::commands::knowledge::KnowledgeArgs),
     /// A task's template space, which the builtin proposer searches: check its points.
     Space(crate::commands::space::SpaceArgs),
+    /// Write a task directory from a benchmark suite's files (FlashInfer-Bench, KernelBench).
+    Import(crate::commands::import::ImportArgs),
     /// Confine a program and run it (started by ksearch's evaluation workers).
     #[command(hide = true)]
     Sandbox {
@@ -163,10 +165,11 @@ pub(crate) struct EvalFlags {
     #[arg(long, default_value_t = 50.0, value_parser = ms)]
     pub(crate) warmup_ms: f64,
     /// mlx tasks: the GPU target, `metal` or `cuda` (`numpy` and MLX's `cpu` run the test
-    /// suite's tasks without a GPU) [default: the GPU MLX finds].
+    /// suite's tasks without a GPU) [default: the GPU MLX finds]; torch tasks: `cuda`, or `cpu`
+    /// (PyTorch's CPU build) [default: cuda where PyTorch sees a GPU].
     #[arg(long)]
     pub(crate) target: Option<String>,
-    /// mlx tasks: the Python interpreter that has MLX [default: python3].
+    /// mlx and torch tasks: the Python interpreter that has MLX or PyTorch [default: python3].
     #[arg(long)]
     pub(crate) python: Option<String>,
     /// The device whose limits the knowledge rules check (see `ksearch knowledge hardware`)

@@ -8,6 +8,7 @@
 
 mod c;
 mod mlx;
+mod torch;
 
 use std::fmt;
 use std::str::FromStr;
@@ -28,21 +29,24 @@ pub enum BackendKind {
     C,
     /// Python modules building kernels with MLX (`mx.fast.metal_kernel` / `mx.fast.cuda_kernel`).
     Mlx,
+    /// Python modules on PyTorch tensors, with Triton or CUDA C++ kernels (`docs/torch.md`).
+    Torch,
 }
 
 impl BackendKind {
     /// Every backend, in the order lists of them are shown.
-    pub const ALL: [BackendKind; 2] = [BackendKind::C, BackendKind::Mlx];
+    pub const ALL: [BackendKind; 3] = [BackendKind::C, BackendKind::Mlx, BackendKind::Torch];
 
     /// This backend's facts.
     pub fn backend(self) -> &'static dyn Backend {
         match self {
             BackendKind::C => &c::C,
             BackendKind::Mlx => &mlx::Mlx,
+            BackendKind::Torch => &torch::Torch,
         }
     }
 
-    /// The name a task file and the command line use: `c`, `mlx`.
+    /// The name a task file and the command line use: `c`, `mlx`, `torch`.
     pub fn name(self) -> &'static str {
         self.backend().name()
     }

@@ -23,10 +23,10 @@ fn names_match_the_task_format() {
 
 #[test]
 fn an_unknown_name_lists_the_backends() {
-    let err = "torch".parse::<BackendKind>().unwrap_err();
+    let err = "cuda".parse::<BackendKind>().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "unknown backend `torch` (expected one of: c, mlx)"
+        "unknown backend `cuda` (expected one of: c, mlx, torch)"
     );
     assert!("C".parse::<BackendKind>().is_err(), "names are exact");
 }
@@ -61,6 +61,7 @@ fn the_c_backend_takes_exactly_the_dtypes_c_can_spell() {
             "{d}"
         );
         assert!(BackendKind::Mlx.backend().supports_dtype(d), "{d}");
+        assert!(BackendKind::Torch.backend().supports_dtype(d), "{d}");
     }
 }
 
@@ -71,4 +72,14 @@ fn space_templates_see_c_or_the_device_target() {
     let mlx = BackendKind::Mlx.backend();
     assert_eq!(mlx.space_target(Some(Target::Metal)), "metal");
     assert_eq!(mlx.space_target(None), "any");
+}
+
+#[test]
+fn torch_runs_on_cuda_by_default_and_on_the_cpu_for_tests() {
+    let torch = BackendKind::Torch.backend();
+    assert_eq!(torch.target_for(None, None), Target::Cuda);
+    assert_eq!(torch.target_for(Some("cpu"), None), Target::Cpu);
+    assert_eq!(torch.target_for(None, Some(Target::Metal)), Target::Cuda);
+    assert_eq!(torch.space_target(None), "cuda");
+    assert_eq!(torch.language(), Language::Cuda);
 }

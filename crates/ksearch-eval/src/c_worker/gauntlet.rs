@@ -178,7 +178,13 @@ pub(crate) fn compare(
         Dtype::I64 => scan(got, expected, tol, |b: [u8; 8]| {
             i64::from_ne_bytes(b) as f64
         }),
-        Dtype::F16 | Dtype::Bf16 => {
+        Dtype::F16
+        | Dtype::Bf16
+        | Dtype::F8e4m3
+        | Dtype::F8e5m2
+        | Dtype::I8
+        | Dtype::I16
+        | Dtype::Bool => {
             unreachable!("task validation keeps {} out of the c backend", t.dtype)
         }
     };

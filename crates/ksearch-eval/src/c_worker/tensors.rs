@@ -16,7 +16,13 @@ pub(crate) fn element(bytes: &[u8], dtype: Dtype, i: usize) -> f64 {
         Dtype::F64 => f64::from_ne_bytes(at(8).try_into().expect("8 bytes")),
         Dtype::I32 => i32::from_ne_bytes(at(4).try_into().expect("4 bytes")) as f64,
         Dtype::I64 => i64::from_ne_bytes(at(8).try_into().expect("8 bytes")) as f64,
-        Dtype::F16 | Dtype::Bf16 => {
+        Dtype::F16
+        | Dtype::Bf16
+        | Dtype::F8e4m3
+        | Dtype::F8e5m2
+        | Dtype::I8
+        | Dtype::I16
+        | Dtype::Bool => {
             unreachable!("task validation keeps {dtype} out of the c backend")
         }
     }
@@ -44,7 +50,13 @@ pub(crate) fn fill(bytes: &mut [u8], dtype: Dtype, init: Init, rng: &mut Rng) {
         Dtype::I64 => bytes
             .chunks_exact_mut(8)
             .for_each(|c| c.copy_from_slice(&(draw(rng) as i64).to_ne_bytes())),
-        Dtype::F16 | Dtype::Bf16 => {
+        Dtype::F16
+        | Dtype::Bf16
+        | Dtype::F8e4m3
+        | Dtype::F8e5m2
+        | Dtype::I8
+        | Dtype::I16
+        | Dtype::Bool => {
             unreachable!("task validation keeps {dtype} out of the c backend")
         }
     }
@@ -180,7 +192,13 @@ pub(crate) fn perturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64, stor
                     Dtype::I64 => c.copy_from_slice(&(moved as i64).to_ne_bytes()),
                     Dtype::F32 => c.copy_from_slice(&(moved as f32).to_ne_bytes()),
                     Dtype::F64 => c.copy_from_slice(&(moved as f64).to_ne_bytes()),
-                    Dtype::F16 | Dtype::Bf16 => unreachable!("not in the c backend"),
+                    Dtype::F16
+                    | Dtype::Bf16
+                    | Dtype::F8e4m3
+                    | Dtype::F8e5m2
+                    | Dtype::I8
+                    | Dtype::I16
+                    | Dtype::Bool => unreachable!("not in the c backend"),
                 }
             }
         }

@@ -4,6 +4,7 @@ mod answer;
 mod contract;
 mod eval;
 pub(crate) mod export;
+pub(crate) mod import;
 pub(crate) mod knowledge;
 pub(crate) mod report;
 pub(crate) mod run;
@@ -34,6 +35,7 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
         Command::Export(args) => export::run(&args),
         Command::Knowledge(args) => knowledge::run(&args),
         Command::Space(args) => space::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Sandbox { spec } => Ok(ksearch_eval::sandbox::launcher_main(&spec)),
         Command::Runner { backend } => match builtin(&backend) {
             Some(p) => Ok((p.runner)()),

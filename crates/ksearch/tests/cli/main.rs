@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 mod fallback;
+mod import;
 #[path = "../common/softmax_kernels.rs"]
 mod kernels;
 mod libraries;
@@ -70,6 +71,9 @@ fn tasks_lists_the_builtin_cpu_tasks() {
         "cpu/matmul",
         "cpu/linear_recurrence",
         "cpu/rmsnorm",
+        "torch/gemm",
+        "torch/gqa_paged_decode",
+        "torch/kb_l1_softmax",
     ] {
         assert!(stdout.contains(name), "{stdout}");
     }
@@ -77,8 +81,8 @@ fn tasks_lists_the_builtin_cpu_tasks() {
     let rows: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
         rows.as_array().unwrap().len(),
-        7,
-        "four cpu and three mlx tasks"
+        15,
+        "four cpu, three mlx and eight torch tasks"
     );
 }
 

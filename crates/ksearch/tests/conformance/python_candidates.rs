@@ -1,5 +1,6 @@
 //! Python sources of the behaviours, shared by the harness's numpy target (the module runs in a
-//! direct runner) and its MLX CPU target (the module is traced, its graph runs elsewhere).
+//! direct runner), its MLX CPU target (the module is traced, its graph runs elsewhere) and the
+//! torch backend on the CPU (a torch runner, direct like numpy's).
 
 use crate::support::Behaviour;
 
@@ -52,7 +53,7 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
         ),
         Behaviour::CachesByAddress => module(
             lib,
-            "_seen = {}\n_calls = [0]\n\ndef _key(x):\n    try:\n        return (x.__array_interface__['data'][0], x.shape)\n    except AttributeError:\n        return (id(x), x.shape)\n",
+            "_seen = {}\n_calls = [0]\n\ndef _key(x):\n    try:\n        return (x.__array_interface__['data'][0], x.shape)\n    except AttributeError:\n        pass\n    try:\n        return (x.data_ptr(), tuple(x.shape))\n    except AttributeError:\n        return (id(x), x.shape)\n",
             "_calls[0] += 1\nk = _key(x)\nif _calls[0] > 3 and k in _seen:\n    return _seen[k]\ny = _softmax(x)\n_seen[k] = y\nreturn y",
         ),
         Behaviour::SkipsFinishedOutput => module(
@@ -73,7 +74,7 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
         Behaviour::WorkAfterDone => module(
             lib,
             &format!("{TIMED}import threading\n\ndef _later(x, y):\n    y[...] = _softmax(x)\n"),
-            "if _timed() and hasattr(x, '__array_interface__'):\n    import numpy as _np\n    y = _np.full(x.shape, _np.nan, dtype=x.dtype)\n    threading.Thread(target=_later, args=(_np.array(x), y)).start()\nelse:\n    y = _softmax(x)\nreturn y",
+            "if _timed() and (hasattr(x, '__array_interface__') or hasattr(x, 'data_ptr')):\n    y = x * float('nan')\n    threading.Thread(target=_later, args=(x * 1, y)).start()\nelse:\n    y = _softmax(x)\nreturn y",
         ),
         Behaviour::BackgroundWork => module(
             lib,

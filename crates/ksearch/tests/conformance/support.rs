@@ -94,6 +94,12 @@ pub(crate) trait Fixture {
         default_expect(b)
     }
 
+    /// How much longer than the others this backend's worker and runners take to start (an
+    /// interpreter importing PyTorch twice): added to the hang test's limit.
+    fn start_slack(&self) -> Duration {
+        Duration::ZERO
+    }
+
     /// Evaluates `text` as it is (an attack only this backend allows), with `quick_options`.
     fn evaluate_text(&self, file: &str, text: &str) -> Evaluation {
         let source = Source {

@@ -1,0 +1,51 @@
+
+
+# --- Added by `ksearch import flashinfer-bench` -------------------------------------------
+# The inputs of one call, for inputs a random draw cannot describe: offsets (`*_indptr`, rising
+# from 0 to the axis a constraint ties their last element to, every range non-empty where the
+# total allows), page or token indices into a
+# cache, lengths that follow from offsets. Every other input is drawn as FlashInfer-Bench draws
+# random inputs (floats from a standard normal, integers uniform in [-1024, 1024)), scalars
+# take the workload's value. The judge calls it with a fresh seed for every call.
+_KSEARCH_INPUTS = {plan}
+
+
+def make_inputs(seed, device, **axes):
+    import torch
+
+    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+              "i32": torch.int32, "i64": torch.int64, "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
+              "i8": torch.int8, "i16": torch.int16, "bool": torch.bool}
+    g = torch.Generator(device=device)
+    g.manual_seed(seed & ((1 << 63) - 1))
+    made = {}
+    for spec in sorted(_KSEARCH_INPUTS, key=lambda s: s["kind"] == "lengths"):
+        shape = [axes[a] for a in spec["shape"]]
+        dtype = dtypes[spec["dtype"]]
+        kind = spec["kind"]
+        if kind == "offsets":
+            n, total = shape[0], axes[spec["total"]]
+            if total >= n - 1 >= 1:
+                # Every range non-empty (an empty one makes a reference's log-sum-exp -inf).
+                cuts = (torch.randperm(max(total - 1, 0), generator=g, device=device)[: n - 2] + 1).sort().values
+            else:
+                cuts = torch.randint(0, total + 1, (max(n - 2, 0),), generator=g, device=device).sort().values
+            edges = [torch.zeros(1, dtype=torch.int64, device=device), cuts, torch.full((1,), total, device=device)]
+            t = torch.cat(edges)[:n] if n > 1 else torch.zeros(n, dtype=torch.int64, device=device)
+        elif kind == "indices":
+            t = torch.randint(0, max(axes[spec["bound"]], 1), shape, generator=g, device=device)
+        elif kind == "page_len":
+            t = torch.randint(1, max(axes[spec["bound"]], 1) + 1, shape, generator=g, device=device)
+        elif kind == "lengths":
+            o = made[spec["of"]].to(torch.int64)
+            t = (o[1:] - o[:-1])[: shape[0]]
+        elif kind == "const":
+            t = torch.full(shape, spec["value"], device=device)
+        elif dtype == torch.bool:
+            t = torch.randint(0, 2, shape, generator=g, device=device)
+        elif dtype.is_floating_point:
+            t = torch.randn(shape, generator=g, device=device)
+        else:
+            t = torch.randint(-1024, 1024, shape, generator=g, device=device)
+        made[spec["name"]] = t.to(dtype)
+    return [made[s["name"]] for s in _KSEARCH_INPUTS]

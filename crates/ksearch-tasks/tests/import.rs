@@ -1,0 +1,291 @@
+//! `ksearch import`'s conversions on real files of the suites (tests/fixtures/README.md names
+//! their sources): the tasks they make parse, say what the suite says, and what cannot be
+//! expressed is refused naming the file and field.
+
+use ksearch_core::dtype::Dtype;
+use ksearch_core::task::{Init, KernelClass, Suite, parse_task};
+use ksearch_tasks::import::{ImportError, TaskFiles, flashinfer, kernelbench};
+
+fn fixture(path: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn file<'a>(t: &'a TaskFiles, name: &str) -> &'a str {
+    &t.files
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+        .1
+}
+
+fn fib(name: &str) -> Result<TaskFiles, ImportError> {
+    flashinfer::import(
+        &fixture(&format!("flashinfer/{name}.json")),
+        &format!("{name}.json"),
+        None,
+    )
+}
+
+#[test]
+fn a_gemm_definition_with_its_traces_becomes_a_task_with_a_cublas_baseline() {
+    let traces = fixture("flashinfer/gemm_n_4096_k_4096.traces.jsonl");
+    let t = flashinfer::import(
+        &fixture("flashinfer/gemm_n_4096_k_4096.json"),
+        "gemm.json",
+        Some((&traces, "traces.jsonl")),
+    )
+    .unwrap();
+    let spec = parse_task(file(&t, "task.toml"), "task.toml").unwrap();
+    assert_eq!(spec, t.spec);
+    assert_eq!(spec.name, "gemm_n_4096_k_4096");
+    assert_eq!(spec.class, KernelClass::Matmul);
+    assert_eq!(spec.axes, ["M", "N", "K"]);
+    assert_eq!(spec.derived["N"], "4096");
+    // Seven lines, four distinct M, smallest first; consts filled in.
+    let ms: Vec<i64> = spec.workloads.iter().map(|w| w.axes["M"]).collect();
+    assert_eq!(ms, [232, 240, 248, 256]);
+    assert_eq!(spec.workloads[0].name, "M232");
+    assert!(spec.workloads.iter().all(|w| w.axes["K"] == 4096));
+    assert_eq!(spec.inputs[0].dtype, Dtype::F16);
+    assert_eq!(spec.inputs[0].init, Some(Init::Normal([0.0, 1.0])));
+    assert_eq!(spec.tolerance[&Dtype::F16].rtol, 1e-2);
+    assert_eq!(
+        spec.baseline.as_ref().unwrap().name,
+        "cuBLAS (torch.matmul)"
+    );
+    assert!(file(&t, "baseline.py").contains("torch.matmul(A, B.T).to(torch.float16)"));
+    assert!(file(&t, "reference.py").contains("def run(A, B):"));
+    assert!(
+        !file(&t, "reference.py").contains("make_inputs"),
+        "no structured input"
+    );
+    let origin = spec.origin.unwrap();
+    assert_eq!(
+        (origin.suite, origin.name.as_str()),
+        (Suite::FlashinferBench, "gemm_n_4096_k_4096")
+    );
+    assert_eq!(
+        file(&t, "definition.json"),
+        fixture("flashinfer/gemm_n_4096_k_4096.json")
+    );
+}
+
+#[test]
+fn paged_decode_gets_offsets_indices_and_derived_axes() {
+    let t = fib("gqa_paged_decode_h32_kv8_d128_ps1").unwrap();
+    let spec = &t.spec;
+    assert_eq!(spec.derived["len_indptr"], "batch_size + 1");
+    assert_eq!(spec.class, KernelClass::Attention);
+    let names: Vec<&str> = spec.inputs.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "q",
+            "k_cache",
+            "v_cache",
+            "kv_indptr",
+            "last_page_len",
+            "kv_indices",
+            "sm_scale"
+        ]
+    );
+    assert_eq!(spec.inputs[0].dtype, Dtype::Bf16);
+    assert!(spec.inputs[6].shape.is_empty(), "sm_scale is 0-d");
+    let reference = file(&t, "reference.py");
+    assert!(reference.contains("def make_inputs(seed, device, **axes):"));
+    assert!(reference.contains(r#""name": "kv_indptr", "shape": ["len_indptr"], "dtype": "i32", "kind": "offsets", "total": "num_kv_indices""#), "{reference}");
+    assert!(reference.contains(r#""kind": "indices", "bound": "num_pages""#));
+    assert!(reference.contains(r#""kind": "page_len", "bound": "page_size""#));
+    // Generated workloads: every free var axis at both sizes.
+    assert_eq!(spec.workloads.len(), 2);
+    assert_eq!(spec.workloads[1].axes["len_indptr"], 1025);
+    assert!(t.notes.iter().any(|n| n.contains("generated two")));
+}
+
+#[test]
+fn every_public_definition_imports() {
+    for name in [
+        "gqa_paged_prefill_h32_kv8_d128_ps1",
+        "mla_ragged_prefill_h16_qk192_vo128",
+    ] {
+        let t = fib(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        parse_task(file(&t, "task.toml"), "task.toml").unwrap();
+        assert!(file(&t, "reference.py").contains("make_inputs"), "{name}");
+    }
+}
+
+/// The gemm definition with one field changed.
+fn gemm_with(from: &str, to: &str) -> Result<TaskFiles, ImportError> {
+    let text = fixture("flashinfer/gemm_n_4096_k_4096.json");
+    assert!(text.contains(from), "{from}");
+    flashinfer::import(&text.replacen(from, to, 1), "gemm.json", None)
+}
+
+#[test]
+fn what_cannot_be_expressed_is_refused_naming_the_field() {
+    let cases = [
+        (
+            r#""dtype": "float16" },"#,
+            r#""dtype": "float4_e2m1" },"#,
+            "inputs.A.dtype",
+            "float4_e2m1",
+        ),
+        (
+            r#""M": { "type": "var" }"#,
+            r#""M": { "type": "expr" }"#,
+            "axes.M.type",
+            "`expr`",
+        ),
+        (
+            r#""shape": ["M", "K"]"#,
+            r#""shape": ["M", "Q"]"#,
+            "inputs.A.shape[1]",
+            "`Q`",
+        ),
+        (
+            r#""type": "gemm","#,
+            r#""type": "gemm", "constraints": ["M % 16 == 0"],"#,
+            "constraints[0]",
+            "cannot be expressed",
+        ),
+        (
+            r#""type": "gemm","#,
+            r#""type": "gemm", "constraints": ["K == 1024"],"#,
+            "constraints[0]",
+            "does not hold",
+        ),
+        (
+            r#""A": { "shape": ["M", "K"], "dtype": "float16" },"#,
+            r#""A": { "shape": ["M", "K"], "dtype": "float16" }, "token_ids": { "shape": ["M"], "dtype": "int32" },"#,
+            "inputs.token_ids",
+            "index",
+        ),
+    ];
+    for (from, to, field, part) in cases {
+        let e = gemm_with(from, to).expect_err(to);
+        assert_eq!(e.file, "gemm.json");
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.message.contains(part), "{e}");
+    }
+}
+
+#[test]
+fn a_scalar_takes_the_workloads_value_and_must_keep_it() {
+    let def = r#"{"name": "rmsnorm_h4096", "op_type": "rmsnorm",
+        "axes": {"batch_size": {"type": "var"}, "hidden_size": {"type": "const", "value": 4096}},
+        "inputs": {"hidden_states": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"},
+                   "weight": {"shape": ["hidden_size"], "dtype": "bfloat16"},
+                   "eps": {"shape": null, "dtype": "float32"}},
+        "outputs": {"output": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"}},
+        "reference": "import torch\n\ndef run(hidden_states, weight, eps):\n    return hidden_states\n"}"#;
+    let line = |b: i64, eps: f64| {
+        format!(
+            r#"{{"definition": "rmsnorm_h4096", "workload": {{"axes": {{"batch_size": {b}}}, "inputs": {{"hidden_states": {{"type": "random"}}, "weight": {{"type": "random"}}, "eps": {{"type": "scalar", "value": {eps}}}}}}}}}"#
+        )
+    };
+    let good = format!("{}\n{}\n", line(1, 1e-6), line(64, 1e-6));
+    let t = flashinfer::import(def, "rms.json", Some((&good, "w.jsonl"))).unwrap();
+    assert_eq!(t.spec.inputs[2].init, Some(Init::Uniform([1e-6, 1e-6])));
+    assert_eq!(t.spec.class, KernelClass::Normalization);
+    let bad = format!("{}\n{}\n", line(1, 1e-6), line(64, 1e-5));
+    let e = flashinfer::import(def, "rms.json", Some((&bad, "w.jsonl"))).unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.field.as_str()),
+        ("w.jsonl", "line 2, field `workload.inputs.eps.value`"),
+        "{e}"
+    );
+    let missing = line(1, 1e-6).replace(r#""batch_size": 1"#, r#""other": 1"#);
+    let e = flashinfer::import(def, "rms.json", Some((&missing, "w.jsonl"))).unwrap_err();
+    assert!(e.message.contains("`other` is not a var axis"), "{e}");
+}
+
+#[test]
+fn a_solution_wraps_the_candidate_with_the_definitions_inputs() {
+    let t = fib("gemm_n_4096_k_4096").unwrap();
+    let candidate = "import torch, triton\n\ndef run(A, B, *, M):\n    return A @ B.T\n";
+    let s = flashinfer::solution(&t.spec, candidate, "ks", "ksearch").unwrap();
+    let j: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(j["definition"], "gemm_n_4096_k_4096");
+    assert_eq!(j["spec"]["language"], "triton");
+    assert_eq!(j["spec"]["entry_point"], "main.py::run");
+    let main = j["sources"][0]["content"].as_str().unwrap();
+    assert!(main.starts_with(candidate));
+    assert!(main.contains("def run(A, B):"), "{main}");
+    assert!(main.contains(r#""M": A.shape[0]"#), "{main}");
+    let mut other = t.spec.clone();
+    other.origin = None;
+    assert!(flashinfer::solution(&other, candidate, "ks", "ksearch").is_none());
+}
+
+fn kb(name: &str) -> TaskFiles {
+    kernelbench::import(
+        &fixture(&format!("kernelbench/{name}.py")),
+        &format!("KernelBench/level1/{name}.py"),
+        &fixture(&format!("kernelbench/{name}.probe.json")),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn a_kernelbench_problem_becomes_a_model_new_task_with_eager_and_compile() {
+    let t = kb("1_Conv2D_ReLU_BiasAdd");
+    let spec = parse_task(file(&t, "task.toml"), "task.toml").unwrap();
+    assert_eq!(spec.name, "kernelbench_1_conv2d_relu_biasadd");
+    assert_eq!(spec.class, KernelClass::Convolution);
+    assert_eq!(spec.inputs[0].name, "x");
+    assert_eq!(spec.inputs[0].shape[0], "batch_size");
+    assert_eq!(spec.outputs[0].name, "out");
+    let b: Vec<i64> = spec
+        .workloads
+        .iter()
+        .map(|w| w.axes["batch_size"])
+        .collect();
+    assert_eq!(b, [128, 32]);
+    assert_eq!(spec.baseline.as_ref().unwrap().name, "PyTorch eager");
+    assert_eq!(spec.comparisons[0].name, "torch.compile");
+    assert!(file(&t, "compiled.py").contains("_torch.compile(Model(*args))"));
+    assert!(file(&t, "seed.py").ends_with("ModelNew = Model\n"));
+    assert!(
+        file(&t, "reference.py").contains(r#"_KSEARCH_GLOBALS = ["batch_size""#),
+        "{}",
+        file(&t, "reference.py")
+    );
+    assert_eq!(spec.tolerance[&Dtype::F32].atol, 1e-2);
+    assert_eq!(spec.origin.unwrap().suite, Suite::Kernelbench);
+}
+
+#[test]
+fn a_problem_without_batch_size_gets_its_workload_twice() {
+    let t = kb("1_Square_matrix_multiplication_");
+    assert_eq!(t.spec.workloads.len(), 2);
+    assert_eq!(t.spec.workloads[1].name, "kernelbench-again");
+    assert_eq!(
+        t.spec
+            .inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>(),
+        ["A", "B"]
+    );
+    assert_eq!(t.spec.axes, ["N"]);
+    assert!(t.notes.iter().any(|n| n.contains("one workload only")));
+    let s = kb("23_Softmax");
+    assert_eq!(s.spec.axes, ["batch_size", "dim"]);
+}
+
+#[test]
+fn a_probe_that_failed_is_an_error_naming_the_field() {
+    let e = kernelbench::import(
+        "x = 1\n",
+        "p.py",
+        r#"{"error": "defines no `Model`", "field": "Model"}"#,
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "p.py: Model: defines no `Model`");
+    let e = kernelbench::import("", "p.py", "not json").unwrap_err();
+    assert!(e.message.contains("not JSON"), "{e}");
+}

@@ -1,0 +1,112 @@
+//! `ksearch import` as a user runs it: a KernelBench problem (run by the probe on PyTorch's
+//! meta device) becomes a task whose `ModelNew` answers are evaluated on PyTorch's CPU build,
+//! against PyTorch eager and torch.compile; a definition ksearch cannot express writes nothing.
+
+use super::{ksearch, run};
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn a_kernelbench_problem_imports_and_its_model_new_passes_against_eager_and_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("linear_relu");
+    let task_s = task.to_str().unwrap();
+    let (code, out, err) = run(&mut ksearch(&[
+        "import",
+        "kernelbench",
+        &fixture("kernelbench_small/7_Linear_ReLU.py"),
+        "-o",
+        task_s,
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 workloads"), "{out}");
+    let answer = fixture("kernelbench_small/ModelNew.py");
+    let (code, out, err) = run(&mut ksearch(&[
+        "eval",
+        task_s,
+        &answer,
+        "--target",
+        "cpu",
+        "--workload",
+        "small",
+        "--json",
+        "--min-runs",
+        "3",
+        "--min-time-ms",
+        "5",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "passed", "{out}");
+    assert_eq!(v["baseline"], "PyTorch eager", "{out}");
+    let compared: Vec<&str> = v["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["label"].as_str())
+        .collect();
+    assert!(compared.contains(&"torch.compile"), "{out}");
+    // A ModelNew with other weights (its parameters made in another order) is wrong.
+    let swapped = dir.path().join("swapped.py");
+    std::fs::write(
+        &swapped,
+        std::fs::read_to_string(&answer).unwrap().replace(
+            "        self.linear = nn.Linear(in_features, out_features)",
+            "        self.pad = nn.Parameter(torch.randn(3))\n        self.linear = nn.Linear(in_features, out_features)",
+        ),
+    )
+    .unwrap();
+    let (_, out, err) = run(&mut ksearch(&[
+        "eval",
+        task_s,
+        swapped.to_str().unwrap(),
+        "--target",
+        "cpu",
+        "--workload",
+        "small",
+        "--json",
+    ]));
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(v["status"], "incorrect", "{out}");
+}
+
+#[test]
+fn a_definition_that_cannot_be_expressed_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let def = dir.path().join("def.json");
+    std::fs::write(
+        &def,
+        r#"{"name": "fp4_gemm", "op_type": "gemm", "axes": {"M": {"type": "var"}},
+            "inputs": {"A": {"shape": ["M"], "dtype": "float4_e2m1"}},
+            "outputs": {"C": {"shape": ["M"], "dtype": "float32"}},
+            "reference": "def run(A):\n    return A\n"}"#,
+    )
+    .unwrap();
+    let out_dir = dir.path().join("task");
+    let (code, _, err) = run(&mut ksearch(&[
+        "import",
+        "flashinfer-bench",
+        def.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("def.json: inputs.A.dtype: `float4_e2m1` has no ksearch dtype"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was written"), "{err}");
+    assert!(!out_dir.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary directory left"
+    );
+}

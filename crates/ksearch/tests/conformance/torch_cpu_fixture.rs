@@ -1,0 +1,79 @@
+//! Candidates for the `torch` backend on PyTorch's CPU build (`--target cpu`): the module runs
+//! in a torch runner on inputs in shared memory, as on the GPU (where the memory is the
+//! device's), so every attack a Python candidate can make in its own process is checked where
+//! no GPU exists.
+
+use std::path::PathBuf;
+
+use ksearch_core::task::{Source, Task};
+use ksearch_eval::{Evaluation, LocalEvaluator, TorchBackend};
+
+use crate::numpy_fixture::assert_python_compile_message;
+use crate::python_candidates::{Lib, source};
+use crate::support::{Behaviour, Expect, Fixture, default_expect};
+
+pub(crate) struct TorchCpuFixture {
+    task: Task,
+}
+
+const TORCH: Lib = Lib {
+    prelude: "import torch\n\ndef _softmax(x):\n    return torch.softmax(x, dim=1)\n",
+    mutate: "x[0, 5] = 0.0",
+    partial: "y = torch.full_like(x, float('nan'))\ny[:-1] = _softmax(x[:-1])\nreturn y",
+    nan: "y = _softmax(x)\ny[1, 1] = float('nan')\nreturn y",
+    wrong: "y = _softmax(x)\ny[rows // 2, cols // 2] += 0.01\nreturn y",
+    zeros: "return torch.zeros_like(x)",
+    four_times: "for _ in range(3):\n    _softmax(x)\nreturn _softmax(x)",
+    flood_lines: 2000,
+};
+
+impl TorchCpuFixture {
+    /// Only built into tests that run where PyTorch was found (`has_torch`, see build.rs).
+    pub(crate) fn new() -> Self {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_softmax");
+        Self {
+            task: ksearch_tasks::load_task(dir.to_str().unwrap()).expect("fixture task"),
+        }
+    }
+}
+
+impl Fixture for TorchCpuFixture {
+    fn task(&self) -> &Task {
+        &self.task
+    }
+
+    fn evaluator(&self) -> LocalEvaluator {
+        LocalEvaluator::new(Box::new(
+            TorchBackend::new(
+                None,
+                Some("cpu".into()),
+                env!("CARGO_BIN_EXE_ksearch").into(),
+            )
+            .expect("the harness unpacks"),
+        ))
+    }
+
+    fn source(&self, b: &Behaviour) -> Source {
+        Source {
+            file: "candidate.py".into(),
+            text: source(&TORCH, b),
+        }
+    }
+
+    fn expect(&self, b: &Behaviour) -> Expect {
+        match b {
+            // As on the numpy target: a Python thread takes turns with the runner's.
+            Behaviour::BackgroundWork => Expect::CaughtOrNoFaster("outside its timed calls"),
+            other => default_expect(other),
+        }
+    }
+
+    /// The judge and the runner each import PyTorch (seconds on a loaded two-core machine).
+    fn start_slack(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(16)
+    }
+
+    fn assert_compile_message(&self, e: &Evaluation) {
+        assert_python_compile_message(self, e);
+    }
+}

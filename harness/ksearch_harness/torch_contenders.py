@@ -1,0 +1,312 @@
+"""The judge's side of the torch backend's contenders. Each runs in a runner of its own (mode
+`torch`), fresh for the evaluation, like the numpy target's direct runners: the judge writes
+the input sets into memory the runner maps (read-only on the CPU; on the GPU a CUDA allocation
+exported as a file descriptor, whose inputs the judge checks did not change), poisons every
+output slot before a call, and reads the outputs itself, the moment the runner says "done".
+
+On the GPU, before every timed batch the judge writes a scratch buffer twice the size of the
+last-level cache (and waits for it), so every call of the batch starts with its inputs in device
+memory, not in L2; the calls of a batch run on sets of their own, so no call finds another's
+inputs cached either."""
+
+import numpy as np
+
+from .candidates import CandidateError, CompileError
+from .contenders import BadOutput, shape_of
+from .link import Runner, RunnerLost
+from .shared import GUARD, GUARD_BYTE, Layout, Region
+from .torch_arrays import STORAGE, fill_random, torch_dtypes
+
+# Scratch written before each timed GPU batch: more than twice the L2 of any current GPU (H100
+# and H200: 50 MiB; B200: 126 MiB).
+L2_FLUSH_BYTES = 256 << 20
+# Memory a round's input sets may take on the GPU; the batch size is capped to fit.
+GPU_POOL_BUDGET = 8 << 30
+
+
+def _nbytes(shape, dtype):
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(STORAGE[dtype]).itemsize
+
+
+class TorchMemory:
+    """Shared memory for one pool or output region: host (an unlinked file) or device."""
+
+    def __init__(self, arrays, size):
+        torch = arrays.torch
+        if arrays.target == "cuda":
+            from .cuda_memory import DeviceRegion
+
+            self.region = DeviceRegion(torch, size)
+            self.fd = self.region.fd
+            self.ro_fd = self.region.fd
+            self.bytes = self.region.bytes
+        else:
+            self.region = Region(size)
+            self.fd = self.region.fd
+            self.ro_fd = self.region.ro_fd
+            self.bytes = torch.frombuffer(self.region.map, dtype=torch.uint8)
+
+    def close(self):
+        self.bytes = None
+        self.region.close()
+
+
+def view(torch, dtypes, buf, offset, shape, dtype):
+    n = _nbytes(shape, dtype)
+    return buf[offset:offset + n].view(dtypes[dtype]).view(tuple(shape))
+
+
+class TorchPool:
+    """Input sets of one workload, written by the judge: from the reference's `make_inputs`
+    where it has one, else from each input's `init`, drawn on the device."""
+
+    _next = [0]
+
+    def __init__(self, arrays, task, workload, sets, make_inputs=None):
+        TorchPool._next[0] += 1
+        self.id = TorchPool._next[0]
+        self.arrays = arrays
+        self.torch = arrays.torch
+        self.dtypes = torch_dtypes(self.torch)
+        self.task, self.workload = task, workload
+        self.make_inputs = make_inputs
+        self.axes = {k: int(v) for k, v in workload["axes"].items()}
+        self.in_specs = [(shape_of(s, self.axes), s["dtype"]) for s in task["inputs"]]
+        self.out_specs = [(shape_of(s, self.axes), s["dtype"]) for s in task["outputs"]]
+        self.layout = Layout(sets, [(s, STORAGE[d]) for s, d in self.in_specs], [(s, STORAGE[d]) for s, d in self.out_specs])
+        self.names = {"inputs": [s["name"] for s in task["inputs"]], "outputs": [s["name"] for s in task["outputs"]]}
+        self.dtype_names = {"inputs": [d for _, d in self.in_specs], "outputs": [d for _, d in self.out_specs]}
+        self.inputs = TorchMemory(arrays, self.layout.input_region())
+        self.sums = {}
+
+    def input_views(self, s):
+        return [view(self.torch, self.dtypes, self.inputs.bytes, self.layout.input_offset(s, t), shape, d)
+                for t, (shape, d) in enumerate(self.in_specs)]
+
+    def output_views(self, buf, s):
+        return [view(self.torch, self.dtypes, buf, self.layout.output_offset(s, t), shape, d)
+                for t, (shape, d) in enumerate(self.out_specs)]
+
+    def fill(self, task, workload, s, seed):
+        torch = self.torch
+        views = self.input_views(s)
+        if self.make_inputs is not None:
+            made = self.make_inputs(seed=seed, device=str(self.arrays.device), **self.axes)
+            made = list(made) if isinstance(made, (list, tuple)) else [made]
+            if len(made) != len(views):
+                raise CandidateError(f"the reference's make_inputs returned {len(made)} tensor(s); the task declares {len(views)} input(s)")
+            for spec, v, m in zip(task["inputs"], views, made):
+                if not isinstance(m, torch.Tensor):
+                    m = torch.tensor(m)
+                if tuple(m.shape) != tuple(v.shape) or m.dtype != v.dtype:
+                    raise CandidateError(f"the reference's make_inputs made `{spec['name']}` {m.dtype}{list(m.shape)}; the task declares {v.dtype}{list(v.shape)}")
+                v.copy_(m)
+        else:
+            for spec, v in zip(task["inputs"], views):
+                fill_random(torch, v, spec, seed, workload["name"], self.arrays.device)
+        if self.arrays.target == "cuda":
+            self.sums[s] = self.checksums(s)
+
+    def checksums(self, s):
+        torch = self.torch
+        out = []
+        for t, (shape, d) in enumerate(self.in_specs):
+            off = self.layout.input_offset(s, t)
+            b = self.inputs.bytes[off:off + _nbytes(shape, d)]
+            out.append(b.to(torch.int64).sum())
+        return torch.stack(out) if out else None
+
+    def modified(self, sets):
+        """The name of an input of `sets` that changed since the judge wrote it, or None."""
+        torch = self.torch
+        for s in sets:
+            if s in self.sums and self.sums[s] is not None:
+                now = self.checksums(s)
+                diff = torch.nonzero(now != self.sums[s])
+                if diff.numel():
+                    return self.names["inputs"][int(diff[0])]
+        return None
+
+    def pattern(self, count):
+        """Bytes of `count` output slots as a poisoned call leaves them: outputs all ones (NaN
+        for floats), guards 0xA5."""
+        torch = self.torch
+        buf = np.full(self.layout.out_stride * count, 0xFF, dtype=np.uint8)
+        for s in range(count):
+            for off, n in self.layout.guards(s):
+                buf[off:off + n] = GUARD_BYTE
+        return torch.from_numpy(buf).to(self.arrays.device)
+
+    def close(self):
+        self.inputs.close()
+
+
+class TorchContender:
+    """A module run in a torch runner. Starting it spawns the runner; `finish()` loads the
+    module (so that several runners start at once)."""
+
+    def __init__(self, settings, arrays, source, role, label, trusted, init_args, env=None):
+        self.role, self.label, self.trusted = role, label, trusted
+        self.arrays = arrays
+        self.torch = arrays.torch
+        self.source = source
+        # Per workload name: the model's constructor arguments (KernelBench's get_init_inputs).
+        self.init_args = init_args
+        gpu = arrays.target == "cuda"
+        # Triton and cpp_extension start compilers (nvcc, ptxas, c++): GPU runners may start
+        # processes, which the sandbox's PID namespace ends with the runner. So may trusted
+        # runners (torch.compile's compile workers).
+        self.runner = Runner("torch", arrays.target, settings.root_dir, gpu, settings.memory,
+                             None if gpu else settings.runner_cpu, env, allow_fork=gpu or trusted)
+        self.confinement = self.runner.confinement
+        self.outs = {}
+        self.patterns = {}
+        self.flush = None
+
+    def finish(self):
+        reply, _ = self.runner.request({"op": "load", "source": self.source})
+        if reply["op"] == "compile_error":
+            raise CompileError(reply["message"])
+        if reply["op"] != "loaded":
+            raise CandidateError(reply.get("message", repr(reply)))
+        return self
+
+    def cpu_time(self):
+        # A GPU runner's CPU time says nothing about its GPU work, and its driver's threads
+        # spin; only the CPU target is held to its timed calls' CPU.
+        return self.runner.cpu_time() if self.arrays.target == "cpu" else None
+
+    def map_pool(self, pool):
+        out = TorchMemory(self.arrays, pool.layout.output_region())
+        reply, _ = self.runner.request(
+            {"op": "pool", "id": pool.id, "layout": pool.layout.to_json(), "axes": pool.axes, "names": pool.names,
+             "dtypes": pool.dtype_names, "workload": pool.workload["name"],
+             "init_args": self.init_args.get(pool.workload["name"], [])},
+            fds=[pool.inputs.ro_fd, out.fd],
+        )
+        if reply["op"] == "error":
+            out.close()
+            raise CandidateError(reply["message"])
+        if reply["op"] != "ready":
+            out.close()
+            raise self.runner.lose(f"it answered {reply!r}")
+        self.outs[pool.id] = out
+
+    def drop_pool(self, pool):
+        out = self.outs.pop(pool.id, None)
+        self.patterns.pop(pool.id, None)
+        try:
+            self.runner.request({"op": "drop", "id": pool.id})
+        except RunnerLost:
+            pass
+        if out is not None:
+            out.close()
+
+    def _poison(self, pool, sets):
+        """Every output slot of `sets` (consecutive) to its poisoned pattern, in one copy."""
+        if pool.id not in self.patterns:
+            self.patterns[pool.id] = pool.pattern(pool.layout.sets)
+        a, b = sets[0] * pool.layout.out_stride, (sets[-1] + 1) * pool.layout.out_stride
+        self.outs[pool.id].bytes[a:b].copy_(self.patterns[pool.id][a:b])
+
+    def _flush_l2(self):
+        torch = self.torch
+        if self.flush is None:
+            self.flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+        self.flush.fill_(0x5A)
+
+    def call(self, pool, sets, timed):
+        """Run on `sets`; the seconds it took, by the judge's clock."""
+        self._poison(pool, sets)
+        if self.arrays.target == "cuda":
+            if timed:
+                self._flush_l2()
+            self.torch.cuda.synchronize()
+        header = {"op": "go" if timed else "call", "pool": pool.id, "sets": list(sets)}
+        if timed:
+            seconds, reply, _ = self.runner.timed(header)
+        else:
+            seconds, (reply, _) = 0.0, self.runner.request(header)
+        op = reply.get("op")
+        if op == "bad_output":
+            raise BadOutput(reply["message"])
+        if op == "error":
+            raise CandidateError(reply["message"])
+        if op != "done":
+            raise self.runner.lose(f"it answered {reply!r}")
+        if timed and not self.trusted:
+            changed = pool.modified(sets)
+            if changed is not None:
+                raise BadOutput(f"modified input `{changed}` while timed; inputs must not be written")
+        return seconds
+
+    def _guard(self, pool, s):
+        """The name of an output of slot `s` whose guard zone was written, or None."""
+        buf = self.outs[pool.id].bytes
+        for i, (off, n) in enumerate(pool.layout.guards(s)):
+            if bool((buf[off:off + n] != GUARD_BYTE).any()):
+                return pool.names["outputs"][i // 2]
+        return None
+
+    def outputs(self, pool, s):
+        """float64 copies of slot `s`'s outputs, read now."""
+        return [self.arrays.to_numpy(v) for v in pool.output_views(self.outs[pool.id].bytes, s)]
+
+    def check(self, pool, task, workload, seed):
+        """Outputs of one call on set 0, which the judge filled (from `seed`) for the reference."""
+        self.call(pool, [0], False)
+        name = self._guard(pool, 0)
+        if name is not None:
+            raise BadOutput(f"wrote outside the bounds of `{name}`")
+        return self.outputs(pool, 0)
+
+    def sample(self, pool, sets, positions):
+        """Values at `positions` ((call, output, flat index)) of the outputs of `sets`, as
+        float64, gathered on the device with one gather per output."""
+        torch = self.torch
+        if not positions:
+            return []
+        pos = np.asarray(positions, dtype=np.int64).reshape(-1, 3)
+        vals = np.zeros(len(pos), dtype=np.float64)
+        buf = self.outs[pool.id].bytes
+        set_of = np.asarray(sets, dtype=np.int64)[pos[:, 0]]
+        for t, (shape, d) in enumerate(pool.out_specs):
+            picked = np.flatnonzero(pos[:, 1] == t)
+            if not picked.size:
+                continue
+            size = np.dtype(STORAGE[d]).itemsize
+            base = np.array([pool.layout.output_offset(int(s), t) for s in set_of[picked]], dtype=np.int64)
+            start = base + pos[picked, 2] * size
+            idx = torch.from_numpy((start[:, None] + np.arange(size)[None, :]).reshape(-1)).to(buf.device)
+            got = buf[idx].view(pool.dtypes[d])
+            vals[picked] = self.arrays.to_numpy(got).astype(np.float64).reshape(-1)
+        return vals.tolist()
+
+    def fetch(self, pool, sets, call):
+        name = self._guard(pool, sets[call])
+        if name is not None:
+            raise BadOutput(f"while timed, wrote outside the bounds of `{name}`")
+        return self.outputs(pool, sets[call])
+
+    def stop(self):
+        for out in list(self.outs.values()):
+            out.close()
+        self.outs.clear()
+        self.runner.kill()
+
+
+def torch_pool_factory(arrays, make_inputs):
+    def new_pool(task, workload, sets):
+        return TorchPool(arrays, task, workload, sets, make_inputs)
+
+    return new_pool
+
+
+def max_calls_for(arrays, task, workload, default):
+    """Calls a batch may hold: on the GPU up to 1024 (a short kernel's batch must outlast the
+    message round trip), as far as GPU_POOL_BUDGET holds their sets."""
+    if arrays.target != "cuda":
+        return default
+    axes = {k: int(v) for k, v in workload["axes"].items()}
+    per_set = sum(_nbytes(shape_of(s, axes), s["dtype"]) + 2 * GUARD for s in task["inputs"] + task["outputs"])
+    return int(max(2, min(1024, GPU_POOL_BUDGET // max(per_set, 1))))
