@@ -100,6 +100,12 @@ pub(crate) trait Fixture {
         Duration::ZERO
     }
 
+    /// The most a four times slower variant may measure against the good one (ideally 0.25):
+    /// what a harness's fixed cost per call leaves of the difference on a loaded machine.
+    fn slower_bound(&self) -> f64 {
+        0.6
+    }
+
     /// Evaluates `text` as it is (an attack only this backend allows), with `quick_options`.
     fn evaluate_text(&self, file: &str, text: &str) -> Evaluation {
         let source = Source {
