@@ -17,6 +17,23 @@ fn timed_with_best(candidate: &[f64], best: &[f64]) -> Evaluation {
     e
 }
 
+/// The candidate source every attempt of these tests has.
+fn code() -> Source {
+    Source {
+        file: "candidate.c".into(),
+        text: CODE.into(),
+    }
+}
+
+/// The cycle's first pass (round 2): its best attempt.
+fn first_pass() -> AttemptRecord {
+    attempt(
+        2,
+        AttemptKind::Implement,
+        evaluation(Status::Passed, Some(0.21)),
+    )
+}
+
 fn evaluated<'a>(source: &'a Source, a: &'a AttemptRecord) -> Evaluated<'a> {
     Evaluated {
         source,
@@ -52,15 +69,7 @@ fn improve(
 fn an_improve_prompt_quotes_the_best_attempt_timed_with_the_last_one() {
     let task = task();
     let tree = tree();
-    let code = Source {
-        file: "candidate.c".into(),
-        text: CODE.into(),
-    };
-    let best = attempt(
-        2,
-        AttemptKind::Implement,
-        evaluation(Status::Passed, Some(0.21)),
-    );
+    let (code, best) = (code(), first_pass());
     // Round 3 ran about as fast as the best attempt: the same, beyond noise.
     let same = [0.200, 0.212, 0.205, 0.230, 0.199, 0.204, 0.221, 0.207];
     let best_samples = [0.206, 0.209, 0.203, 0.219, 0.214, 0.201, 0.208, 0.226];
@@ -108,15 +117,7 @@ fn an_improve_prompt_quotes_the_best_attempt_timed_with_the_last_one() {
 fn the_stop_word_ends_the_cycle_without_a_repair() {
     let task = task();
     let tree = tree();
-    let code = Source {
-        file: "candidate.c".into(),
-        text: CODE.into(),
-    };
-    let best = attempt(
-        2,
-        AttemptKind::Implement,
-        evaluation(Status::Passed, Some(0.21)),
-    );
+    let (code, best) = (code(), first_pass());
     let last = attempt(
         3,
         AttemptKind::Improve,
