@@ -26,6 +26,17 @@ pub struct Comparison {
     pub verdict: Gate,
 }
 
+impl Comparison {
+    /// Whether every number of it is finite (and the ratio positive): only then is it a
+    /// measurement; resampling a timing that holds zeros or infinities gives none.
+    pub fn is_finite(&self) -> bool {
+        self.ratio.is_finite()
+            && self.ratio > 0.0
+            && self.interval.0.is_finite()
+            && self.interval.1.is_finite()
+    }
+}
+
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     quantile(xs, 0.5)
@@ -92,6 +103,13 @@ pub fn compare_in(result: &EvaluateResult, role: Role, seed: u64) -> Option<Comp
         pairs.push((c.samples_ms.as_slice(), o.samples_ms.as_slice()));
     }
     compare(&pairs, seed)
+}
+
+/// An attempt against the cycle's best attempt (the incumbent) timed with it: the comparison
+/// that decides whether the attempt improves on it, and that its feedback quotes. The resampling
+/// is seeded by the run's seed and the attempt's round, so it reads the same every time.
+pub fn vs_incumbent(result: &EvaluateResult, run_seed: u64, round: u64) -> Option<Comparison> {
+    compare_in(result, Role::Incumbent, run_seed ^ round).filter(Comparison::is_finite)
 }
 
 #[cfg(test)]

@@ -1239,13 +1239,9 @@ impl<'e> Engine<'e> {
             },
         )?;
         let passed = evaluation.result.status == Status::Passed;
-        let vs_incumbent = incumbent.as_ref().and_then(|_| {
-            finite(gate::compare_in(
-                &evaluation.result,
-                Role::Incumbent,
-                self.config.seed ^ attempt.round,
-            ))
-        });
+        let vs_incumbent = incumbent
+            .as_ref()
+            .and_then(|_| gate::vs_incumbent(&evaluation.result, self.config.seed, attempt.round));
         let improved = passed
             && (incumbent.is_none() || vs_incumbent.is_some_and(|c| c.verdict == Gate::Better));
         let status = evaluation.result.status;
@@ -1432,9 +1428,7 @@ impl<'e> Engine<'e> {
 /// A comparison whose numbers are all finite, or none: a ratio that would be infinite (a
 /// time of zero) is not a measurement.
 fn finite(c: Option<Comparison>) -> Option<Comparison> {
-    c.filter(|c| {
-        c.ratio.is_finite() && c.ratio > 0.0 && c.interval.0.is_finite() && c.interval.1.is_finite()
-    })
+    c.filter(Comparison::is_finite)
 }
 
 /// Why an evaluation cannot be believed, if it cannot: a number that is not finite, or a time

@@ -201,6 +201,11 @@ pub struct RunConfig {
     pub created_unix: u64,
     /// One line about the machine, e.g. the CPU model.
     pub hardware: String,
+    /// The CPU the run measures on, as detected when it started. The prompts of C kernels
+    /// describe it from here, so a resume or a replay renders the same prompts anywhere. Runs
+    /// recorded before it existed have none (and their prompts described no CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<ksearch_knowledge::HostCpu>,
 }
 
 impl RunConfig {
@@ -370,6 +375,7 @@ mod tests {
             eval: EvalSettings::default(),
             created_unix: 0,
             hardware: "test".into(),
+            host_cpu: None,
         }
     }
 
@@ -380,6 +386,23 @@ mod tests {
     #[test]
     fn the_default_configuration_is_valid() {
         assert_eq!(config().validate(), Ok(()));
+    }
+
+    /// The host CPU is recorded with the run (its prompts describe it); a configuration
+    /// stored before that existed reads back without one.
+    #[test]
+    fn the_host_cpu_is_kept_and_older_configurations_read_back_without_it() {
+        let mut c = config();
+        let old = serde_json::to_value(&c).unwrap();
+        assert!(old.get("host_cpu").is_none(), "none is not written: {old}");
+        assert_eq!(serde_json::from_value::<RunConfig>(old).unwrap(), c);
+        c.host_cpu = Some(ksearch_knowledge::HostCpu::parse(
+            "model name\t: Test CPU\nflags\t\t: avx avx2 fma\n",
+            ksearch_knowledge::CacheSizes::default(),
+            4,
+        ));
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<RunConfig>(&text).unwrap(), c);
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod cli;
 mod detect;
 mod fact;
 mod hardware;
+mod host;
 mod load;
 mod pattern;
 mod platform;
@@ -34,6 +35,7 @@ pub use fact::{Fact, FactStatus, Unit, format_value};
 pub use hardware::{
     Compute, CpuModel, CpuSection, Hardware, LIMIT_FIELDS, Matrix, Memory, OnChip, Pitfall, Vendor,
 };
+pub use host::{CacheSizes, HostCpu, SIMD_FLAGS, read_caches};
 pub use ksearch_core::static_check::Violation;
 pub use load::LoadError;
 pub use pattern::{Pattern, PatternImpact, PatternImpacts, Sketch};

@@ -23,6 +23,7 @@ use ksearch_core::task::{KernelClass, TaskSpec};
 use crate::Knowledge;
 use crate::fact::{Fact, FactStatus, Unit, format_value};
 use crate::hardware::{Hardware, Vendor};
+use crate::host::HostCpu;
 use crate::pattern::{Pattern, PatternImpact};
 use crate::platform::{InvalidPlatform, Language, ParseError, Platform, Target};
 use crate::translation::Translation;
@@ -75,6 +76,8 @@ pub struct ContextRequest {
     pub class: KernelClass,
     /// A hardware id or name (`m3-max`, "NVIDIA H200"); `None` renders platform defaults.
     pub hardware: Option<String>,
+    /// The CPU the run measures on, described for a CPU target that names no hardware file.
+    pub host: Option<HostCpu>,
     pub level: Level,
     pub budget_chars: usize,
 }
@@ -87,6 +90,7 @@ impl ContextRequest {
             to,
             class,
             hardware: None,
+            host: None,
             level: Level::Full,
             budget_chars: DEFAULT_BUDGET_CHARS,
         }
@@ -101,6 +105,12 @@ impl ContextRequest {
     #[must_use]
     pub fn with_hardware(mut self, hardware: impl Into<String>) -> Self {
         self.hardware = Some(hardware.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_host(mut self, host: HostCpu) -> Self {
+        self.host = Some(host);
         self
     }
 
@@ -174,6 +184,9 @@ pub(crate) fn render(k: &Knowledge, req: &ContextRequest) -> String {
     if let Some(h) = hw {
         head.push('\n');
         head.push_str(&hardware_block(h, false));
+    } else if let (Some(host), false) = (&req.host, req.to.is_gpu()) {
+        head.push('\n');
+        head.push_str(&host.describe());
     } else if req.level == Level::Full && req.to.is_gpu() {
         let _ = writeln!(
             head,

@@ -6,7 +6,7 @@
 //! value detection cannot read. The numbers only need to rank candidates sensibly;
 //! measurements correct them.
 
-use std::fs;
+use ksearch_knowledge::HostCpu;
 
 /// The parameters of one CPU core the cost models use: the knowledge layer's CPU model.
 pub use ksearch_knowledge::CpuModel as Machine;
@@ -21,100 +21,31 @@ pub fn generic() -> Machine {
         .expect("the knowledge base describes the CPU host model")
 }
 
-/// The host's parameters: the vector width from `/proc/cpuinfo`, the caches from
-/// `/sys/devices/system/cpu/cpu0/cache`; anything unreadable keeps its [`generic`] value.
+/// The host's parameters: the vector width and FMA pipes from `/proc/cpuinfo`, the caches from
+/// `/sys/devices/system/cpu/cpu0/cache` (the knowledge layer's [`HostCpu`] detection); any cache
+/// size not reported keeps its [`generic`] value.
 pub fn detect() -> Machine {
+    from_host(&HostCpu::detect())
+}
+
+/// The cost model's parameters for a detected CPU.
+pub fn from_host(h: &HostCpu) -> Machine {
     let mut m = generic();
-    if let Ok(cpuinfo) = fs::read_to_string("/proc/cpuinfo") {
-        let (vector_bytes, fma_units) = vector_from_cpuinfo(&cpuinfo);
-        m.vector_bytes = vector_bytes;
-        m.fma_units = fma_units;
+    m.vector_bytes = h.vector_bytes;
+    m.fma_units = h.fma_units;
+    let size = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
+    if let Some(l1) = h.l1d_bytes {
+        m.l1_bytes = size(l1);
     }
-    let caches = read_caches("/sys/devices/system/cpu/cpu0/cache");
-    if let Some(l1) = caches.l1 {
-        m.l1_bytes = l1;
+    if let Some(l2) = h.l2_bytes {
+        m.l2_bytes = size(l2);
     }
-    if let Some(l2) = caches.l2 {
-        m.l2_bytes = l2;
-    }
-    match (caches.l3, caches.l2) {
-        (Some(l3), _) => m.llc_bytes = l3,
-        (None, Some(l2)) => m.llc_bytes = l2,
+    match (h.l3_bytes, h.l2_bytes) {
+        (Some(l3), _) => m.llc_bytes = size(l3),
+        (None, Some(l2)) => m.llc_bytes = size(l2),
         (None, None) => {}
     }
     m
-}
-
-/// Vector width and FMA pipes from the `flags` (x86) or `Features` (ARM) line.
-fn vector_from_cpuinfo(cpuinfo: &str) -> (u32, u32) {
-    let flags: Vec<&str> = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("flags") || l.starts_with("Features"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.split_whitespace().collect())
-        .unwrap_or_default();
-    let has = |f: &str| flags.contains(&f);
-    let amd = cpuinfo.contains("AuthenticAMD");
-    if has("avx512f") {
-        // AMD Zen 4 runs 512-bit operations on its two 256-bit pipes: one full-width FMA a cycle.
-        (64, if amd { 1 } else { 2 })
-    } else if has("avx2") || has("avx") {
-        (32, 2)
-    } else {
-        // NEON/ASIMD, SSE, or unknown.
-        (16, 2)
-    }
-}
-
-#[derive(Debug, Default)]
-struct Caches {
-    l1: Option<usize>,
-    l2: Option<usize>,
-    l3: Option<usize>,
-}
-
-fn read_caches(dir: &str) -> Caches {
-    let mut caches = Caches::default();
-    let Ok(entries) = fs::read_dir(dir) else {
-        return caches;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let is_index = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("index"));
-        if !is_index {
-            continue;
-        }
-        let read = |f: &str| fs::read_to_string(path.join(f)).map(|s| s.trim().to_owned());
-        let (Ok(level), Ok(size)) = (read("level"), read("size")) else {
-            continue;
-        };
-        let kind = read("type").unwrap_or_default();
-        let Some(bytes) = parse_size(&size) else {
-            continue;
-        };
-        match level.as_str() {
-            "1" if kind != "Instruction" => caches.l1 = Some(bytes),
-            "2" => caches.l2 = Some(bytes),
-            "3" => caches.l3 = Some(bytes),
-            _ => {}
-        }
-    }
-    caches
-}
-
-/// "32K", "1024K", "32M", "1G" or a plain byte count.
-fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let (digits, mult) = match s.chars().last()? {
-        'K' | 'k' => (&s[..s.len() - 1], 1024),
-        'M' | 'm' => (&s[..s.len() - 1], 1024 * 1024),
-        'G' | 'g' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
-        _ => (s, 1),
-    };
-    digits.trim().parse::<usize>().ok().map(|v| v * mult)
 }
 
 #[cfg(test)]
@@ -122,22 +53,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("32K"), Some(32 * 1024));
-        assert_eq!(parse_size("1024K"), Some(1024 * 1024));
-        assert_eq!(parse_size("32M"), Some(32 * 1024 * 1024));
-        assert_eq!(parse_size("512"), Some(512));
-        assert_eq!(parse_size("x"), None);
-    }
-
-    #[test]
-    fn vector_width_from_flags() {
-        let avx512 = "vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse avx avx2 fma avx512f\n";
-        assert_eq!(vector_from_cpuinfo(avx512), (64, 1));
-        let avx2 = "vendor_id\t: GenuineIntel\nflags\t\t: fpu sse avx avx2 fma\n";
-        assert_eq!(vector_from_cpuinfo(avx2), (32, 2));
-        let arm = "Features\t: fp asimd evtstrm aes\n";
-        assert_eq!(vector_from_cpuinfo(arm), (16, 2));
+    fn a_detected_cpu_sets_the_width_and_the_caches() {
+        let h = HostCpu::parse(
+            "vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse avx avx2 fma avx512f\n",
+            ksearch_knowledge::CacheSizes {
+                l1d: Some(48 * 1024),
+                l2: Some(2 * 1024 * 1024),
+                l3: None,
+            },
+            2,
+        );
+        let m = from_host(&h);
+        assert_eq!((m.vector_bytes, m.fma_units), (64, 1));
+        assert_eq!((m.l1_bytes, m.l2_bytes), (48 * 1024, 2 * 1024 * 1024));
+        assert_eq!(
+            m.llc_bytes,
+            2 * 1024 * 1024,
+            "no L3: the L2 is the last level"
+        );
     }
 
     #[test]

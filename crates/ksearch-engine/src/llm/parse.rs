@@ -53,6 +53,44 @@ pub(crate) fn extract_code(text: &str, languages: &[&str]) -> Option<String> {
     between(text, "<code>", "</code>").map(|b| format!("{}\n", b.trim_end()))
 }
 
+/// What a model answers instead of code when it has nothing more to try in a debug or improve
+/// round: the cycle then ends.
+pub(crate) const STOP_WORD: &str = "NOTHING MORE TO TRY";
+
+/// Whether an answer declines to write more code: it holds the stop word and no source file.
+pub(crate) fn says_stop(text: &str, languages: &[String]) -> bool {
+    let langs: Vec<&str> = languages.iter().map(String::as_str).collect();
+    text.contains(STOP_WORD)
+        && extract_code(text, &langs).is_none_or(|code| code.trim().len() <= 10)
+}
+
+/// Longest account of a change kept from an answer's prose.
+const PROSE_CHARS: usize = 400;
+
+/// The prose of an answer outside its fenced blocks (what the model says it changed), on one
+/// line, at most [`PROSE_CHARS`] characters.
+pub(crate) fn answer_prose(text: &str) -> String {
+    let mut outside = Vec::new();
+    let mut in_fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if !in_fence {
+            outside.push(line);
+        }
+    }
+    let joined = outside.join(" ");
+    let words: Vec<&str> = joined.split_whitespace().collect();
+    let one_line = words.join(" ");
+    if one_line.chars().count() <= PROSE_CHARS {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(PROSE_CHARS - 1).collect();
+    format!("{}…", cut.trim_end())
+}
+
 /// The first balanced `{…}` in `text`, aware of JSON strings.
 fn first_object(text: &str) -> Option<&str> {
     let start = text.find('{')?;
@@ -376,6 +414,39 @@ mod tests {
         assert!(extract_code("no code here", &["c"]).is_none());
         // A truncated answer with an unclosed fence still yields its code.
         assert_eq!(extract_code("```c\nint w;", &["c"]).unwrap(), "int w;\n");
+    }
+
+    #[test]
+    fn the_stop_word_without_code_declines_and_with_code_does_not() {
+        let c = vec!["c".to_owned()];
+        assert!(says_stop(
+            "NOTHING MORE TO TRY: the second exp costs more than the traffic it saves.",
+            &c
+        ));
+        assert!(says_stop("`NOTHING MORE TO TRY`", &c));
+        // Code wins: an answer with a source file is a candidate, whatever its prose says.
+        let with_code =
+            "```c\nvoid softmax(void) { /* body */ }\n```\nNOTHING MORE TO TRY after this one.";
+        assert!(!says_stop(with_code, &c));
+        assert!(
+            !says_stop("nothing more to try", &c),
+            "only the exact stop word"
+        );
+        assert!(!says_stop("no code and no stop word", &c));
+    }
+
+    #[test]
+    fn the_prose_outside_fences_is_kept_on_one_line_and_bounded() {
+        let a = "Here it is.\n\n```c\nint x;\n```\nThe p loop is unrolled by four,\n  so C is stored\tonce per four FMAs.";
+        assert_eq!(
+            answer_prose(a),
+            "Here it is. The p loop is unrolled by four, so C is stored once per four FMAs."
+        );
+        assert_eq!(answer_prose("```c\nint x;\n```"), "");
+        let long = format!("```c\nint x;\n```\n{}", "word ".repeat(200));
+        let p = answer_prose(&long);
+        assert_eq!(p.chars().count(), PROSE_CHARS);
+        assert!(p.ends_with('…'), "{p}");
     }
 
     #[test]

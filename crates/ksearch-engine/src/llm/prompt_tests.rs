@@ -20,6 +20,9 @@ use ksearch_llm::{
 use super::{LlmProposer, LlmSettings, NoKnowledge};
 use crate::proposer::{CycleEvidence, Evaluated, GenerateRequest, ProposeContext, Proposer};
 
+/// The feedback of debug and improve rounds: timing against the best attempt, the stop word.
+mod feedback;
+
 /// Answers each call with the next canned text, recording what was asked.
 /// An answer's text and why generation stopped.
 type Answer = (String, Option<String>);

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use ksearch_core::gate::Comparison;
 use ksearch_core::protocol::{Role, Status, trim_log};
 use ksearch_core::record::{AttemptRecord, Evaluation};
 use ksearch_core::task::Task;
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
+use ksearch_core::units::time_ms;
 use minijinja::value::Serde;
 use minijinja::{Environment, UndefinedBehavior, Value};
 use serde::Serialize;
@@ -75,10 +77,6 @@ pub(crate) fn num(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
-fn ms(v: f64) -> String {
-    format!("{v:.4}")
-}
-
 #[derive(Debug, Serialize)]
 pub(crate) struct TensorView {
     name: String,
@@ -105,6 +103,8 @@ pub(crate) struct TaskView {
     outputs: Vec<TensorView>,
     workloads: Vec<WorkloadView>,
     baseline: String,
+    /// How close each output dtype must come to the reference, in words.
+    tolerance: Vec<String>,
     contract: String,
     reference_code: String,
     seed_code: String,
@@ -141,11 +141,29 @@ impl TaskView {
                 })
                 .collect(),
             baseline: task.baseline_name(),
+            tolerance: tolerance_lines(s),
             contract: contract.trim_end().to_owned(),
             reference_code: task.reference.text.trim_end().to_owned(),
             seed_code: task.seed.text.trim_end().to_owned(),
         }
     }
+}
+
+/// The accepted error of each output dtype, as the checks apply it.
+fn tolerance_lines(spec: &ksearch_core::task::TaskSpec) -> Vec<String> {
+    let mut dtypes: Vec<_> = spec.outputs.iter().map(|t| t.dtype).collect();
+    dtypes.sort();
+    dtypes.dedup();
+    dtypes
+        .into_iter()
+        .map(|d| {
+            let t = spec.tolerance_for(d);
+            format!(
+                "{d}: every element within {:e} + {:e}·|reference|, and ‖output − reference‖₂ ≤ {:e}·‖reference‖₂",
+                t.atol, t.rtol, t.norm_rtol
+            )
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -206,9 +224,11 @@ pub(crate) struct WorkloadFeedback {
     status: String,
     max_abs_err: String,
     max_rel_err: String,
-    candidate_ms: String,
-    parent_ms: String,
-    baseline_ms: String,
+    candidate: String,
+    parent: String,
+    baseline: String,
+    /// The cycle's best attempt, timed in the same rounds (improve rounds).
+    best: Option<String>,
 }
 
 /// An evaluated attempt, as fed back to the model.
@@ -223,12 +243,22 @@ pub(crate) struct AttemptView {
     workloads: Vec<WorkloadFeedback>,
     speedup: Option<String>,
     speedup_vs_parent: Option<String>,
+    /// Whether the cycle's best attempt was timed with it (a `best` column).
+    timed_with_best: bool,
+    /// The acceptance gate's verdict against the cycle's best attempt, in a sentence.
+    vs_best: Option<String>,
     code: String,
     note: String,
 }
 
 impl AttemptView {
-    pub(crate) fn new(a: &AttemptRecord, e: &Evaluation, code: &str) -> Self {
+    /// `vs_best`: the attempt against the cycle's best attempt timed with it, when it was.
+    pub(crate) fn new(
+        a: &AttemptRecord,
+        e: &Evaluation,
+        code: &str,
+        vs_best: Option<Comparison>,
+    ) -> Self {
         let r = &e.result;
         let opt = |v: Option<f64>, f: fn(f64) -> String| v.map_or_else(|| "-".to_owned(), f);
         let sci = |v: f64| format!("{v:.2e}");
@@ -240,11 +270,13 @@ impl AttemptView {
                 status: w.status.to_string(),
                 max_abs_err: opt(w.errors.map(|x| x.max_abs_err), sci),
                 max_rel_err: opt(w.errors.map(|x| x.max_rel_err), sci),
-                candidate_ms: opt(w.timing(Role::Candidate).map(|t| t.median_ms), ms),
-                parent_ms: opt(w.timing(Role::Parent).map(|t| t.median_ms), ms),
-                baseline_ms: opt(w.timing(Role::Baseline).map(|t| t.median_ms), ms),
+                candidate: opt(w.timing(Role::Candidate).map(|t| t.median_ms), time_ms),
+                parent: opt(w.timing(Role::Parent).map(|t| t.median_ms), time_ms),
+                baseline: opt(w.timing(Role::Baseline).map(|t| t.median_ms), time_ms),
+                best: w.timing(Role::Incumbent).map(|t| time_ms(t.median_ms)),
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let timed_with_best = workloads.iter().any(|w| w.best.is_some());
         let compile_log = r
             .compile
             .as_ref()
@@ -261,6 +293,21 @@ impl AttemptView {
             workloads,
             speedup: e.speedup.as_ref().map(|s| num(s.geomean)),
             speedup_vs_parent: e.speedup_vs_parent.as_ref().map(|s| num(s.geomean)),
+            timed_with_best,
+            vs_best: vs_best.map(|c| {
+                format!(
+                    "{}× (95% interval {}–{}): {}",
+                    num(c.ratio),
+                    num(c.interval.0),
+                    num(c.interval.1),
+                    match c.verdict {
+                        Gate::Better => "faster beyond noise, so it is now the best attempt",
+                        Gate::Same => "not distinguishable from it, so it does not count",
+                        Gate::Worse => "slower, so it does not count",
+                        Gate::Unmeasured => "not measured",
+                    }
+                )
+            }),
             code: code.trim_end().to_owned(),
             note: a.note.clone(),
         }

@@ -1,15 +1,19 @@
 use std::time::Instant;
 
+use ksearch_core::gate;
+use ksearch_core::protocol::Role;
 use ksearch_core::record::{AttemptKind, LlmCallRecord, ModelRole, TokenUsage};
 use ksearch_core::task::{Source, TaskSpec};
 use ksearch_core::tree::{Action, Impacts, NewNode, ROOT};
 use ksearch_core::tree_edit::{self, EditScript, NodeUpdate};
+use ksearch_core::units::time_ms;
 use ksearch_llm::{Completion, CompletionRequest, LlmClient, Message, MessageRole, PriceTable};
 use serde::Serialize;
 
 use super::journal::{Journal, request_key};
 use super::parse::{
-    ProposeJson, RefineJson, TooHardJson, WorldModelJson, extract_code, parse_json,
+    ProposeJson, RefineJson, STOP_WORD, TooHardJson, WorldModelJson, answer_prose, extract_code,
+    parse_json, says_stop,
 };
 use super::prompts::{
     AttemptView, NodeView, ParentView, Prompts, TaskView, evidence_attempts, frontier_view,
@@ -386,10 +390,27 @@ impl Proposer for LlmProposer {
 
     fn init_world_model(&mut self, ctx: &ProposeContext<'_>) -> Result<WorldModel, ProposeError> {
         let mut c = self.base_ctx(ctx);
+        // The seed's measurement (round 0) timed the baseline alongside it.
+        let seed_eval = ctx
+            .attempts
+            .iter()
+            .find(|a| a.round == 0)
+            .and_then(|a| a.evaluation.as_ref());
+        let baseline_ms = |w: &str| {
+            seed_eval
+                .and_then(|e| e.result.workloads.iter().find(|x| x.name == w))
+                .and_then(|x| x.timing(Role::Baseline))
+                .map(|t| t.median_ms)
+        };
         let seed_latency = ctx.tree.root().solution.as_ref().map(|s| {
             s.latency_ms
                 .iter()
-                .map(|(w, v)| (w.clone(), format!("{v:.4}")))
+                .map(|(w, v)| {
+                    let base = baseline_ms(w)
+                        .map(|b| format!(" (baseline {})", time_ms(b)))
+                        .unwrap_or_default();
+                    (w.clone(), format!("{}{base}", time_ms(*v)))
+                })
                 .collect::<std::collections::BTreeMap<_, _>>()
         });
         c.insert(
@@ -496,10 +517,17 @@ impl Proposer for LlmProposer {
             AttemptKind::Seed => return Ok(None),
         };
         if let Some(p) = req.previous {
+            // The same comparison the engine judged the attempt by.
+            let vs_best = gate::vs_incumbent(&p.evaluation.result, ctx.seed, p.attempt.round);
             c.insert(
                 "last".into(),
-                serde_json::to_value(AttemptView::new(p.attempt, p.evaluation, &p.source.text))
-                    .expect("serializes"),
+                serde_json::to_value(AttemptView::new(
+                    p.attempt,
+                    p.evaluation,
+                    &p.source.text,
+                    vs_best,
+                ))
+                .expect("serializes"),
             );
         } else if req.kind != AttemptKind::Implement {
             return Ok(None);
@@ -507,31 +535,53 @@ impl Proposer for LlmProposer {
         if let Some(b) = req.best {
             c.insert(
                 "best".into(),
-                serde_json::to_value(AttemptView::new(b.attempt, b.evaluation, &b.source.text))
-                    .expect("serializes"),
+                serde_json::to_value(AttemptView::new(
+                    b.attempt,
+                    b.evaluation,
+                    &b.source.text,
+                    None,
+                ))
+                .expect("serializes"),
             );
         } else if req.kind == AttemptKind::Improve {
             return Ok(None);
         }
+        c.insert("stop_word".into(), STOP_WORD.into());
         let prompt = self.render(template, &c)?;
         let system = self.system(&self.task_view(ctx))?;
-        let expected = "the complete source file in ONE fenced code block";
+        // Debug and improve prompts offer the stop word; an implement prompt does not.
+        let may_stop = req.kind != AttemptKind::Implement;
+        let expected = if may_stop {
+            format!("the complete source file in ONE fenced code block, or `{STOP_WORD}`")
+        } else {
+            "the complete source file in ONE fenced code block".to_owned()
+        };
         let languages = self.s.code_languages.clone();
-        let code = self.ask(
+        let got = self.ask(
             ModelRole::Codegen,
             purpose,
             ctx.round,
             system,
             prompt,
-            expected,
-            |text| self_code(text, &languages),
+            &expected,
+            |text| {
+                if may_stop && says_stop(text, &languages) {
+                    return Ok(None);
+                }
+                self_code(text, &languages).map(|code| Some((code, answer_prose(text))))
+            },
         )?;
-        Ok(code.map(|text| Candidate {
+        // `Some(None)`: the model said there is nothing more to try, which ends the cycle.
+        Ok(got.flatten().map(|(text, prose)| Candidate {
             source: Source {
                 file: self.s.candidate_file.clone(),
                 text,
             },
-            note: format!("{purpose}: {}", node.action.title),
+            note: if prose.is_empty() {
+                format!("{purpose}: {}", node.action.title)
+            } else {
+                format!("{purpose}: {prose}")
+            },
             payload: serde_json::Value::Null,
         }))
     }

@@ -1,5 +1,7 @@
 use ksearch_core::task::KernelClass;
-use ksearch_knowledge::{ContextRequest, DEFAULT_BUDGET_CHARS, Level, Platform};
+use ksearch_knowledge::{
+    CacheSizes, ContextRequest, DEFAULT_BUDGET_CHARS, HostCpu, Level, Platform,
+};
 
 use crate::knowledge;
 
@@ -19,6 +21,48 @@ fn context_cuda_to_cuda_on_h200_attention() {
         ContextRequest::new(Platform::CUDA, KernelClass::Attention).with_hardware("NVIDIA H200");
     let text = k.render_context(&req);
     assert!(text.chars().count() <= DEFAULT_BUDGET_CHARS);
+    insta::assert_snapshot!(text);
+}
+
+/// A C kernel on the CPU: the machine the run measures on (as the run recorded it) heads the
+/// block, then the C tactics; GPU-only tactics (SIMD groups, threadgroup tiles) are left out.
+#[test]
+fn context_c_on_the_host_cpu_reduction() {
+    let k = knowledge();
+    let cpuinfo = "vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512bw avx512vl\n";
+    let caches = CacheSizes {
+        l1d: Some(32 << 10),
+        l2: Some(1 << 20),
+        l3: Some(32 << 20),
+    };
+    let host = HostCpu::parse(cpuinfo, caches, 2);
+    let req = ContextRequest::new(Platform::C, KernelClass::Reduction).with_host(host);
+    let text = k.render_context(&req);
+    assert!(
+        text.contains("#### This machine (detected when the run started)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("64 bytes (16 f32 lanes)") && text.contains("L2 1 MiB"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Two-level reduction") && !text.contains("threadgroup"),
+        "{text}"
+    );
+    assert!(text.contains("Several independent accumulators"), "{text}");
+    // The machine is part of the hardware level too.
+    let hw = k.render_context(&req.clone().with_level(Level::Hardware));
+    assert!(
+        hw.contains("AMD EPYC 9B14") && !hw.contains("Tactics"),
+        "{hw}"
+    );
+    // A GPU target ignores the host CPU.
+    let gpu = k.render_context(
+        &ContextRequest::new(Platform::METAL, KernelClass::Reduction)
+            .with_host(HostCpu::parse(cpuinfo, caches, 2)),
+    );
+    assert!(!gpu.contains("This machine"), "{gpu}");
     insta::assert_snapshot!(text);
 }
 

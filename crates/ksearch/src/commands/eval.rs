@@ -2,9 +2,11 @@
 
 use std::io::Write;
 
+use ksearch_core::gate::{self, Comparison};
 use ksearch_core::protocol::{Role, Status, TimingPlan};
 use ksearch_core::stats::TimingStats;
 use ksearch_core::task::Task;
+use ksearch_core::tree::Gate;
 use ksearch_engine::EvalSettings;
 use ksearch_eval::{BackendOptions, Compare, Evaluation, Evaluator, LocalEvaluator, backend_for};
 use serde::Serialize;
@@ -115,6 +117,10 @@ struct EvalJson<'a> {
     /// With `--against FILE`: the file, and the candidate's speedup over it (paired timing).
     against: Option<&'a str>,
     speedup_vs_against: Option<f64>,
+    /// With `--against FILE`: the acceptance gate's verdict on the paired samples (the ratio,
+    /// its 95% interval, `better` / `same` / `worse`), as a search judges a candidate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vs_against: Option<Comparison>,
     /// The task's other implementations, timed alongside: the candidate's speedup over each.
     comparisons: Vec<ComparisonJson>,
     workloads: Vec<WorkloadJson<'a>>,
@@ -143,6 +149,11 @@ struct WorkloadJson<'a> {
     latency_ms: Option<LatencyJson>,
     baseline_latency_ms: Option<LatencyJson>,
     speedup: Option<f64>,
+    /// With `--against FILE`: its latency in the same rounds, and the candidate's speedup over it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    against_latency_ms: Option<LatencyJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speedup_vs_against: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -190,6 +201,7 @@ impl<'a> EvalJson<'a> {
             .map(|w| {
                 let cand = w.timing(Role::Candidate);
                 let base = w.timing(Role::Baseline);
+                let other = against.and(w.timing(Role::Parent));
                 WorkloadJson {
                     name: &w.name,
                     status: w.status,
@@ -201,6 +213,8 @@ impl<'a> EvalJson<'a> {
                     latency_ms: cand.map(LatencyJson::from),
                     baseline_latency_ms: base.map(LatencyJson::from),
                     speedup: cand.zip(base).map(|(c, b)| b.median_ms / c.median_ms),
+                    against_latency_ms: other.map(LatencyJson::from),
+                    speedup_vs_against: cand.zip(other).map(|(c, o)| o.median_ms / c.median_ms),
                 }
             })
             .collect();
@@ -213,6 +227,9 @@ impl<'a> EvalJson<'a> {
             baseline: &e.baseline,
             against,
             speedup_vs_against: e.speedup_vs_parent.as_ref().map(|s| s.geomean),
+            vs_against: against
+                .and_then(|_| gate::compare_in(r, Role::Parent, 0))
+                .filter(Comparison::is_finite),
             comparisons: ksearch_core::score::speedups_over_comparisons(r)
                 .into_iter()
                 .map(|(label, s)| ComparisonJson {
@@ -317,6 +334,21 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
             sp.geomean,
             per.join(", ")
         );
+        if let Some(c) = gate::compare_in(r, Role::Parent, 0).filter(Comparison::is_finite) {
+            let _ = writeln!(
+                s,
+                "  acceptance gate on the paired samples: {:.2}× (95% interval {:.2}–{:.2}): {}",
+                c.ratio,
+                c.interval.0,
+                c.interval.1,
+                match c.verdict {
+                    Gate::Better => "faster beyond noise",
+                    Gate::Same => "not distinguishable",
+                    Gate::Worse => "slower beyond noise",
+                    Gate::Unmeasured => "not measured",
+                }
+            );
+        }
     }
     if r.output.bytes > 0 {
         let _ = writeln!(

@@ -16,7 +16,7 @@ use ksearch_engine::{
     open_run_writer,
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
-use ksearch_knowledge::{ContextRequest, Level, Target};
+use ksearch_knowledge::{ContextRequest, HostCpu, Level, Target};
 use ksearch_llm::{ClientConfig, LlmClient, ManualClient, ModelSpec, PriceTable, Provider, Secret};
 
 use super::eval::{backend_options, eval_settings};
@@ -156,6 +156,8 @@ fn prices(cfg: &Config) -> anyhow::Result<PriceTable> {
 struct KnowledgeContext {
     target: Target,
     hardware: Option<String>,
+    /// The CPU the run recorded when it started (described for CPU targets).
+    host: Option<HostCpu>,
     level: Level,
 }
 
@@ -169,6 +171,10 @@ impl KnowledgeSource for KnowledgeContext {
             Some(h) => request.with_hardware(h.clone()),
             None => request,
         };
+        let request = match &self.host {
+            Some(h) => request.with_host(h.clone()),
+            None => request,
+        };
         ksearch_eval::knowledge().render_context(&request)
     }
 }
@@ -178,6 +184,7 @@ fn knowledge_source(
     task: &Task,
     models: &LlmModels,
     eval: &EvalSettings,
+    host: Option<&HostCpu>,
 ) -> anyhow::Result<Box<dyn KnowledgeSource>> {
     let level = match models.knowledge.as_str() {
         "none" => return Ok(Box::new(NoKnowledge)),
@@ -201,6 +208,7 @@ fn knowledge_source(
     Ok(Box::new(KnowledgeContext {
         target,
         hardware,
+        host: host.cloned(),
         level,
     }))
 }
@@ -212,6 +220,7 @@ fn proposer_for(
     models: Option<&LlmModels>,
     cfg: &Config,
     eval: &EvalSettings,
+    host: Option<&HostCpu>,
     replay: Option<(&[LlmCallRecord], &ReplayPlan)>,
     run_dir: &Path,
 ) -> anyhow::Result<Box<dyn Proposer>> {
@@ -257,7 +266,7 @@ fn proposer_for(
         codegen: client_for(&m.codegen, m, cfg, offline, run_dir)?,
         prices,
         max_cost_usd: m.max_cost_usd,
-        knowledge: knowledge_source(task, m, eval)?,
+        knowledge: knowledge_source(task, m, eval, host)?,
         contract,
         code_languages: candidate.fences.iter().map(|&f| f.to_owned()).collect(),
         candidate_file: candidate.file_name.into(),
@@ -281,19 +290,9 @@ fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEv
     )?))
 }
 
-/// One line about this machine's CPU.
-fn hardware() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    format!("{model}, {cores} cores")
+/// One line about a CPU.
+fn hardware(host: &HostCpu) -> String {
+    format!("{}, {} cores", host.model, host.logical_cpus)
 }
 
 /// `20261130-091502` in UTC.
@@ -371,6 +370,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             let task =
                 super::eval::without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
             let models = choose_models(&args.models, &cfg)?;
+            let host = HostCpu::detect();
             let config = RunConfig {
                 format: RUN_FORMAT,
                 ksearch_version: env!("CARGO_PKG_VERSION").into(),
@@ -381,7 +381,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 max_cycle_attempts: 3 * args.window.max(DEFAULT_WINDOW),
                 eval: eval_settings(&args.eval)?,
                 created_unix: now,
-                hardware: hardware(),
+                hardware: hardware(&host),
+                host_cpu: Some(host),
             };
             (task, config)
         }
@@ -415,6 +416,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         config.llm.as_ref(),
         &cfg,
         &config.eval,
+        config.host_cpu.as_ref(),
         replay
             .as_ref()
             .zip(plan.as_ref())
@@ -512,6 +514,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         models.as_ref(),
         &cfg,
         &run.config.eval,
+        run.config.host_cpu.as_ref(),
         None,
         &args.run_dir,
     )?;

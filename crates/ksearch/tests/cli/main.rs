@@ -280,6 +280,24 @@ fn against_times_a_second_kernel_side_by_side() {
     assert_eq!(j["status"], "passed", "{}", j["message"]);
     let s = j["speedup_vs_against"].as_f64().unwrap();
     assert!(s < 0.75, "twice the work measured {s:.2}× of the original");
+    // The acceptance gate on the paired samples, as a search judges a candidate.
+    let gate = &j["vs_against"];
+    assert_eq!(gate["verdict"], "worse", "{gate}");
+    let (lo, hi) = (
+        gate["interval"][0].as_f64().unwrap(),
+        gate["interval"][1].as_f64().unwrap(),
+    );
+    assert!(lo <= gate["ratio"].as_f64().unwrap() && hi < 1.0, "{gate}");
+    // Per workload: the other kernel's time from the same rounds.
+    let w = &j["workloads"][0];
+    let (mine, other) = (
+        w["latency_ms"]["median"].as_f64().unwrap(),
+        w["against_latency_ms"]["median"].as_f64().unwrap(),
+    );
+    assert!(
+        (w["speedup_vs_against"].as_f64().unwrap() - other / mine).abs() < 1e-9,
+        "{w}"
+    );
 }
 
 #[test]

@@ -153,6 +153,7 @@ fn config(window: u32) -> RunConfig {
         },
         created_unix: 0,
         hardware: "test".into(),
+        host_cpu: None,
     }
 }
 
