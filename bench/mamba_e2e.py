@@ -83,10 +83,13 @@ def mlx_decode(model, prompt, n):
     return out, time.perf_counter() - t0
 
 
-def timed(f, reps):
-    f()  # warm-up: compiles kernels
+def timed(f, reps, min_s=2.0):
+    """Median seconds of one call of f: after a warm-up call (which compiles kernels), at least
+    `reps` calls and at least `min_s` seconds of them, so that a 30 ms prefill is timed many
+    times and a 30 s one once or twice."""
+    f()
     ts = []
-    for _ in range(reps):
+    while len(ts) < reps or sum(ts) < min_s:
         t0 = time.perf_counter()
         f()
         ts.append(time.perf_counter() - t0)

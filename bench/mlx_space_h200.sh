@@ -5,6 +5,10 @@
 #   points TASK         render a sample of the task's space and evaluate each point once
 #                       (`ksearch eval`, one seed, short timing): does every kernel compile, run
 #                       and pass on the GPU?
+#   pins TASK          the same for chosen points: POINTS holds them, `;` between points and
+#                       spaces between the knob settings of one (`ksearch space check --set`),
+#                       e.g. POINTS="mma=1 warps=4;mma=1 warps=8"; knobs not named keep the
+#                       space's seed values
 #   search TASK ITERS   start, or resume when the run directory came back from an earlier call,
 #                       `ksearch run mlx/TASK --model builtin` for ITERS more rounds, then tree,
 #                       report and export; the run directory goes to $OUT to be carried back.
@@ -33,6 +37,26 @@ case "$step" in
       python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms')" "$(basename "$f" .py)" "$ms" \
         || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
     done | tee "$OUTDIR/points-$task.txt"
+    ;;
+  pins)
+    pts="$OUTDIR/pins-$task"
+    mkdir -p "$pts"
+    IFS=';' read -ra points <<< "${POINTS:?POINTS names the points}"
+    for p in "${points[@]}"; do
+      sets=()
+      for kv in $p; do sets+=(--set "$kv"); done
+      dir=$(mktemp -d)
+      "$K" space check "mlx/$task" --hardware h200 --limit 1 --no-compile --write "$dir" "${sets[@]}" >> "$OUTDIR/space-check-$task.txt"
+      f=$(ls "$dir"/*.py | head -1)
+      [ -n "$f" ] || { echo "$p: not rendered"; continue; }
+      cp "$f" "$pts/"
+      f="$pts/$(basename "$f")"
+      s=$(date +%s%N)
+      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" > "${f%.py}.json" 2> "${f%.py}.err"
+      ms=$(( ($(date +%s%N) - s) / 1000000 ))
+      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
+        || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
+    done | tee "$OUTDIR/pins-$task.txt"
     ;;
   search)
     iters=$3

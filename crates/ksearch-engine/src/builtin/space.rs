@@ -210,29 +210,36 @@ impl FileSpace {
     }
 
     /// Every point (a stated sample when there are more than `limit`): the seed first, then
-    /// every point one knob away from it, then the rest in a fixed pseudo-random order.
-    pub fn points(&self, limit: usize) -> Vec<Config> {
-        let seed = self.seed();
+    /// every point one knob away from it, then the rest in a fixed pseudo-random order. Knobs
+    /// named in `pinned` keep the value given there in every point (see [`FileSpace::pin`]).
+    pub fn points(&self, limit: usize, pinned: &Config) -> Vec<Config> {
+        let values = |k: &Knob| -> Vec<i64> {
+            match pinned.get(&k.name) {
+                Some(v) => vec![*v],
+                None => k.values.iter().map(|v| v.value).collect(),
+            }
+        };
+        let mut seed = self.seed();
+        seed.extend(pinned.iter().map(|(k, v)| (k.clone(), *v)));
         let mut out = vec![seed.clone()];
         for k in &self.knobs {
-            for v in &k.values {
-                if seed.get(&k.name) != Some(&v.value) {
+            for v in values(k) {
+                if seed.get(&k.name) != Some(&v) {
                     let mut c = seed.clone();
-                    c.insert(k.name.clone(), v.value);
+                    c.insert(k.name.clone(), v);
                     out.push(c);
                 }
             }
         }
-        let total = self.spec.size();
-        if total <= limit as u128 {
+        if self.size_with(pinned) <= limit as u128 {
             let mut all = vec![Config::new()];
             for k in &self.knobs {
                 all = all
                     .into_iter()
                     .flat_map(|c| {
-                        k.values.iter().map(move |v| {
+                        values(k).into_iter().map(move |v| {
                             let mut c = c.clone();
-                            c.insert(k.name.clone(), v.value);
+                            c.insert(k.name.clone(), v);
                             c
                         })
                     })
@@ -252,8 +259,9 @@ impl FileSpace {
                     .knobs
                     .iter()
                     .map(|k| {
-                        let i = rng.next_u64() as usize % k.values.len();
-                        (k.name.clone(), k.values[i].value)
+                        let vs = values(k);
+                        let i = rng.next_u64() as usize % vs.len();
+                        (k.name.clone(), vs[i])
                     })
                     .collect();
                 if !out.contains(&c) {
@@ -263,6 +271,41 @@ impl FileSpace {
         }
         out.truncate(limit.max(1));
         out
+    }
+
+    /// How many points the space has with the knobs in `pinned` held.
+    pub fn size_with(&self, pinned: &Config) -> u128 {
+        self.knobs
+            .iter()
+            .filter(|k| !pinned.contains_key(&k.name))
+            .map(|k| k.values.len() as u128)
+            .product()
+    }
+
+    /// Reads `knob=value` settings (`--set` of `ksearch space check`) into the knobs they pin,
+    /// refusing a knob the space lacks or a value the knob does not offer, naming both.
+    pub fn pin(&self, settings: &[String]) -> Result<Config, String> {
+        let mut pinned = Config::new();
+        for s in settings {
+            let (name, value) = s
+                .split_once('=')
+                .ok_or_else(|| format!("`{s}`: write a setting as KNOB=VALUE"))?;
+            let knob = self.knobs.iter().find(|k| k.name == name.trim()).ok_or_else(|| {
+                let names: Vec<&str> = self.knobs.iter().map(|k| k.name.as_str()).collect();
+                format!("`{s}`: the space has no knob `{name}` (knobs: {})", names.join(", "))
+            })?;
+            let value: i64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v| knob.values.iter().any(|x| x.value == *v))
+                .ok_or_else(|| {
+                    let vs: Vec<String> = knob.values.iter().map(|v| v.value.to_string()).collect();
+                    format!("`{s}`: knob `{name}` takes one of {}", vs.join(", "))
+                })?;
+            pinned.insert(knob.name.clone(), value);
+        }
+        Ok(pinned)
     }
 }
 
@@ -435,10 +478,11 @@ impl FileSpace {
     pub fn check(
         &self,
         limit: usize,
+        pinned: &Config,
         check: impl Fn(&Config, &str) -> Result<(), String>,
     ) -> SpaceCheck {
         let points = self
-            .points(limit)
+            .points(limit, pinned)
             .into_iter()
             .map(|config| {
                 let outcome = match self.check_point(&config) {
@@ -456,7 +500,7 @@ impl FileSpace {
             })
             .collect();
         SpaceCheck {
-            total: self.spec.size(),
+            total: self.size_with(pinned),
             points,
         }
     }

@@ -185,7 +185,7 @@ fn a_template_error_is_found_when_the_space_loads_or_renders() {
 fn points_start_at_the_seed_and_a_sample_is_fixed() {
     let hw = h200();
     let f = FileSpace::new(&spec(), &space(SPACE, TEMPLATE), Some(&hw)).unwrap();
-    let all = f.points(100);
+    let all = f.points(100, &Config::new());
     assert_eq!(all.len(), 6);
     assert_eq!(all[0], f.seed());
     // The seed's neighbours next: one knob changed each.
@@ -193,10 +193,10 @@ fn points_start_at_the_seed_and_a_sample_is_fixed() {
         let changed = p.iter().filter(|(k, v)| f.seed()[*k] != **v).count();
         assert_eq!(changed, 1, "{p:?}");
     }
-    let some = f.points(2);
+    let some = f.points(2, &Config::new());
     assert_eq!(some.len(), 2);
-    assert_eq!(some, f.points(2));
-    let report = f.check(4, |c, _| {
+    assert_eq!(some, f.points(2, &Config::new()));
+    let report = f.check(4, &Config::new(), |c, _| {
         if c["warps"] == 4 {
             Err("no".into())
         } else {
@@ -210,4 +210,23 @@ fn points_start_at_the_seed_and_a_sample_is_fixed() {
     let text = report.render("t", "space/space.toml");
     assert!(text.contains("a sample of 4 of its 6 points"), "{text}");
     assert!(text.contains("FAILED    block=16 warps=4:"), "{text}");
+}
+
+#[test]
+fn pinned_knobs_hold_in_every_point_and_bad_settings_are_named() {
+    let hw = h200();
+    let f = FileSpace::new(&spec(), &space(SPACE, TEMPLATE), Some(&hw)).unwrap();
+    let pinned = f.pin(&["warps=4".to_string()]).unwrap();
+    let points = f.points(100, &pinned);
+    assert_eq!(points.len(), 2, "{points:?}");
+    assert!(points.iter().all(|p| p["warps"] == 4), "{points:?}");
+    assert_eq!(f.size_with(&pinned), 2);
+    let report = f.check(100, &pinned, |_, _| Ok(()));
+    assert_eq!(report.total, 2);
+    let e = f.pin(&["wraps=4".to_string()]).unwrap_err();
+    assert!(e.contains("no knob `wraps`") && e.contains("warps"), "{e}");
+    let e = f.pin(&["warps=3".to_string()]).unwrap_err();
+    assert!(e.contains("`warps` takes one of"), "{e}");
+    let e = f.pin(&["warps".to_string()]).unwrap_err();
+    assert!(e.contains("KNOB=VALUE"), "{e}");
 }

@@ -43,6 +43,10 @@ pub(crate) enum SpaceCommand {
         /// to try by hand (`ksearch eval TASK FILE`).
         #[arg(long, value_name = "DIR")]
         write: Option<std::path::PathBuf>,
+        /// Hold a knob at one of its values in every point checked (repeatable), e.g.
+        /// `--set mma=1 --set warps=4`: to render and try the points near one you have in mind.
+        #[arg(long = "set", value_name = "KNOB=VALUE")]
+        set: Vec<String>,
     },
 }
 
@@ -53,6 +57,7 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         hardware,
         no_compile,
         write,
+        set,
     } = &args.command;
     let task = match ksearch_tasks::load_task(task) {
         Ok(t) => t,
@@ -73,13 +78,17 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         Ok(f) => f,
         Err(e) => return input_error(&e),
     };
+    let pinned = match family.pin(set) {
+        Ok(p) => p,
+        Err(e) => return input_error(&format!("--set {e}")),
+    };
     let tmp = tempfile::tempdir()?;
     if let Some(dir) = write {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     }
     let extension = family.spec().extension();
-    let report = family.check(*limit as usize, |config, source| {
+    let report = family.check(*limit as usize, &pinned, |config, source| {
         if let Some(dir) = write {
             let name = knobs_of(config).replace([' ', '='], "_");
             let file = dir.join(format!("{name}.{extension}"));

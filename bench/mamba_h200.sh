@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Mamba-370m end to end on an H200 (issue 12), in one device call after the MLX install
+# (.device/mlx2/install.sh; the ksearch binary in .device/bin, as for bench/mlx_space_h200.sh):
+#   1. the builtin proposer on mlx/selective_scan for SCAN_TIME (default 3m), then `export`
+#      of its best kernel;
+#   2. the same on mlx/selective_state_update for STEP_TIME (default 90s);
+#   3. bench/mamba_e2e.py with those two exports: mlx-lm as installed, mlx-lm with the exported
+#      kernels (checked against it first), mamba.py on PyTorch, side by side.
+# Results (runs, trees, exports, the e2e JSON) are packed into $OUT/mamba.tgz; the e2e lines and
+# the two search summaries are printed.
+# Usage: bash bench/mamba_h200.sh
+set -uo pipefail
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1
+K=${KSEARCH:-.device/bin/ksearch}
+OUTDIR=${OUT:-/tmp/out}
+R=/tmp/ksearch-mamba
+mkdir -p "$OUTDIR" "$R"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$R/gpu.csv" 2>&1
+QUICK=(--seeds 1 --min-runs 5 --min-time-ms 50 --warmup-ms 20 --max-time-ms 3000 --target cuda)
+
+search() { # search TASK TIME: a builtin run bounded by TIME, then its tree and export
+  local task=$1 time=$2
+  local rd="$R/run-$task"
+  timeout -s INT 400 "$K" run "mlx/$task" --model builtin --hardware h200 --iterations 200 --time "$time" \
+    --seed 0 --run-dir "$rd" --json "${QUICK[@]}" > "$R/run-$task.json" 2> "$R/run-$task.err"
+  echo "run mlx/$task: exit $?"
+  "$K" tree "$rd" > "$R/tree-$task.txt" 2>&1
+  "$K" export "$rd" -o "$R/export-$task" > "$R/export-$task.txt" 2>&1
+  echo "export mlx/$task: exit $?"
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); b=j['best']; print(j['task'], 'stop', j['stop_reason'], 'rounds', j['rounds'], 'best', b['node'], b['title'], 'speedup', round(b['speedup'], 3), 'vs seed', round(b['speedup_vs_seed'], 3), 'wall', round(j['wall_s']))" "$R/run-$task.json" 2>/dev/null \
+    || tail -5 "$R/run-$task.err"
+}
+
+search selective_scan "${SCAN_TIME:-3m}"
+search selective_state_update "${STEP_TIME:-90s}"
+python3 bench/mamba_e2e.py --scan "$R/export-selective_scan" --step "$R/export-selective_state_update" \
+  --out "$R/mamba-e2e.json" --reps "${REPS:-2}" 2>&1 | tee "$R/mamba-e2e.log"
+tar czf "$OUTDIR/mamba.tgz" -C "$R" .
