@@ -99,10 +99,28 @@ def timed(f, reps, min_s=2.0):
 def torch_side(config, lengths, prompt_len, decode, reps):
     try:
         import torch
-        from mambapy.lm import LM
-        from mambapy.mamba import MambaConfig
+        from mambapy.mamba import Mamba, MambaConfig, RMSNorm
     except ImportError as e:
         return {"skipped": f"mamba.py not run: {e}"}
+    try:
+        from mambapy.lm import LM
+    except ImportError:
+        # mambapy.lm imports its Mamba-2 model too, which needs the mamba_ssm package (CUDA
+        # extensions not installed here); its Mamba-1 language model is these four modules.
+        class LM(torch.nn.Module):
+            def __init__(self, cfg, vocab_size):
+                super().__init__()
+                self.embedding = torch.nn.Embedding(vocab_size, cfg.d_model, padding_idx=0)
+                self.mamba = Mamba(cfg)
+                self.norm_f = RMSNorm(cfg.d_model, cfg.rms_norm_eps, cfg.mup)
+                self.lm_head = torch.nn.Linear(cfg.d_model, vocab_size, bias=False)
+
+            def forward(self, tokens):
+                return self.lm_head(self.norm_f(self.mamba(self.embedding(tokens))))
+
+            def step(self, token, caches):
+                x, caches = self.mamba.step(self.embedding(token), caches)
+                return self.lm_head(self.norm_f(x)), caches
     if not torch.cuda.is_available():
         return {"skipped": "mamba.py not run: no CUDA device for PyTorch"}
     torch.manual_seed(0)

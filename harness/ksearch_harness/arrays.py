@@ -204,5 +204,7 @@ def round_inputs(mx, arrays, specs, shapes, seed, count):
         size = int(np.prod(shape, dtype=np.int64))
         stride = max(-(-size // SET_ALIGN) * SET_ALIGN, SET_ALIGN)
         rows = _device_draw(mx, arrays, spec, (count, stride), keys[i])
+        # Drawn one input at a time, so that only one input's f32 draw is alive at once.
+        mx.eval(rows)
         columns.append([rows[j, :size].reshape(shape) for j in range(count)])
     return [list(s) for s in zip(*columns)]

@@ -24,6 +24,12 @@ from .gauntlet import compare, index_name
 from .stats import batch_size, timing_stats
 
 MIN_SAMPLES_FLOOR = 3
+# A graph runner (MLX) holds a whole round of input sets on the device, with its outputs and the
+# f32 draw of one input: a round stays under this many bytes, so that the baseline's and the
+# candidate's processes fit on one GPU together (rounds of 64 sets of mlx/attention's n4096,
+# every workload's kept, took tens of GB a runner and ran an H200 out of memory).
+GRAPH_ROUND_BYTES = 8 << 30
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "i64": 8}
 # A batch lasts at least this long, so the synchronisation is a small part of it.
 MIN_BATCH_MS = 10.0
 MAX_CALLS = 64
@@ -65,6 +71,19 @@ def scaled(tol):
     return {k: v * TIMED_TOLERANCE_FACTOR for k, v in tol.items()}
 
 
+def graph_round_calls(task, axes, max_calls):
+    """The most calls a graph runner's batch may hold: as many as GRAPH_ROUND_BYTES of input
+    sets (with the f32 draw of the largest input) and outputs (with the poison before them)
+    allow, at least two."""
+    def elements(spec):
+        return int(np.prod([axes[a] for a in spec["shape"]], dtype=np.int64))
+
+    ins = [elements(s) * DTYPE_BYTES.get(s["dtype"], 8) for s in task["inputs"]]
+    draw = max((elements(s) * 4 for s in task["inputs"]), default=0)
+    per_set = sum(ins) + draw + sum(2 * elements(s) * DTYPE_BYTES.get(s["dtype"], 8) for s in task["outputs"])
+    return int(max(2, min(max_calls, GRAPH_ROUND_BYTES // max(per_set, 1))))
+
+
 def time_workload(task, workload, plan, tolerances, contenders, baseline, new_pool=Pool, max_calls=MAX_CALLS):
     """Per-call timing of each contender (the candidate first) on one workload. `new_pool`
     makes the input sets of direct runners (the numpy target's, or the torch backend's);
@@ -80,6 +99,8 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
     outs = task["outputs"]
     axes = {k: int(v) for k, v in workload["axes"].items()}
     sizes = [int(np.prod([axes[a] for a in s["shape"]], dtype=np.int64)) for s in outs]
+    if graph:
+        max_calls = graph_round_calls(task, axes, max_calls)
 
     def guarded(i, f, *args):
         try:

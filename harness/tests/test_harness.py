@@ -215,6 +215,18 @@ class TimingArithmetic(unittest.TestCase):
         self.assertEqual(stats.batch_size(30.0, 10.0), 1)
         self.assertEqual(stats.batch_size(0.001, 10.0), 64)
 
+    def test_a_graph_round_of_large_inputs_holds_fewer_calls(self):
+        task = {"inputs": [{"name": n, "dtype": "f16", "shape": ["b", "h", "n", "d"]} for n in "qkv"],
+                "outputs": [{"name": "o", "dtype": "f16", "shape": ["b", "h", "n", "d"]}]}
+        small = {"b": 1, "h": 32, "n": 1024, "d": 128}
+        large = {"b": 1, "h": 32, "n": 4096, "d": 128}
+        self.assertEqual(timing.graph_round_calls(task, small, 64), 64)
+        per_set = 3 * 2 * (32 * 4096 * 128) + 4 * (32 * 4096 * 128) + 2 * 2 * (32 * 4096 * 128)
+        self.assertEqual(timing.graph_round_calls(task, large, 64), timing.GRAPH_ROUND_BYTES // per_set)
+        self.assertLess(timing.graph_round_calls(task, large, 64), 64)
+        huge = {"b": 64, "h": 32, "n": 4096, "d": 128}
+        self.assertEqual(timing.graph_round_calls(task, huge, 64), 2)
+
     def test_a_workload_is_timed_per_call_for_every_contender(self):
         plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
         runs = [direct(REF), direct("import numpy as np\ndef run(x, *, r, c):\n    return (x + x).astype(np.float32)\n", trusted=True)]
