@@ -10,6 +10,7 @@ mod gauntlet;
 mod kernel;
 mod link;
 mod pool;
+mod reference_fault;
 mod runner;
 mod tensors;
 mod timing;

@@ -21,7 +21,7 @@ use ksearch_core::task::{Source, Workload};
 use super::contender::{Lost, Runner, RunnerSetup};
 use super::gauntlet::{CheckStop, TaskFault, check_seed};
 use super::kernel::{Compiler, Flavor, Kernel};
-use super::pool::Pool;
+use super::pool::{InputPlace, Pool};
 use super::timing::{Timed, TimingStop, time_workload};
 use crate::output_capture::end_marker;
 use crate::sandbox::{Limits, Sandbox};
@@ -84,6 +84,7 @@ pub fn run() -> i32 {
             message: format!("the c worker panicked: {info}"),
         });
     }));
+    super::reference_fault::install(msg_fd);
     let mut out = Messages(messages);
     out.send(WorkerMessage::Hello {
         backend: ksearch_core::task::BackendKind::C.name().into(),
@@ -368,22 +369,34 @@ impl CWorker {
                 lost.message, workload.name
             ));
         }
-        // A write to the inputs (mapped read-only) faults inside their mapping.
+        // A write to the inputs (mapped read-only) faults inside their mapping; a read past
+        // the end of one, in the guard page after it.
         if let (Some(addr), Some(pool), Some(runner)) = (lost.fault, pool, runner)
             && let Some(p) = runner.pools.get(&pool.id)
             && addr >= p.runner_inputs
             && addr < p.runner_inputs + pool.layout.input_region() as u64
         {
-            let name = pool
-                .input_at(&req.task, (addr - p.runner_inputs) as usize)
-                .unwrap_or_else(|| "?".into());
-            return Stop::Outcome(
-                Status::Incorrect,
-                format!(
-                    "{what} modified input `{name}` during the {phase} on workload `{}` (inputs are read-only; it was killed by the write); inputs must not be written",
-                    workload.name
+            let w = &workload.name;
+            return match pool.input_at(&req.task, (addr - p.runner_inputs) as usize) {
+                Some(InputPlace::Past(name)) => Stop::Outcome(
+                    Status::Crashed,
+                    format!(
+                        "{what} accessed memory past the end of input `{name}` during the {phase} on workload `{w}` (a guard page follows every input; it was killed by the access)"
+                    ),
                 ),
-            );
+                place => {
+                    let name = match place {
+                        Some(InputPlace::Inside(n)) => n,
+                        _ => "?".into(),
+                    };
+                    Stop::Outcome(
+                        Status::Incorrect,
+                        format!(
+                            "{what} modified input `{name}` during the {phase} on workload `{w}` (inputs are read-only; it was killed by the write); inputs must not be written"
+                        ),
+                    )
+                }
+            };
         }
         let (status, hint) = if lost.signalled {
             (Status::Crashed, "")
