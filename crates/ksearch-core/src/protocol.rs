@@ -263,6 +263,54 @@ pub struct EvaluateResult {
     /// How the candidate was confined while it ran (absent when it never ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Confinement>,
+    /// What the task's own implementations (baseline, comparisons) said they ran, where they
+    /// describe themselves (`ksearch_describe` on the c backend: an OpenBLAS baseline names its
+    /// build and the kernels it picked for this CPU).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub described: Vec<Described>,
+}
+
+impl EvaluateResult {
+    /// What the contender of `role` said it ran, if it said.
+    pub fn description_of(&self, role: Role) -> Option<&str> {
+        self.described
+            .iter()
+            .find(|d| d.role == role)
+            .map(|d| d.text.as_str())
+    }
+}
+
+/// A contender's description of itself, as it reported it when loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Described {
+    pub role: Role,
+    pub label: String,
+    pub text: String,
+}
+
+/// Longest description of a contender kept, in bytes.
+pub const MAX_DESCRIPTION: usize = 512;
+
+impl Described {
+    /// `text` as one line of at most [`MAX_DESCRIPTION`] bytes: control characters and runs of
+    /// white space become one space.
+    pub fn clean(text: &str) -> String {
+        let mut out = String::new();
+        for word in text
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+        {
+            let needed = word.len() + usize::from(!out.is_empty());
+            if out.len() + needed > MAX_DESCRIPTION {
+                break;
+            }
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+        out
+    }
 }
 
 /// What confinement a sandboxed program really got. Where the kernel refused something, the
@@ -469,6 +517,11 @@ mod tests {
                 missing: vec!["no seccomp filter".into()],
                 ..Confinement::default()
             }),
+            described: vec![Described {
+                role: Role::Baseline,
+                label: "blas".into(),
+                text: "OpenBLAS 0.3.21 DYNAMIC_ARCH; core Haswell".into(),
+            }],
         }))
     }
 
@@ -541,6 +594,17 @@ mod tests {
         for s in Status::ALL {
             assert_eq!(format!("\"{s}\""), serde_json::to_string(&s).unwrap());
         }
+    }
+
+    #[test]
+    fn descriptions_are_cleaned_to_one_bounded_line() {
+        assert_eq!(
+            Described::clean("OpenBLAS 0.3.21\n DYNAMIC_ARCH\t\u{7}x "),
+            "OpenBLAS 0.3.21 DYNAMIC_ARCH x"
+        );
+        let long = "word ".repeat(400);
+        let clean = Described::clean(&long);
+        assert!(clean.len() <= MAX_DESCRIPTION && clean.ends_with("word"));
     }
 
     #[test]

@@ -683,6 +683,7 @@ impl<'e> Engine<'e> {
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
                 sandbox: None,
+                described: Vec::new(),
             },
             speedup: None,
             speedup_vs_parent: None,
@@ -726,6 +727,7 @@ impl<'e> Engine<'e> {
                 phases: Phases::default(),
                 output: e.result.output,
                 sandbox: e.result.sandbox,
+                described: e.result.described,
             },
             speedup: None,
             speedup_vs_parent: None,
@@ -1638,6 +1640,7 @@ mod tests {
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
                 sandbox: None,
+                described: Vec::new(),
             },
             speedup: Some(Speedup {
                 geomean: baseline_ms / candidate_ms,

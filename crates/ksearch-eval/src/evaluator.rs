@@ -219,6 +219,7 @@ impl Evaluator for LocalEvaluator {
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
                 sandbox: None,
+                described: Vec::new(),
             }
         };
         Ok(Evaluation {

@@ -162,6 +162,7 @@ impl Supervisor {
             phases: Phases::default(),
             output,
             sandbox: None,
+            described: Vec::new(),
         }
     }
 }

@@ -203,6 +203,7 @@ mod tests {
             task: "cpu/matmul".into(),
             proposer: "builtin".into(),
             baseline: "OpenBLAS cblas_sgemm (1 thread)".into(),
+            baseline_description: None,
             rounds: 7,
             nodes: t.len(),
             cycles: 4,

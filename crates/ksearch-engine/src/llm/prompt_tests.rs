@@ -140,6 +140,7 @@ fn evaluation(status: Status, ms: Option<f64>) -> Evaluation {
             phases: Phases::default(),
             output: CapturedOutput::default(),
             sandbox: None,
+            described: Vec::new(),
         },
         speedup,
         speedup_vs_parent: vs_parent,

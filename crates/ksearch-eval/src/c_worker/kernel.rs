@@ -276,10 +276,17 @@ fn describe(s: std::process::ExitStatus) -> String {
     }
 }
 
+/// `const char *ksearch_describe(void)`: what a task's own implementation says it runs.
+type DescribeFn = unsafe extern "C" fn() -> *const std::ffi::c_char;
+
+/// The function a baseline or comparison may define to describe itself (docs/task-format.md).
+pub(crate) const DESCRIBE_SYMBOL: &str = "ksearch_describe";
+
 /// A loaded kernel.
 #[derive(Debug)]
 pub(crate) struct Kernel {
     call: Symbol<ShimFn>,
+    describe: Option<Symbol<DescribeFn>>,
     // Declared after `call` so the symbol is dropped before the library is closed.
     _library: Library,
 }
@@ -293,10 +300,27 @@ impl Kernel {
         // SAFETY: the shim defines this symbol with exactly this signature.
         let call = unsafe { library.get::<ShimFn>(SHIM_SYMBOL.as_bytes()) }
             .map_err(|e| format!("{} lacks {SHIM_SYMBOL}: {e}", path.display()))?;
+        // SAFETY: where the source defines it, the contract gives it this signature.
+        let describe = unsafe { library.get::<DescribeFn>(DESCRIBE_SYMBOL.as_bytes()) }.ok();
         Ok(Self {
             call,
+            describe,
             _library: library,
         })
+    }
+
+    /// What the kernel says it runs, when it defines `ksearch_describe`: one cleaned line.
+    /// Only for a task's own implementations (their code is trusted).
+    pub(crate) fn describe(&self) -> Option<String> {
+        let f = self.describe.as_ref()?;
+        // SAFETY: a trusted implementation's function of the documented signature.
+        let text = unsafe { f() };
+        if text.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string, as the contract asks.
+        let text = unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy();
+        Some(ksearch_core::protocol::Described::clean(&text)).filter(|t| !t.is_empty())
     }
 
     /// Run the kernel once.

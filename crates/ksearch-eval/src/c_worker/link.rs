@@ -23,9 +23,12 @@ const MAX_MESSAGE: usize = 1 << 18;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum ToRunner {
-    /// Load a kernel (the path of a shared object built for the task).
+    /// Load a kernel (the path of a shared object built for the task); with `describe`, call
+    /// its `ksearch_describe` too (a task's own implementation).
     Load {
         path: PathBuf,
+        #[serde(default)]
+        describe: bool,
     },
     /// Map a pool (descriptors: inputs read-only, this runner's outputs read-write).
     Pool {
@@ -58,6 +61,10 @@ pub(crate) enum ToRunner {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum FromRunner {
     Ready,
+    /// The kernel is loaded; what it says it runs, when asked and it says.
+    Loaded {
+        description: Option<String>,
+    },
     /// A pool is mapped; its inputs at this address (so a fault address can be placed).
     Mapped {
         inputs: u64,

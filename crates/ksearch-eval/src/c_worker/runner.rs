@@ -139,10 +139,11 @@ pub fn run() -> i32 {
             }
         };
         let reply = match msg {
-            ToRunner::Load { path } => match Kernel::load(&path) {
+            ToRunner::Load { path, describe } => match Kernel::load(&path) {
                 Ok(k) => {
+                    let description = if describe { k.describe() } else { None };
                     kernel = Some(k);
-                    FromRunner::Ready
+                    FromRunner::Loaded { description }
                 }
                 Err(message) => FromRunner::Failed { message },
             },

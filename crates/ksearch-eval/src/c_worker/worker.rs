@@ -13,8 +13,9 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use ksearch_core::protocol::{
-    CompileReport, ContenderTiming, Envelope, ErrorStats, EvaluateRequest, EvaluateResult,
-    PROTOCOL_VERSION, Phase, Phases, Request, Role, Status, WorkerMessage, WorkloadReport,
+    CompileReport, ContenderTiming, Described, Envelope, ErrorStats, EvaluateRequest,
+    EvaluateResult, PROTOCOL_VERSION, Phase, Phases, Request, Role, Status, WorkerMessage,
+    WorkloadReport,
 };
 use ksearch_core::task::{Source, Workload};
 
@@ -322,6 +323,7 @@ impl CWorker {
             phases: Phases::default(),
             output: Default::default(),
             sandbox: None,
+            described: Vec::new(),
         };
         let mut runners = Vec::new();
         let outcome = self.run_phases(req, out, &mut result, &mut runners);
@@ -462,7 +464,7 @@ impl CWorker {
             }
         };
         // A fresh runner for every contender of this evaluation, the candidate first.
-        let candidate = Runner::start(&self.runners, &candidate_so, &[]).map_err(|e| {
+        let candidate = Runner::start(&self.runners, &candidate_so, &[], false).map_err(|e| {
             Stop::Outcome(
                 Status::RuntimeError,
                 format!("the candidate could not be loaded: {e}"),
@@ -473,14 +475,22 @@ impl CWorker {
         for (i, (c, so)) in req.compare.iter().zip(&contender_builds).enumerate() {
             let env: Vec<(String, String)> =
                 c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            let r = Runner::start(&self.runners, so, &env).map_err(|e| {
+            let trusted = matches!(c.role, Role::Baseline | Role::Comparison);
+            let r = Runner::start(&self.runners, so, &env, trusted).map_err(|e| {
                 let msg = format!("the {} `{}` could not be loaded: {e}", c.role, c.label);
-                if matches!(c.role, Role::Baseline | Role::Comparison) {
+                if trusted {
                     Stop::Fault(msg)
                 } else {
                     Stop::Outcome(Status::RuntimeError, msg)
                 }
             })?;
+            if let Some(text) = r.description.clone() {
+                result.described.push(Described {
+                    role: c.role,
+                    label: c.label.clone(),
+                    text,
+                });
+            }
             runners.push((Some(i), r));
         }
 

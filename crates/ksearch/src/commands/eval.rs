@@ -111,7 +111,10 @@ struct EvalJson<'a> {
     message: &'a str,
     /// Geometric mean over workloads of baseline time / candidate time.
     speedup: Option<f64>,
-    baseline: &'a str,
+    /// What speedups are quoted against, with what it said it ran where it describes itself.
+    baseline: String,
+    /// What the baseline said it ran (`ksearch_describe`), where it describes itself.
+    baseline_description: Option<&'a str>,
     /// With `--against FILE`: the file, and the candidate's speedup over it (paired timing).
     against: Option<&'a str>,
     speedup_vs_against: Option<f64>,
@@ -210,7 +213,8 @@ impl<'a> EvalJson<'a> {
             status: r.status,
             message: &r.message,
             speedup: e.speedup.as_ref().map(|s| s.geomean),
-            baseline: &e.baseline,
+            baseline: e.baseline_label(),
+            baseline_description: r.description_of(Role::Baseline),
             against,
             speedup_vs_against: e.speedup_vs_parent.as_ref().map(|s| s.geomean),
             comparisons: ksearch_core::score::speedups_over_comparisons(r)
@@ -300,7 +304,7 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
         let _ = writeln!(
             s,
             "\n  speedup over {}: {:.2}× (geometric mean of {} workloads)",
-            e.baseline,
+            e.baseline_label(),
             sp.geomean,
             sp.workloads.len()
         );

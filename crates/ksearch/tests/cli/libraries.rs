@@ -246,6 +246,16 @@ fn matmul_quotes_openblas_where_it_is_installed() {
     assert_eq!(code, 0, "{stderr}");
     let j: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(j["status"], "passed", "{j}");
-    assert_eq!(j["baseline"], "OpenBLAS cblas_sgemm (1 thread)");
+    // The baseline says what it ran: OpenBLAS's build and the kernels it picked for this CPU,
+    // in the label speedups are quoted against too.
+    let described = j["baseline_description"].as_str().expect("described");
+    assert!(
+        described.starts_with("OpenBLAS ") && described.contains("; core "),
+        "{described}"
+    );
+    assert_eq!(
+        j["baseline"],
+        format!("OpenBLAS cblas_sgemm (1 thread) [{described}]")
+    );
     assert!(!stderr.contains("note:"), "{stderr}");
 }
