@@ -4,6 +4,7 @@
 pub mod axis_expr;
 pub mod backend;
 pub mod calibration;
+pub mod caveats;
 pub mod contract;
 pub mod dtype;
 pub mod gate;

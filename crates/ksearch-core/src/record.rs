@@ -17,6 +17,13 @@ pub struct Evaluation {
     pub baseline: String,
     /// Wall time of the whole evaluation, seen from the orchestrator.
     pub wall_s: f64,
+    /// The machine's load when it ended, where the platform says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::caveats::HostLoad>,
+    /// What makes its numbers less trustworthy than they look, in words
+    /// ([`crate::caveats`]): a noisy spread, a busy machine, a weak baseline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
 }
 
 impl Evaluation {

@@ -689,6 +689,8 @@ impl<'e> Engine<'e> {
             speedup_vs_parent: None,
             baseline,
             wall_s: 0.0,
+            load: None,
+            caveats: Vec::new(),
         }
     }
 
@@ -737,6 +739,8 @@ impl<'e> Engine<'e> {
             } else {
                 0.0
             },
+            load: e.load.filter(|l| l.load_1m.is_finite()),
+            caveats: e.caveats,
         })
     }
 
@@ -1654,6 +1658,8 @@ mod tests {
             speedup_vs_parent: None,
             baseline: "reference".into(),
             wall_s: 1.0,
+            load: None,
+            caveats: Vec::new(),
         }
     }
 

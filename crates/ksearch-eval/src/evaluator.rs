@@ -7,6 +7,7 @@ use ksearch_core::protocol::{
     CapturedOutput, CheckPlan, Contender, EvaluateRequest, EvaluateResult, Phases, Role, Status,
     TimingPlan,
 };
+use ksearch_core::caveats::{HostLoad, busy_machine, noisy_timings};
 pub use ksearch_core::record::Evaluation;
 use ksearch_core::score::speedup_over;
 use ksearch_core::task::{Source, Task};
@@ -65,12 +66,17 @@ pub trait Evaluator {
     ) -> Result<Evaluation, EvalError>;
 }
 
+/// A check of an evaluation against what this machine can do: a caveat, if it finds one (the
+/// engine's cost model has one for a weak production baseline).
+pub type MachineCheck = fn(&Task, &Evaluation) -> Option<String>;
+
 /// Evaluates on a worker process on this machine.
 #[derive(Debug)]
 pub struct LocalEvaluator {
     backend: Box<dyn BackendEval>,
     supervisor: Supervisor,
     next_id: u64,
+    machine_check: Option<MachineCheck>,
 }
 
 impl LocalEvaluator {
@@ -80,7 +86,13 @@ impl LocalEvaluator {
             backend,
             supervisor,
             next_id: 1,
+            machine_check: None,
         }
+    }
+
+    /// Add `check`'s caveat to every evaluation it finds one for.
+    pub fn set_machine_check(&mut self, check: MachineCheck) {
+        self.machine_check = Some(check);
     }
 
     pub fn supervisor(&self) -> &Supervisor {
@@ -91,6 +103,17 @@ impl LocalEvaluator {
     pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.supervisor.set_cancel(flag);
     }
+}
+
+/// The machine's one-minute load average and the CPUs this process may use (Linux).
+fn host_load() -> Option<HostLoad> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load_1m: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    (load_1m.is_finite() && load_1m >= 0.0).then_some(HostLoad {
+        load_1m,
+        cpus: u32::try_from(cpus).unwrap_or(u32::MAX),
+    })
 }
 
 /// The request for one evaluation.
@@ -222,12 +245,21 @@ impl Evaluator for LocalEvaluator {
                 described: Vec::new(),
             }
         };
-        Ok(Evaluation {
+        let load = host_load();
+        let mut caveats = noisy_timings(&result);
+        caveats.extend(load.as_ref().and_then(busy_machine));
+        let mut evaluation = Evaluation {
             speedup: speedup_over(&result, Role::Baseline),
             speedup_vs_parent: speedup_over(&result, Role::Parent),
             baseline: task.baseline_name(),
             result,
             wall_s: started.elapsed().as_secs_f64(),
-        })
+            load,
+            caveats,
+        };
+        if let Some(caveat) = self.machine_check.and_then(|check| check(task, &evaluation)) {
+            evaluation.caveats.push(caveat);
+        }
+        Ok(evaluation)
     }
 }

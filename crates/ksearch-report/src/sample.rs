@@ -309,6 +309,8 @@ fn passed(round: u64, rows: &[Row<'_>]) -> Evaluation {
         speedup_vs_parent: over(&|r| r.2),
         baseline: "reference (reference.c)".into(),
         wall_s: 1.25,
+        load: None,
+        caveats: Vec::new(),
     }
 }
 
@@ -339,6 +341,8 @@ fn failed(round: u64, status: Status, message: &str, log: &str) -> Evaluation {
         speedup_vs_parent: None,
         baseline: "reference (reference.c)".into(),
         wall_s: 0.2,
+        load: None,
+        caveats: Vec::new(),
     }
 }
 

@@ -146,6 +146,8 @@ fn evaluation(status: Status, ms: Option<f64>) -> Evaluation {
         speedup_vs_parent: vs_parent,
         baseline: "reference (reference.c)".into(),
         wall_s: 1.0,
+        load: None,
+        caveats: Vec::new(),
     }
 }
 

@@ -25,6 +25,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         task.spec.backend,
         &backend_options(exe, &settings),
     )?);
+    evaluator.set_machine_check(ksearch_engine::builtin::machine::weak_baseline);
     let against = args
         .against
         .as_deref()
@@ -126,6 +127,10 @@ struct EvalJson<'a> {
     output: &'a ksearch_core::protocol::CapturedOutput,
     /// How the candidate was confined (absent when it never ran).
     sandbox: Option<&'a ksearch_core::protocol::Confinement>,
+    /// The machine's load when the evaluation ended.
+    load: Option<&'a ksearch_core::caveats::HostLoad>,
+    /// What makes these numbers less trustworthy than they look, in words.
+    caveats: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -238,6 +243,8 @@ impl<'a> EvalJson<'a> {
             }),
             output: &r.output,
             sandbox: r.sandbox.as_ref(),
+            load: e.load.as_ref(),
+            caveats: &e.caveats,
         }
     }
 }
@@ -245,7 +252,7 @@ impl<'a> EvalJson<'a> {
 fn fmt_latency(t: Option<&TimingStats>) -> String {
     t.map_or_else(
         || "-".to_owned(),
-        |t| format!("{:.4} ({:.4}–{:.4})", t.median_ms, t.p10_ms, t.p90_ms),
+        |t| ksearch_core::units::time_ms_spread(t.median_ms, t.p10_ms, t.p90_ms),
     )
 }
 
@@ -271,8 +278,8 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
             "status",
             "max abs err",
             "max rel err",
-            "candidate ms (p10–p90)",
-            "baseline ms (p10–p90)",
+            "candidate (p10–p90)",
+            "baseline (p10–p90)",
             "speedup"
         );
         for w in &r.workloads {
@@ -333,10 +340,16 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
     if let Some(c) = r.sandbox.as_ref().filter(|c| !c.is_full()) {
         let _ = writeln!(s, "\n  note: the candidate ran {}", c.summary());
     }
+    for caveat in &e.caveats {
+        let _ = writeln!(s, "\n  caveat: {caveat}");
+    }
     let p = &r.phases;
+    let load = e
+        .load
+        .map_or_else(String::new, |l| format!(" · {}", l.describe()));
     let _ = writeln!(
         s,
-        "\n  time: compile {:.2} s · check {:.2} s · timing {:.2} s · total {:.2} s",
+        "\n  time: compile {:.2} s · check {:.2} s · timing {:.2} s · total {:.2} s{load}",
         p.compile_s, p.check_s, p.timing_s, e.wall_s
     );
     s

@@ -275,10 +275,12 @@ fn proposer_for(
 
 fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
     let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
-    Ok(LocalEvaluator::new(backend_for(
+    let mut evaluator = LocalEvaluator::new(backend_for(
         task.spec.backend,
         &backend_options(exe, settings),
-    )?))
+    )?);
+    evaluator.set_machine_check(machine::weak_baseline);
+    Ok(evaluator)
 }
 
 /// One line about this machine's CPU.

@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod baselines;
 mod fallback;
 #[path = "../common/softmax_kernels.rs"]
 mod kernels;
