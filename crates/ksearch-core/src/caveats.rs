@@ -156,10 +156,14 @@ mod tests {
         let weak = weak_baseline("BLAS", "AVX-512 at 3.0 GHz", &[f("a", 0.02), f("b", 0.044)]);
         let weak = weak.unwrap();
         assert!(
-            weak.contains("`BLAS` reached at most 4.4% of this machine's peak") && weak.contains("workload `b`"),
+            weak.contains("`BLAS` reached at most 4.4% of this machine's peak")
+                && weak.contains("workload `b`"),
             "{weak}"
         );
-        assert_eq!(weak_baseline("BLAS", "m", &[f("a", 0.02), f("b", 0.6)]), None);
+        assert_eq!(
+            weak_baseline("BLAS", "m", &[f("a", 0.02), f("b", 0.6)]),
+            None
+        );
         assert_eq!(weak_baseline("BLAS", "m", &[]), None);
     }
 }

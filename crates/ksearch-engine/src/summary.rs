@@ -35,6 +35,10 @@ pub struct RunSummary {
     /// build and the kernels it picked for this CPU), where it describes itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_description: Option<String>,
+    /// The task names no production baseline: speedups "over the baseline" are over its
+    /// reference, written to be obviously correct rather than fast.
+    #[serde(default)]
+    pub baseline_is_reference: bool,
     /// Rounds done: candidates generated and evaluated (the seed is round 0 and not counted).
     pub rounds: u64,
     pub nodes: usize,
@@ -159,6 +163,7 @@ pub fn summarize(
             baseline_description.as_deref(),
         ),
         baseline_description,
+        baseline_is_reference: task.baseline.is_none(),
         rounds: attempts
             .iter()
             .filter(|a| a.round > 0 && a.evaluation.is_some())

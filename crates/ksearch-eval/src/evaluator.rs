@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use ksearch_core::caveats::{HostLoad, busy_machine, noisy_timings};
 use ksearch_core::protocol::{
     CapturedOutput, CheckPlan, Contender, EvaluateRequest, EvaluateResult, Phases, Role, Status,
     TimingPlan,
 };
-use ksearch_core::caveats::{HostLoad, busy_machine, noisy_timings};
 pub use ksearch_core::record::Evaluation;
 use ksearch_core::score::speedup_over;
 use ksearch_core::task::{Source, Task};
@@ -257,7 +257,10 @@ impl Evaluator for LocalEvaluator {
             load,
             caveats,
         };
-        if let Some(caveat) = self.machine_check.and_then(|check| check(task, &evaluation)) {
+        if let Some(caveat) = self
+            .machine_check
+            .and_then(|check| check(task, &evaluation))
+        {
             evaluation.caveats.push(caveat);
         }
         Ok(evaluation)

@@ -27,16 +27,20 @@ fn status(n: &Node) -> String {
 /// The header and the tree, as `ksearch tree` prints them.
 pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
     let mut o = String::new();
+    // Over a reference (no production baseline) the seed comes first, as in the summary.
+    let (vs_seed, vs_baseline) = (
+        format!("{} over the seed", x(summary.best.speedup_vs_seed)),
+        format!("{} over {}", x(summary.best.speedup), summary.baseline),
+    );
+    let (first, second) = if summary.baseline_is_reference {
+        (vs_seed, vs_baseline)
+    } else {
+        (vs_baseline, vs_seed)
+    };
     let _ = writeln!(
         o,
-        "{} · {} proposer · {} rounds · best node {} at {} over {} ({} over the seed)",
-        summary.task,
-        summary.proposer,
-        summary.rounds,
-        summary.best.node,
-        x(summary.best.speedup),
-        summary.baseline,
-        x(summary.best.speedup_vs_seed)
+        "{} · {} proposer · {} rounds · best node {} at {first} ({second})",
+        summary.task, summary.proposer, summary.rounds, summary.best.node,
     );
     if summary.tokens > 0 {
         let calls: u64 = summary.llm.values().map(|t| t.calls).sum();
@@ -204,6 +208,7 @@ mod tests {
             proposer: "builtin".into(),
             baseline: "OpenBLAS cblas_sgemm (1 thread)".into(),
             baseline_description: None,
+            baseline_is_reference: false,
             rounds: 7,
             nodes: t.len(),
             cycles: 4,

@@ -312,7 +312,9 @@ mod tests {
     }
 
     fn evaluation(workload: &str, baseline_ms: f64) -> Evaluation {
-        use ksearch_core::protocol::{ContenderTiming, EvaluateResult, Phases, Status, WorkloadReport};
+        use ksearch_core::protocol::{
+            ContenderTiming, EvaluateResult, Phases, Status, WorkloadReport,
+        };
         use ksearch_core::stats::TimingStats;
         Evaluation {
             result: EvaluateResult {

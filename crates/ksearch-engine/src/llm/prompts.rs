@@ -75,8 +75,10 @@ pub(crate) fn num(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// A latency in the unit that suits it (`80.00 µs`), so that a fast kernel does not read as
+/// `0.0001`.
 fn ms(v: f64) -> String {
-    format!("{v:.4}")
+    ksearch_core::units::time_ms(v)
 }
 
 #[derive(Debug, Serialize)]

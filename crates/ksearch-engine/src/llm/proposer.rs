@@ -389,7 +389,7 @@ impl Proposer for LlmProposer {
         let seed_latency = ctx.tree.root().solution.as_ref().map(|s| {
             s.latency_ms
                 .iter()
-                .map(|(w, v)| (w.clone(), format!("{v:.4}")))
+                .map(|(w, v)| (w.clone(), ksearch_core::units::time_ms(*v)))
                 .collect::<std::collections::BTreeMap<_, _>>()
         });
         c.insert(
