@@ -453,6 +453,12 @@ impl<'e> Engine<'e> {
                     comparisons: true,
                     ..Compare::default()
                 };
+                self.observer.progress(&Progress::AttemptStarted {
+                    round: 0,
+                    kind: AttemptKind::Seed,
+                    node: ROOT,
+                    title: "the seed",
+                });
                 match self.evaluate_round(0, &source, compare) {
                     Err(EngineError::Eval(EvalError::Cancelled)) => {
                         return Err(EngineError::InterruptedDuringSetup);
@@ -467,6 +473,20 @@ impl<'e> Engine<'e> {
             return Err(EngineError::SeedFailed {
                 status: evaluation.result.status,
                 message: evaluation.result.message.clone(),
+            });
+        }
+        let speedup = evaluation.speedup.as_ref().map(|s| s.geomean);
+        self.observer.progress(&Progress::AttemptFinished {
+            round: 0,
+            status: evaluation.result.status,
+            speedup,
+            best_speedup: speedup,
+            spent_usd: 0.0,
+        });
+        if !evaluation.caveats.is_empty() {
+            self.observer.progress(&Progress::Caveats {
+                round: 0,
+                caveats: &evaluation.caveats,
             });
         }
         let seed = AttemptRecord {
@@ -489,6 +509,9 @@ impl<'e> Engine<'e> {
         // an error there asks the same question (its prompt quotes these latencies) instead of
         // measuring again.
         self.commit(std::slice::from_ref(&seed), &[])?;
+        self.observer.progress(&Progress::Proposing {
+            what: "the initial world model",
+        });
         let model = match self.proposer.init_world_model(&ctx!(self)) {
             Ok(model) => model,
             Err(e) => {
@@ -1036,6 +1059,8 @@ impl<'e> Engine<'e> {
                 } else {
                     AttemptKind::Improve
                 };
+                let what = format!("{} node {}", kind.as_str(), cycle.node);
+                self.observer.progress(&Progress::Proposing { what: &what });
                 match self.generate(&cycle, kind)? {
                     Some(a) => a,
                     None => {
@@ -1116,6 +1141,9 @@ impl<'e> Engine<'e> {
                     best_code: code.as_deref(),
                     ..ctx!(self)
                 };
+                self.observer.progress(&Progress::Proposing {
+                    what: "new actions (no open one is left to work on)",
+                });
                 let script = self.proposer.propose_actions(&ctx)?;
                 self.apply_edits(script)?;
                 self.commit(&[], &[])?;
@@ -1358,6 +1386,8 @@ impl<'e> Engine<'e> {
                 vs_parent,
                 solution_code: Some(&code.text),
             };
+            let what = format!("refine the tree after node {node} passed");
+            self.observer.progress(&Progress::Proposing { what: &what });
             let script = self.proposer.refine(&ctx!(self), &evidence)?;
             self.apply_edits(script)?;
             if let Some(id) = tree_edit::ensure_continuation(&mut self.tree, node, round) {
@@ -1377,6 +1407,8 @@ impl<'e> Engine<'e> {
                 vs_parent: None,
                 solution_code: None,
             };
+            let what = format!("decide about node {node}, which passed nothing");
+            self.observer.progress(&Progress::Proposing { what: &what });
             let decision = self.proposer.too_hard(&ctx!(self), &evidence)?;
             self.event(
                 "too_hard",

@@ -90,6 +90,11 @@ impl LocalEvaluator {
         }
     }
 
+    /// See [`Supervisor::set_phase_observer`].
+    pub fn set_phase_observer(&mut self, observer: crate::supervisor::PhaseObserver) {
+        self.supervisor.set_phase_observer(observer);
+    }
+
     /// Add `check`'s caveat to every evaluation it finds one for.
     pub fn set_machine_check(&mut self, check: MachineCheck) {
         self.machine_check = Some(check);

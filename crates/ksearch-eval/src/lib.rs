@@ -30,5 +30,5 @@ pub use evaluator::{
 };
 pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
-pub use supervisor::Supervisor;
+pub use supervisor::{PhaseObserver, Supervisor};
 pub use worker_process::{WorkerCommand, signal_name};

@@ -260,10 +260,10 @@ pub(crate) struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct OutputFlags {
-    /// Print one JSON object with the run's result at the end.
+    /// Print one JSON object with the run's result at the end (progress still goes to stderr).
     #[arg(long)]
     pub(crate) json: bool,
-    /// No progress output.
+    /// No progress on stderr (errors still go there).
     #[arg(long, short)]
     pub(crate) quiet: bool,
 }

@@ -36,7 +36,11 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         incumbent: None,
         comparisons: true,
     };
-    let evaluation = evaluator.evaluate(&task, &candidate, compare, &options)?;
+    let progress = crate::progress::EvalProgress::new(&format!("{} · {}", task.id, candidate.file));
+    evaluator.set_phase_observer(progress.phase_observer());
+    let evaluation = evaluator.evaluate(&task, &candidate, compare, &options);
+    drop(progress);
+    let evaluation = evaluation?;
     let against_file = against.as_ref().map(|a| a.file.as_str());
     let mut out = std::io::stdout().lock();
     if args.json {

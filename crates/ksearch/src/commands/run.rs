@@ -25,7 +25,7 @@ use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
 use crate::config::{self, Config};
 use crate::exit_codes;
 use crate::interrupt::stop_flag;
-use crate::progress::ProgressLine;
+use crate::progress::RunProgress;
 
 const DEFAULT_ITERATIONS: u64 = 30;
 
@@ -426,6 +426,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     )?;
     config.proposer = proposer.name();
     let stop = stop_flag();
+    let mut observer = RunProgress::new(args.output.quiet, iterations);
+    observer.note(&format!("run directory: {}", run_dir.display()));
     let mut local;
     let mut replayed;
     let evaluator: &mut dyn Evaluator = match &replay {
@@ -436,10 +438,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         None => {
             local = evaluator_for(&task, &config.eval)?;
             local.set_cancel(stop.clone());
+            local.set_phase_observer(observer.phase_observer());
             &mut local
         }
     };
-    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, iterations);
     let until = match &plan {
         Some(_) => None,
         None => deadline(time_budget(args.time, &cfg)?),
@@ -534,7 +536,9 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         .state::<EngineState>()?
         .and_then(|s| s.round_budget);
     let shown_budget = args.iterations.map(|n| done + n).or(stored);
-    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, shown_budget);
+    let mut observer = RunProgress::new(args.output.quiet, shown_budget);
+    evaluator.set_phase_observer(observer.phase_observer());
+    observer.note(&format!("resuming the run in {}", args.run_dir.display()));
     let until = deadline(time_budget(args.time, &cfg)?);
     let parts = Parts {
         proposer,
