@@ -265,6 +265,8 @@ impl Server {
             "--run-dir".into(),
             run_dir.display().to_string(),
             "--json".into(),
+            // Its stderr is quoted as the error when it fails: errors only, no progress.
+            "--quiet".into(),
         ];
         if let Some(n) = a.iterations {
             args.extend(["--iterations".into(), n.to_string()]);
@@ -280,7 +282,12 @@ impl Server {
         &self,
         Parameters(a): Parameters<ResumeArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = vec!["resume".into(), a.run_dir.clone(), "--json".into()];
+        let mut args = vec![
+            "resume".into(),
+            a.run_dir.clone(),
+            "--json".into(),
+            "--quiet".into(),
+        ];
         if let Some(n) = a.iterations {
             args.extend(["--iterations".into(), n.to_string()]);
         }
@@ -329,7 +336,12 @@ impl Server {
             return Ok(failure("cannot write the answer", e.to_string()));
         }
         self.step(
-            vec!["resume".into(), a.run_dir.clone(), "--json".into()],
+            vec![
+                "resume".into(),
+                a.run_dir.clone(),
+                "--json".into(),
+                "--quiet".into(),
+            ],
             run_dir,
         )
         .await
