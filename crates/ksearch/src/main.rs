@@ -9,6 +9,8 @@ mod mcp;
 mod progress;
 mod tree_view;
 
+use std::io::Write;
+
 use clap::Parser;
 
 fn main() {
@@ -33,13 +35,16 @@ fn main() {
     }
     let code = match commands::run(cli.command) {
         Ok(code) => code,
+        // The reader of the output went away (`ksearch report -o - | head`): not an error.
+        Err(err) if commands::broken_pipe(&err) => exit_codes::OK,
         Err(err) => {
             let code = commands::exit_code_for(&err);
-            #[allow(clippy::print_stderr)] // the one place errors reach the user
-            match commands::paused_line(&err) {
-                Some(line) => eprintln!("{line}"),
-                None => eprintln!("error: {err:#}"),
-            }
+            // The one place errors reach the user; a closed stderr leaves nobody to tell.
+            let line = match commands::paused_line(&err) {
+                Some(line) => line,
+                None => format!("error: {}", commands::error_text(&err)),
+            };
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
             code
         }
     };

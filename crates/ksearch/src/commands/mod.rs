@@ -106,6 +106,36 @@ pub(crate) fn paused_line(err: &anyhow::Error) -> Option<String> {
     ))
 }
 
+/// Whether `err` is a write to a pipe whose reader has gone (`ksearch report -o - | head`).
+pub(crate) fn broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+    })
+}
+
+/// An error and its causes in one line, each cause once: a cause whose text its error already
+/// quotes (`database error in …: attempt to write a readonly database`, then the SQLite error
+/// itself, then its code's) is not said again.
+pub(crate) fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 /// Errors in what the user gave us get their own exit code; a pause, its own.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
     if paused(err).is_some() {
@@ -166,7 +196,18 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{builtin, hosted};
+    use super::{builtin, error_text, hosted};
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let err = anyhow::anyhow!("attempt to write a readonly database")
+            .context("database error in run.sqlite: attempt to write a readonly database")
+            .context("failed to open the run");
+        assert_eq!(
+            error_text(&err),
+            "failed to open the run: database error in run.sqlite: attempt to write a readonly database"
+        );
+    }
 
     #[test]
     fn worker_and_runner_are_found_by_the_backends_exact_name() {
