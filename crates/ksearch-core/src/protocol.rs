@@ -106,6 +106,22 @@ pub struct EvaluateRequest {
     pub timing: Option<TimingPlan>,
 }
 
+impl EvaluateRequest {
+    /// What a `passed` result of this request says: what was checked, and whether it was
+    /// timed. The orchestrator writes it into every passed result, whichever worker made it.
+    pub fn passed_message(&self) -> String {
+        let checked = format!(
+            "passed {} workload(s) × {} seed(s)",
+            self.workloads.len(),
+            self.check.seeds.len()
+        );
+        match self.timing {
+            Some(_) => format!("{checked}, every timed call checked, and a re-check after timing"),
+            None => format!("{checked} and a re-check on fresh inputs (not timed)"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {

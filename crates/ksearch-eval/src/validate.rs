@@ -186,6 +186,10 @@ pub(crate) fn validated(req: &EvaluateRequest, mut result: EvaluateResult) -> Ev
     }
     result.described.retain(|d| !d.text.is_empty());
     match check(req, &result) {
+        Ok(()) if result.status == Status::Passed => EvaluateResult {
+            message: req.passed_message(),
+            ..result
+        },
         Ok(()) => result,
         Err(why) => EvaluateResult {
             id: req.id,

@@ -332,11 +332,7 @@ impl CWorker {
         }
         match outcome {
             Ok(()) => {
-                result.message = format!(
-                    "passed {} workload(s) × {} seed(s), every timed call checked, and a re-check after timing",
-                    req.workloads.len(),
-                    req.check.seeds.len()
-                );
+                result.message = req.passed_message();
                 Ok(result)
             }
             Err(Stop::Outcome(status, message)) => {

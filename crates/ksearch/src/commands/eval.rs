@@ -86,8 +86,15 @@ pub(crate) fn backend_options(
 
 /// Evaluation settings from the command line.
 pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
-    if !(f.timeout.is_finite() && f.timeout > 0.0) {
-        anyhow::bail!("--timeout must be a positive number of seconds");
+    if let Some((_, w)) = f
+        .workloads
+        .iter()
+        .enumerate()
+        .find(|(i, w)| f.workloads[..*i].contains(w))
+    {
+        return crate::error::usage(format!(
+            "--workload `{w}` is given twice; each workload is evaluated once"
+        ));
     }
     Ok(EvalSettings {
         workloads: f.workloads.clone(),

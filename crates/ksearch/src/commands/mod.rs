@@ -142,6 +142,12 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         return exit_codes::PAUSED;
     }
     for cause in err.chain() {
+        if cause.is::<crate::error::UsageError>() {
+            return exit_codes::USAGE;
+        }
+        if let Some(ksearch_engine::EngineError::InterruptedDuringSetup) = cause.downcast_ref() {
+            return exit_codes::INTERRUPTED;
+        }
         // A record holding NaN or infinity is a bug in ksearch, never the user's input.
         let non_finite = matches!(
             cause.downcast_ref::<ksearch_store::StoreError>(),

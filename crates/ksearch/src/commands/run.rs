@@ -54,9 +54,11 @@ fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmM
         .unwrap_or_else(|| model.clone());
     match (reasoning == "builtin", codegen == "builtin") {
         (true, true) => return Ok(None),
-        (true, false) | (false, true) => anyhow::bail!(
-            "the builtin proposer works alone: give both roles a model, or use `--model builtin`"
-        ),
+        (true, false) | (false, true) => {
+            return crate::error::usage(
+                "the builtin proposer works alone: give both roles a model, or use `--model builtin`",
+            );
+        }
         (false, false) => {}
     }
     for m in [&reasoning, &codegen] {
@@ -392,10 +394,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let plan = match &replay {
         Some((dir, _, snap, state)) => {
             if args.iterations.is_some() || args.time.is_some() {
-                anyhow::bail!(
+                return crate::error::usage(format!(
                     "--replay reproduces {} as recorded, to its end: it takes no --iterations or --time",
                     dir.display()
-                );
+                ));
             }
             Some(ReplayPlan::of(dir, state, snap)?)
         }
@@ -494,7 +496,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
-    report(&summary, &args.output)
+    report(&summary, &args.output, args.replay.is_none())
 }
 
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
@@ -553,10 +555,12 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let mut engine = Engine::resume(run, budget, parts)
         .with_context(|| format!("failed to resume the run in {}", args.run_dir.display()))?;
     let summary = engine.run()?;
-    report(&summary, &args.output)
+    report(&summary, &args.output, true)
 }
 
-fn report(summary: &RunSummary, output: &OutputFlags) -> anyhow::Result<i32> {
+/// The result on stdout; the exit code says whether Ctrl-C stopped this session (`live`: not
+/// a replay, which reproduces a recorded interrupt without being interrupted).
+fn report(summary: &RunSummary, output: &OutputFlags, live: bool) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     if output.json {
         serde_json::to_writer(&mut out, summary)?;
@@ -564,7 +568,14 @@ fn report(summary: &RunSummary, output: &OutputFlags) -> anyhow::Result<i32> {
     } else {
         write!(out, "{}", render_summary(summary))?;
     }
-    Ok(exit_codes::OK)
+    // Stopped by Ctrl-C: saved, but not done; a script must not take it for a finished run.
+    Ok(
+        if live && summary.stop_reason == Some(StopReason::Interrupted) {
+            exit_codes::INTERRUPTED
+        } else {
+            exit_codes::OK
+        },
+    )
 }
 
 fn x(v: Option<f64>) -> String {

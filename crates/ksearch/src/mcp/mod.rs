@@ -172,6 +172,12 @@ impl Server {
             .map(views::attempt)
             .collect();
         match out.status.code() {
+            Some(exit_codes::INTERRUPTED) => Ok(CallToolResult::structured(json!({
+                "state": "interrupted",
+                "run_dir": run_dir,
+                "evaluated": evaluated,
+                "summary": read.as_ref().map(|(s, _, _)| views::summary(s)),
+            }))),
             Some(exit_codes::OK) => Ok(CallToolResult::structured(json!({
                 "state": "finished",
                 "run_dir": run_dir,

@@ -74,6 +74,11 @@ fn tasks_lists_the_builtin_cpu_tasks() {
     ] {
         assert!(stdout.contains(name), "{stdout}");
     }
+    // Each workload's size, the axes in the task's order.
+    assert!(
+        stdout.contains("sizes: small (m=67 n=45 k=83) · square1024 (m=1024 n=1024 k=1024)"),
+        "{stdout}"
+    );
     let (_, json, _) = run(&mut ksearch(&["tasks", "--json"]));
     let rows: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
@@ -81,6 +86,14 @@ fn tasks_lists_the_builtin_cpu_tasks() {
         7,
         "four cpu and three mlx tasks"
     );
+    let matmul = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "cpu/matmul")
+        .unwrap();
+    assert_eq!(matmul["sizes"][1]["workload"], "square1024");
+    assert_eq!(matmul["sizes"][1]["axes"]["k"], 1024);
 }
 
 #[test]
@@ -223,6 +236,77 @@ fn usage_and_input_errors_have_their_exit_codes() {
     assert_eq!(code, 0);
     let (code, _, stderr) = run(&mut ksearch(&["eval", "cpu/softmax", "/nonexistent/x.c"]));
     assert_eq!(code, 3, "{stderr}");
+}
+
+#[test]
+fn negative_numbers_and_repeated_workloads_are_refused_with_a_reason() {
+    for (args, expected) in [
+        (
+            vec!["run", "cpu/softmax", "--iterations", "-3"],
+            "`-3` is not a whole number of 0 or more",
+        ),
+        (
+            vec!["eval", "cpu/softmax", "--timeout", "-3"],
+            "it must be a number of seconds greater than 0",
+        ),
+        (
+            vec![
+                "eval",
+                "cpu/softmax",
+                "--workload",
+                "small",
+                "--workload",
+                "small",
+            ],
+            "--workload `small` is given twice",
+        ),
+    ] {
+        let (code, _, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("-- -3"), "no clap tip: {stderr}");
+    }
+}
+
+/// With `--json`, a failure is a JSON object on stdout too: a script reading stdout always
+/// reads JSON.
+#[test]
+fn with_json_errors_are_json_objects() {
+    for (args, code) in [
+        (vec!["eval", "cpu/nope", "--json"], 3),
+        (vec!["eval", "cpu/softmax", "--timeout", "abc", "--json"], 2),
+        (vec!["tree", "/nonexistent/run", "--json"], 3),
+    ] {
+        let (got, stdout, stderr) = run(&mut ksearch(&args));
+        assert_eq!(got, code, "{args:?}: {stderr}");
+        let j: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {stdout:?}"));
+        assert_eq!(j["exit_code"], code);
+        let message = j["error"].as_str().unwrap();
+        assert!(
+            !message.is_empty() && stderr.contains(message),
+            "{j} / {stderr}"
+        );
+    }
+}
+
+#[test]
+fn without_timing_a_pass_does_not_speak_of_timing() {
+    let (code, stdout, stderr) = run(&mut ksearch(&[
+        "eval",
+        "cpu/softmax",
+        "--no-timing",
+        "--workload",
+        "small",
+        "--json",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let j: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["status"], "passed");
+    assert_eq!(
+        j["message"],
+        "passed 1 workload(s) × 3 seed(s) and a re-check on fresh inputs (not timed)"
+    );
 }
 
 #[test]

@@ -391,6 +391,7 @@ fn ctrl_c_during_the_seed_is_no_death_of_the_orchestrator() {
         stderr.contains("interrupted before the run was initialised"),
         "{stderr}"
     );
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
     let s = state(&rd).unwrap();
     assert_eq!(
         s.evaluating, None,
