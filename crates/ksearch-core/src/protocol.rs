@@ -65,6 +65,10 @@ pub enum WorkerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u64>,
         message: String,
+        /// The task's own code is at fault (its reference, baseline or a comparison does not
+        /// build, crashes or reads past an input), not the worker.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        task_fault: bool,
     },
 }
 
@@ -578,6 +582,7 @@ mod tests {
             WorkerMessage::Error {
                 id: None,
                 message: "bad".into(),
+                task_fault: true,
             },
         ] {
             let env = Envelope::new(msg);

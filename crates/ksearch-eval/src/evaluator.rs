@@ -228,7 +228,14 @@ impl Evaluator for LocalEvaluator {
         let request = build_request(id, task, candidate, compare, options)?;
         let violations = self.backend.static_check(&task.spec, &candidate.text);
         let result = if violations.is_empty() {
-            self.supervisor.evaluate(&request, options.timeout)?
+            self.supervisor
+                .evaluate(&request, options.timeout)
+                .map_err(|e| match e {
+                    EvalError::Task { message } => EvalError::Task {
+                        message: format!("the task `{}` is at fault: {message}", task.id),
+                    },
+                    e => e,
+                })?
         } else {
             let message = violations
                 .iter()

@@ -127,9 +127,17 @@ impl Supervisor {
                     result.output = worker.capture.take();
                     return Ok(crate::validate::validated(request, *result));
                 }
-                Incoming::Message(WorkerMessage::Error { message, .. }) => {
+                Incoming::Message(WorkerMessage::Error {
+                    message,
+                    task_fault,
+                    ..
+                }) => {
                     self.retire();
-                    return Err(EvalError::Worker { message });
+                    return Err(if task_fault {
+                        EvalError::Task { message }
+                    } else {
+                        EvalError::Worker { message }
+                    });
                 }
                 Incoming::Message(_) => {}
                 Incoming::Garbage(line) => {

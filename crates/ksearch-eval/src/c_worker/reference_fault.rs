@@ -95,6 +95,7 @@ pub(crate) fn watching<R>(
             let mut line = serde_json::to_vec(&Envelope::new(WorkerMessage::Error {
                 id: None,
                 message,
+                task_fault: true,
             }))
             .expect("messages serialize");
             line.push(b'\n');

@@ -83,6 +83,7 @@ pub fn run() -> i32 {
         m.send(WorkerMessage::Error {
             id: None,
             message: format!("the c worker panicked: {info}"),
+            task_fault: false,
         });
     }));
     super::reference_fault::install(msg_fd);
@@ -102,6 +103,7 @@ pub fn run() -> i32 {
             out.send(WorkerMessage::Error {
                 id: None,
                 message: e,
+                task_fault: false,
             });
             return 1;
         }
@@ -120,6 +122,7 @@ pub fn run() -> i32 {
                         "request of protocol version {}; this worker speaks {PROTOCOL_VERSION}",
                         env.protocol
                     ),
+                    task_fault: false,
                 });
                 continue;
             }
@@ -127,6 +130,7 @@ pub fn run() -> i32 {
                 out.send(WorkerMessage::Error {
                     id: None,
                     message: format!("malformed request: {e}"),
+                    task_fault: false,
                 });
                 continue;
             }
@@ -136,9 +140,10 @@ pub fn run() -> i32 {
             Request::Evaluate(req) => {
                 let reply = match worker.evaluate(&req, &mut out) {
                     Ok(result) => WorkerMessage::Result(Box::new(result)),
-                    Err(message) => WorkerMessage::Error {
+                    Err((message, task_fault)) => WorkerMessage::Error {
                         id: Some(req.id),
                         message,
+                        task_fault,
                     },
                 };
                 flush_candidate_output(req.id);
@@ -170,10 +175,12 @@ struct CWorker {
     next_pool: u32,
 }
 
-/// A failed evaluation step: either an outcome for the candidate or a fault of the request.
+/// A failed evaluation step: an outcome for the candidate, a fault of the task's own code
+/// (its reference, baseline or comparisons), or the judge's own failure.
 enum Stop {
     Outcome(Status, String),
     Fault(String),
+    Internal(String),
 }
 
 impl From<TaskFault> for Stop {
@@ -309,11 +316,13 @@ impl CWorker {
         Ok(k)
     }
 
+    /// The result, or why there is none: the message and whether the task's own code is at
+    /// fault.
     fn evaluate(
         &mut self,
         req: &EvaluateRequest,
         out: &mut Messages,
-    ) -> Result<EvaluateResult, String> {
+    ) -> Result<EvaluateResult, (String, bool)> {
         let mut result = EvaluateResult {
             id: req.id,
             status: Status::Passed,
@@ -340,7 +349,8 @@ impl CWorker {
                 result.message = message;
                 Ok(result)
             }
-            Err(Stop::Fault(message)) => Err(message),
+            Err(Stop::Fault(message)) => Err((message, true)),
+            Err(Stop::Internal(message)) => Err((message, false)),
         }
     }
 
@@ -529,7 +539,7 @@ impl CWorker {
                 .iter()
                 .position(|c| c.role == Role::Baseline)
                 .map(|i| i + 1)
-                .ok_or_else(|| Stop::Fault("the request names no baseline".into()))?;
+                .ok_or_else(|| Stop::Internal("the request names no baseline".into()))?;
             for (w, report) in req.workloads.iter().zip(&mut result.workloads) {
                 out.progress(req.id, Phase::Timing, Some(&w.name));
                 let mut timed: Vec<Timed<'_>> = runners
@@ -558,7 +568,7 @@ impl CWorker {
                 drop(timed);
                 let stats = match stats {
                     Ok(s) => s,
-                    Err(TimingStop::Internal(m)) => return Err(Stop::Fault(m)),
+                    Err(TimingStop::Internal(m)) => return Err(Stop::Internal(m)),
                     Err(TimingStop::Runner { index, lost }) => {
                         let who = runners[index].0;
                         return Err(Self::lost(req, who, &lost, "timing", w, None, None));
@@ -637,7 +647,7 @@ impl CWorker {
     ) -> Result<(Option<ErrorStats>, Option<Failure>), Stop> {
         self.next_pool += 1;
         let mut pool = Pool::new(self.next_pool, &req.task, w, 1)
-            .map_err(|e| Stop::Fault(format!("shared memory: {e}")))?;
+            .map_err(|e| Stop::Internal(format!("shared memory: {e}")))?;
         if let Err(lost) = candidate.map_pool(pool.id, &pool.axes, &pool.layout, &pool.inputs_ro) {
             return Err(Self::lost(req, None, &lost, phase, w, None, None));
         }

@@ -191,8 +191,14 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         {
             return exit_codes::INPUT;
         }
-        if let Some(EvalError::UnknownWorkload { .. } | EvalError::Options(_)) =
-            cause.downcast_ref::<EvalError>()
+        // The engine's error is transparent: the evaluator's is not in the chain of its own.
+        let eval = match cause.downcast_ref::<ksearch_engine::EngineError>() {
+            Some(ksearch_engine::EngineError::Eval(e)) => Some(e),
+            _ => cause.downcast_ref::<EvalError>(),
+        };
+        if let Some(
+            EvalError::UnknownWorkload { .. } | EvalError::Options(_) | EvalError::Task { .. },
+        ) = eval
         {
             return exit_codes::INPUT;
         }

@@ -236,6 +236,36 @@ fn usage_and_input_errors_have_their_exit_codes() {
     assert_eq!(code, 0);
     let (code, _, stderr) = run(&mut ksearch(&["eval", "cpu/softmax", "/nonexistent/x.c"]));
     assert_eq!(code, 3, "{stderr}");
+    // A reference that does not compile is the task's fault: named, with the compiler's line.
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("softmax");
+    std::fs::create_dir(&task).unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/cpu/softmax");
+    for f in ["task.toml", "seed.c", "reference.c"] {
+        std::fs::copy(from.join(f), task.join(f)).unwrap();
+    }
+    let reference = std::fs::read_to_string(task.join("reference.c")).unwrap();
+    std::fs::write(
+        task.join("reference.c"),
+        format!("{reference}int oops = ;\n"),
+    )
+    .unwrap();
+    let line = reference.lines().count() + 1;
+    let (code, _, stderr) = run(&mut ksearch(&[
+        "eval",
+        task.to_str().unwrap(),
+        "--no-timing",
+        "--workload",
+        "small",
+    ]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the task `{}` is at fault: the reference does not build",
+            task.display()
+        )) && stderr.contains(&format!("reference.c:{line}:")),
+        "{stderr}"
+    );
 }
 
 #[test]
