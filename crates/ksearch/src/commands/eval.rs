@@ -13,7 +13,7 @@ use crate::cli::{EvalArgs, EvalFlags};
 use crate::exit_codes;
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
-    let task = without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
+    let task = without_missing_libraries(crate::commands::load_task(&args.task)?);
     let candidate = match &args.candidate {
         Some(path) => ksearch_tasks::read_candidate(path)?,
         None => task.seed.clone(),

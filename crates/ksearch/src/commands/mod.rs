@@ -52,6 +52,20 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
     }
 }
 
+/// A task by built-in name or directory. A directory here with a built-in task's name is the
+/// one loaded, and stderr says so.
+pub(crate) fn load_task(arg: &str) -> Result<ksearch_core::Task, LoadError> {
+    let task = ksearch_tasks::load_task(arg)?;
+    if ksearch_tasks::shadows_builtin(arg) {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "note: `{arg}` is the directory {arg}/ here, not the built-in task of that name (give `./{arg}` to say so)"
+        );
+    }
+    Ok(task)
+}
+
 /// The worker and runner this binary hosts for the backend named `name`.
 fn builtin(name: &str) -> Option<ksearch_eval::BuiltinProcesses> {
     name.parse::<BackendKind>()

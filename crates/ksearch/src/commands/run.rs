@@ -374,7 +374,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         }
         None => {
             let task =
-                super::eval::without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
+                super::eval::without_missing_libraries(crate::commands::load_task(&args.task)?);
             let models = choose_models(&args.models, &cfg)?;
             let config = RunConfig {
                 format: RUN_FORMAT,

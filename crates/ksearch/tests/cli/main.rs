@@ -339,6 +339,31 @@ fn without_timing_a_pass_does_not_speak_of_timing() {
     );
 }
 
+/// A directory here named like a built-in task is the one read, and that is said.
+#[test]
+fn a_directory_that_shadows_a_builtin_task_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("cpu/softmax");
+    std::fs::create_dir_all(&task).unwrap();
+    std::fs::write(task.join("task.toml"), "x\n").unwrap();
+    let (code, _, stderr) = run(ksearch(&["contract", "cpu/softmax"]).current_dir(dir.path()));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("`cpu/softmax` is the directory cpu/softmax/ here, which shadows the built-in task of that name")
+            && stderr.contains("cpu/softmax/task.toml:1:"),
+        "{stderr}"
+    );
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/cpu/softmax");
+    for f in ["task.toml", "seed.c", "reference.c"] {
+        std::fs::copy(from.join(f), task.join(f)).unwrap();
+    }
+    let (code, _, stderr) = run(ksearch(&["contract", "cpu/softmax"]).current_dir(dir.path()));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("note: `cpu/softmax` is the directory"), "{stderr}");
+    let (_, _, stderr) = run(ksearch(&["contract", "./cpu/softmax"]).current_dir(dir.path()));
+    assert!(!stderr.contains("note:"), "{stderr}");
+}
+
 #[test]
 fn contract_prints_the_signature() {
     let (code, stdout, _) = run(&mut ksearch(&["contract", "cpu/linear_recurrence"]));
