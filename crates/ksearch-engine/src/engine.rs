@@ -773,11 +773,26 @@ impl<'e> Engine<'e> {
         compare: Compare<'_>,
     ) -> Result<Evaluation, EngineError> {
         let started = Instant::now();
-        let result =
-            self.evaluator
-                .evaluate(&self.task, source, compare, &self.config.eval.options());
+        // The seed's evaluation sets the limit of every later one (unless the user set it).
+        let seed_wall = self
+            .attempts
+            .iter()
+            .find(|a| a.round == 0)
+            .and_then(|a| a.evaluation.as_ref())
+            .map(|e| e.wall_s);
+        let (limit, why) = self.config.eval.round_timeout(seed_wall);
+        let result = self.evaluator.evaluate(
+            &self.task,
+            source,
+            compare,
+            &self.config.eval.options_with_timeout(limit),
+        );
         self.state.eval_s += started.elapsed().as_secs_f64();
-        Ok(result?)
+        let mut evaluation = result?;
+        if evaluation.result.status == Status::Timeout {
+            evaluation.result.message = format!("{} (the limit: {why})", evaluation.result.message);
+        }
+        Ok(evaluation)
     }
 
     fn rounds_done(&self) -> u64 {

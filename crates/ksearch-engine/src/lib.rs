@@ -23,7 +23,7 @@ pub use proposer::{
 pub use replay::ReplayEvaluator;
 pub use run_config::{
     ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
-    MAX_TIMEOUT_S, MAX_TIMING_MS, Position, RUN_FORMAT, RunConfig, SessionEnd, StopReason,
-    check_range,
+    MAX_TIMEOUT_S, MAX_TIMING_MS, Position, ROUND_TIMEOUT_FACTOR, ROUND_TIMEOUT_FLOOR_S,
+    RUN_FORMAT, RunConfig, SessionEnd, StopReason, check_range, round_timeout_s,
 };
 pub use summary::{Best, LlmTotals, RunSummary, asked_again, summarize};

@@ -19,6 +19,9 @@ use crate::supervisor::Supervisor;
 /// Most input seeds one evaluation checks per workload (`--seeds`).
 pub const MAX_SEEDS: usize = 64;
 
+/// The wall-clock limit of an evaluation nothing else sets: `ksearch eval`'s, a run's seed's.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// What to run: which workloads, how many seeds, how to time, how long to allow.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
@@ -39,7 +42,7 @@ impl Default for EvalOptions {
             seeds: 3,
             base_seed: 1,
             timing: Some(TimingPlan::default()),
-            timeout: Duration::from_secs(300),
+            timeout: DEFAULT_TIMEOUT,
         }
     }
 }

@@ -25,8 +25,8 @@ pub use backend::{
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
 pub use evaluator::{
-    Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS, MachineCheck,
-    build_request,
+    Compare, DEFAULT_TIMEOUT, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS,
+    MachineCheck, build_request,
 };
 pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;

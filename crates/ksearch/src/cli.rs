@@ -158,9 +158,11 @@ pub(crate) struct EvalFlags {
     /// First input seed; the others follow it.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole)]
     pub(crate) input_seed: u64,
-    /// Wall-clock limit of one evaluation, in seconds (more than 0, at most 604800: a week).
-    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true, value_parser = timeout_s)]
-    pub(crate) timeout: f64,
+    /// Wall-clock limit of one evaluation, in seconds (more than 0, at most 604800: a week)
+    /// [default: 300 for `eval` and a run's seed; a run's later rounds get 4 × the seed's
+    /// evaluation time, at least 30].
+    #[arg(long, allow_negative_numbers = true, value_parser = timeout_s)]
+    pub(crate) timeout: Option<f64>,
     /// Check correctness only; do not time.
     #[arg(long)]
     pub(crate) no_timing: bool,

@@ -40,7 +40,13 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     evaluator.set_phase_observer(progress.phase_observer());
     let evaluation = evaluator.evaluate(&task, &candidate, compare, &options);
     drop(progress);
-    let evaluation = evaluation?;
+    let mut evaluation = evaluation?;
+    if evaluation.result.status == Status::Timeout && !settings.timeout_given {
+        evaluation
+            .result
+            .message
+            .push_str(" (the default limit; `--timeout` sets another)");
+    }
     let against_file = against.as_ref().map(|a| a.file.as_str());
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -107,7 +113,10 @@ pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
             max_time_ms: f.max_time_ms,
             ..TimingPlan::default()
         }),
-        timeout_s: f.timeout,
+        timeout_s: f
+            .timeout
+            .unwrap_or(ksearch_eval::DEFAULT_TIMEOUT.as_secs_f64()),
+        timeout_given: f.timeout.is_some(),
         target: f.target.clone(),
         python: f.python.clone(),
         hardware: f.hardware.clone(),

@@ -359,7 +359,10 @@ fn a_directory_that_shadows_a_builtin_task_is_named_as_such() {
     }
     let (code, _, stderr) = run(ksearch(&["contract", "cpu/softmax"]).current_dir(dir.path()));
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("note: `cpu/softmax` is the directory"), "{stderr}");
+    assert!(
+        stderr.contains("note: `cpu/softmax` is the directory"),
+        "{stderr}"
+    );
     let (_, _, stderr) = run(ksearch(&["contract", "./cpu/softmax"]).current_dir(dir.path()));
     assert!(!stderr.contains("note:"), "{stderr}");
 }
