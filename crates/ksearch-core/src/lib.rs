@@ -3,6 +3,7 @@
 
 pub mod axis_expr;
 pub mod backend;
+pub mod build;
 pub mod calibration;
 pub mod caveats;
 pub mod contract;

@@ -204,6 +204,9 @@ pub struct TaskSpec {
     /// A template space the builtin proposer can search (see `docs/spaces.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<SourceRef>,
+    /// How a c task's sources are built beyond the contract: C++, extra flags and libraries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::build::BuildSpec>,
 }
 
 impl TaskSpec {
@@ -494,7 +497,7 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     for (i, c) in spec.comparisons.iter().enumerate() {
         validate_implementation(&root.key("comparisons").index(i), c, "comparison")?;
     }
-    Ok(())
+    crate::build::validate(spec, &root)
 }
 
 /// A baseline or comparison: its file, name, libraries and their install hints.
@@ -508,11 +511,7 @@ fn validate_implementation(
         return Err((path.key("name"), format!("give the {what} a name")));
     }
     for (i, lib) in b.libs.iter().enumerate() {
-        if lib.is_empty()
-            || !lib
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.+".contains(c))
-        {
+        if !crate::build::is_library_name(lib) {
             return Err((
                 path.key("libs").index(i),
                 format!("`{lib}` is not a library name (as in `-l<name>`)"),
@@ -1031,6 +1030,7 @@ pub mod tests_support {
             baseline: None,
             comparisons: Vec::new(),
             space: None,
+            build: None,
         }
     }
 }

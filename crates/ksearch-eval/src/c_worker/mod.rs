@@ -17,5 +17,6 @@ mod timing;
 mod worker;
 
 pub use kernel::CANDIDATE_FLAGS;
+pub(crate) use kernel::Driver;
 pub use runner::run as run_runner;
 pub use worker::run;

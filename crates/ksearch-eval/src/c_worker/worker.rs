@@ -291,7 +291,8 @@ impl CWorker {
             &req.task.axes,
         ))
         .unwrap_or_default();
-        (signature, &source.file, &source.text, libs, flavor).hash(&mut h);
+        let build = serde_json::to_string(&req.task.build).unwrap_or_default();
+        (signature, build, &source.file, &source.text, libs, flavor).hash(&mut h);
         let key = h.finish();
         if let Some(p) = self.built.get(&key) {
             return Ok(p.clone());
@@ -447,7 +448,7 @@ impl CWorker {
             Ok(b) => {
                 result.compile = Some(CompileReport {
                     command: b.command,
-                    compiler: self.compiler.version.clone(),
+                    compiler: self.compiler.version(&req.task),
                     seconds: b.seconds,
                     log: b.log,
                 });
@@ -462,7 +463,7 @@ impl CWorker {
                     .to_owned();
                 result.compile = Some(CompileReport {
                     command: f.command,
-                    compiler: self.compiler.version.clone(),
+                    compiler: self.compiler.version(&req.task),
                     seconds: f.seconds,
                     log: f.log,
                 });

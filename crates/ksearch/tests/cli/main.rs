@@ -12,6 +12,7 @@ mod kernels;
 mod libraries;
 mod limits;
 mod space;
+mod task_build;
 
 fn ksearch(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ksearch"));
