@@ -303,24 +303,15 @@ fn hardware() -> String {
 
 /// `20261130-091502` in UTC.
 fn utc_stamp(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let rfc3339 = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs));
+    // `2026-11-30T09:15:02Z`, without its separators.
+    rfc3339
+        .to_string()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .enumerate()
+        .flat_map(|(i, c)| (i == 8).then_some('-').into_iter().chain([c]))
+        .collect()
 }
 
 fn time_budget(flag: Option<Duration>, cfg: &Config) -> anyhow::Result<Option<Duration>> {
