@@ -531,7 +531,21 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let shown_budget = args.iterations.map(|n| done + n).or(stored);
     let mut observer = RunProgress::new(args.output.quiet, shown_budget);
     evaluator.set_phase_observer(observer.phase_observer());
-    observer.note(&format!("resuming the run in {}", args.run_dir.display()));
+    let budget_words = match shown_budget {
+        Some(b) => format!(
+            "{done} of {b} rounds done, {} to go",
+            b.saturating_sub(done)
+        ),
+        None => format!("{done} rounds done, no round budget"),
+    };
+    let cost_words = models
+        .as_ref()
+        .and_then(|m| m.max_cost_usd)
+        .map_or_else(String::new, |c| format!(", spending cap ${c:.2}"));
+    observer.note(&format!(
+        "resuming the run in {}: {budget_words}{cost_words}",
+        args.run_dir.display()
+    ));
     let until = deadline(time_budget(args.time, &cfg)?);
     let parts = Parts {
         proposer,

@@ -94,6 +94,17 @@ fn a_run_says_where_it_is_and_what_it_does_on_stderr() {
     );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is the result");
     assert_eq!(j["rounds"], 1);
+    // A resume says where the run stands and what this session may spend.
+    let out = crate::support::ksearch(&["resume", rd, "--iterations", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr.lines().next(),
+        Some(format!("resuming the run in {rd}: 1 of 2 rounds done, 1 to go").as_str()),
+        "{stderr}"
+    );
 
     let quiet = dir.path().join("quiet");
     let out = run(&["--run-dir", quiet.to_str().unwrap(), "--quiet"]);
