@@ -455,6 +455,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
         .last()
         .map(std::path::Path::to_path_buf);
+    let held_a_run = run_dir.join(ksearch_store::DB_FILE).exists();
     let outcome = Engine::create(&run_dir, task, config, budget, parts)
         .with_context(|| format!("failed to start the run in {}", run_dir.display()))
         .and_then(|mut engine| {
@@ -477,12 +478,27 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             });
             // A paused one too: it waits for an answer.
             let paused = super::paused(&e).is_some();
-            if let Some(dir) = created
-                && !interrupted
-                && !paused
-                && ksearch_engine::read_summary(&run_dir).is_err()
-            {
-                let _ = std::fs::remove_dir_all(dir);
+            if !interrupted && !paused && ksearch_engine::read_summary(&run_dir).is_err() {
+                match created {
+                    Some(dir) => {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
+                    // A directory that was there before, and held no run: only what this run
+                    // put in it goes, so that the same command can run again into it.
+                    None if !held_a_run => {
+                        let db = ksearch_store::DB_FILE;
+                        for name in [
+                            db.to_owned(),
+                            format!("{db}-wal"),
+                            format!("{db}-shm"),
+                            ksearch_store::LOCK_FILE.to_owned(),
+                        ] {
+                            let _ = std::fs::remove_file(run_dir.join(name));
+                        }
+                        let _ = std::fs::remove_dir_all(run_dir.join(ksearch_store::ARTIFACTS_DIR));
+                    }
+                    None => {}
+                }
             }
             return Err(e);
         }

@@ -182,19 +182,28 @@ fn a_run_that_cannot_start_leaves_no_directory() {
         "a half-made run was left in {}",
         runs.display()
     );
-    // A directory that was there before is never removed.
+    // A directory that was there before is never removed, and keeps only what it held: the
+    // same command runs into it again.
     std::fs::create_dir_all(&rd).unwrap();
-    let (code, _, _) = run(&mut ksearch(&[
-        "run",
-        task.to_str().unwrap(),
-        "--iterations",
-        "1",
-        "--no-timing",
-        "--run-dir",
-        rd.to_str().unwrap(),
-    ]));
-    assert_ne!(code, 0);
-    assert!(rd.exists());
+    std::fs::write(rd.join("mine.txt"), "kept").unwrap();
+    for _ in 0..2 {
+        let (code, _, stderr) = run(&mut ksearch(&[
+            "run",
+            task.to_str().unwrap(),
+            "--iterations",
+            "1",
+            "--no-timing",
+            "--run-dir",
+            rd.to_str().unwrap(),
+        ]));
+        assert_ne!(code, 0);
+        assert!(!stderr.contains("already holds a run"), "{stderr}");
+        let left: Vec<_> = std::fs::read_dir(&rd)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, ["mine.txt"]);
+    }
 }
 
 /// A C compiler that cannot find `-lopenblas` and is `cc` otherwise: OpenBLAS as missing, on
