@@ -150,7 +150,8 @@ pub(crate) fn error_text(err: &anyhow::Error) -> String {
     text
 }
 
-/// Errors in what the user gave us get their own exit code; a pause, its own.
+/// The exit code of a failed command: the one mapping from errors to `exit_codes`. Errors in
+/// what the user gave get their own code; a pause, and Ctrl-C, theirs.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
     if paused(err).is_some() {
         return exit_codes::PAUSED;
@@ -192,8 +193,18 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         {
             return exit_codes::INPUT;
         }
-        if cause.is::<ksearch_core::location::FileError>() {
+        if cause.is::<ksearch_core::location::FileError>()
+            || cause.is::<ksearch_knowledge::cli::CliError>()
+            || cause.is::<ksearch_knowledge::LoadError>()
+        {
             return exit_codes::INPUT;
+        }
+        if let Some(r) = cause.downcast_ref::<ksearch_report::ReportError>() {
+            return if r.is_input() {
+                exit_codes::INPUT
+            } else {
+                exit_codes::INTERNAL
+            };
         }
         // A run directory that holds no (complete) run is the user's input.
         if let Some(
