@@ -82,6 +82,7 @@ fn hardware_lists_and_describes() {
     let text = cli::hardware(&k, Some("m1-max"), false, None).expect("text");
     assert!(text.contains("10.4 TFLOPS") && text.contains("source: Apple newsroom"));
     let err = cli::hardware(&k, Some("tpu-v5"), false, None).expect_err("unknown");
+    assert!(matches!(err, CliError::UnknownHardware { .. }), "{err}");
 }
 
 #[test]
