@@ -92,6 +92,12 @@ pub enum EngineError {
     BadConfig(#[source] ConfigError),
     #[error("{} cannot be replayed: {why}", dir.display())]
     NotReplayable { dir: PathBuf, why: String },
+    #[error("{} was written by a newer ksearch (run format {found}; this ksearch reads up to {supported})", dir.display())]
+    NewerFormat {
+        dir: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     #[error("the replay diverged from the recorded run in session {session}: {detail}")]
     Diverged { session: u32, detail: String },
 }
@@ -134,6 +140,17 @@ fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, EngineError> {
     let task = store
         .meta::<Task>(META_TASK)?
         .ok_or_else(|| incomplete("no task recorded"))?;
+    // The format first, before the rest of the configuration is read as this version's.
+    let format = store
+        .meta::<serde_json::Value>(META_CONFIG)?
+        .and_then(|c| c.get("format").and_then(serde_json::Value::as_u64));
+    if let Some(found) = format.filter(|&f| f > u64::from(crate::RUN_FORMAT)) {
+        return Err(EngineError::NewerFormat {
+            dir: dir.to_owned(),
+            found: u32::try_from(found).unwrap_or(u32::MAX),
+            supported: crate::RUN_FORMAT,
+        });
+    }
     let config = store
         .meta::<RunConfig>(META_CONFIG)?
         .ok_or_else(|| incomplete("no configuration recorded"))?;

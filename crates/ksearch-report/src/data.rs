@@ -40,7 +40,10 @@ impl ReportError {
     pub fn is_input(&self) -> bool {
         match self {
             ReportError::Engine(
-                EngineError::Store(_) | EngineError::Incomplete { .. } | EngineError::Config { .. },
+                EngineError::Store(_)
+                | EngineError::Incomplete { .. }
+                | EngineError::Config { .. }
+                | EngineError::NewerFormat { .. },
             )
             | ReportError::Store(_)
             | ReportError::NoSuchNode { .. }

@@ -211,7 +211,8 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
             ksearch_engine::EngineError::Store(_)
             | ksearch_engine::EngineError::Incomplete { .. }
             | ksearch_engine::EngineError::Config { .. }
-            | ksearch_engine::EngineError::NotReplayable { .. },
+            | ksearch_engine::EngineError::NotReplayable { .. }
+            | ksearch_engine::EngineError::NewerFormat { .. },
         ) = cause.downcast_ref()
         {
             return exit_codes::INPUT;

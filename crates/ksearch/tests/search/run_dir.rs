@@ -531,3 +531,47 @@ fn output_cut_short_by_its_reader_is_not_an_error() {
         assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     }
 }
+
+/// A run written by a newer ksearch (a newer run format) is refused by every reader and by
+/// resume, saying so, before its records are read as this version's.
+#[test]
+fn a_newer_run_format_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let rds = rd.to_str().unwrap();
+    run_ok(&args(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--no-timing",
+        "--run-dir",
+        rds,
+        "--quiet",
+    ]));
+    let mut store = RunStore::open_writer(&rd).unwrap();
+    let mut config: serde_json::Value = store.meta("config").unwrap().unwrap();
+    config["format"] = (ksearch_engine::RUN_FORMAT + 1).into();
+    config["a_field_of_the_future"] = true.into();
+    store
+        .transaction(|tx| tx.set_meta("config", &config))
+        .unwrap();
+    drop(store);
+    for cmd in [
+        vec!["tree", rds],
+        vec!["report", rds, "-o", "-"],
+        vec!["resume", rds, "--iterations", "1"],
+    ] {
+        let out = ksearch(&cmd).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "was written by a newer ksearch (run format {}; this ksearch reads up to {})",
+                ksearch_engine::RUN_FORMAT + 1,
+                ksearch_engine::RUN_FORMAT
+            )),
+            "{cmd:?}: {stderr}"
+        );
+    }
+}
