@@ -57,8 +57,7 @@ macro_rules! ctx {
 
 const META_TASK: &str = "task";
 const META_CONFIG: &str = "config";
-/// Cycles that pass nothing before a node is no longer selected.
-pub const MAX_FAILED_CYCLES: u32 = 3;
+pub use ksearch_core::selection::MAX_FAILED_CYCLES;
 /// Cycles in a row that made no attempt at all before the search counts as exhausted.
 const MAX_EMPTY_CYCLES: u32 = 25;
 /// Times the orchestrator may die during one evaluation: after the first the evaluation runs
@@ -1150,14 +1149,7 @@ impl<'e> Engine<'e> {
     }
 
     fn selectable(&self) -> Option<NodeId> {
-        selection::ranked(&self.tree)
-            .into_iter()
-            .find(|(id, _)| {
-                self.tree
-                    .get(*id)
-                    .is_some_and(|n| n.failed_cycles < MAX_FAILED_CYCLES)
-            })
-            .map(|(id, _)| id)
+        selection::select(&self.tree)
     }
 
     fn start_cycle(&mut self) -> Result<Option<u64>, EngineError> {
