@@ -1,9 +1,11 @@
-//! Worker protocol, version 1: JSON lines between the orchestrator and a worker process.
-//! `docs/protocol.md` is the prose version of this file; keep them together.
+//! Worker protocol, version [`PROTOCOL_VERSION`]: JSON lines between the orchestrator and a
+//! worker process. `docs/protocol.md` is the prose version of this file; keep them together.
 //!
-//! Every line carries `"protocol": 1` and a `"type"`. The orchestrator writes [`Request`]s to
-//! the worker's stdin; the worker writes [`WorkerMessage`]s to its protocol channel (its stdout
-//! at start-up, moved away from fd 1 before any candidate code runs).
+//! Every line carries `"protocol"` (the version) and a `"type"`. The orchestrator writes
+//! [`Request`]s to the worker's request descriptor (fd 3); the worker writes
+//! [`WorkerMessage`]s to its message descriptor (fd 4), both named in `KSEARCH_PROTOCOL_FDS`.
+//! Neither is stdin or stdout, which candidate code may read or write, and runners never get
+//! them.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Source;
-use ksearch_core::tree::{Node, NodeId};
+use ksearch_core::tree::Node;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -431,10 +431,6 @@ impl Tx<'_> {
             "INSERT OR REPLACE INTO nodes (id, parent, title, closed, data) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![n.id, n.parent, n.action.title, !n.is_open(), data],
         )
-    }
-
-    pub fn delete_node(&self, id: NodeId) -> Result<(), StoreError> {
-        self.run("DELETE FROM nodes WHERE id = ?1", params![id])
     }
 
     /// Make the stored nodes exactly `nodes` (the tree is small; rewriting it is simplest).
