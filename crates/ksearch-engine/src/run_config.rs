@@ -83,8 +83,9 @@ pub struct EvalSettings {
     /// The wall-clock limit of one evaluation: of every one when `timeout_given`, else of the
     /// seed's alone (later rounds get [`round_timeout_s`] of the seed's measured time).
     pub timeout_s: f64,
-    /// The user set `timeout_s` (`--timeout`): it applies to every evaluation.
-    #[serde(default)]
+    /// The user set `timeout_s` (`--timeout`): it applies to every evaluation. (Left out of
+    /// the stored record when false, so that a run's record, and its id, read as before.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub timeout_given: bool,
     /// mlx backend: `metal` or `cuda` (the GPU MLX finds when unset).
     #[serde(default)]
