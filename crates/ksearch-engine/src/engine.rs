@@ -28,9 +28,9 @@ use ksearch_core::tree::{Gate, NodeId, ROOT, Solution, Tree};
 use ksearch_core::tree_edit::{self, EditOp, EditScript};
 use ksearch_eval::{Compare, EvalError, Evaluator};
 use ksearch_store::{RunStore, Snapshot, StoreError, non_finite_path};
-use serde::Serialize;
 use thiserror::Error;
 
+use crate::events::RunEvent;
 use crate::observer::{Observer, Progress};
 use crate::proposer::{
     CycleEvidence, Evaluated, GenerateRequest, ProposeContext, ProposeError, Proposer, TooHard,
@@ -64,8 +64,6 @@ const MAX_EMPTY_CYCLES: u32 = 25;
 /// again on resume (the death may have had another cause); after the second the attempt is
 /// recorded as `crashed` and never run again.
 pub const MAX_LOST_EVALUATIONS: u32 = 2;
-/// The event recorded when a session stops cleanly (data: [`SessionEnd`]).
-pub const SESSION_ENDED: &str = "session_ended";
 
 #[derive(Debug, Error)]
 pub enum EngineError {
@@ -174,8 +172,8 @@ pub struct RunRecords {
     /// Every attempt in round order, the seed (round 0) first.
     pub attempts: Vec<AttemptRecord>,
     pub cycles: Vec<CycleRecord>,
-    /// `(round, kind, data)` in the order written.
-    pub events: Vec<(u64, String, serde_json::Value)>,
+    /// Every event with the round it was recorded in, in the order written.
+    pub events: Vec<(u64, RunEvent)>,
     pub llm_calls: Vec<LlmCallRecord>,
     /// Candidate sources by content hash: every attempt's and solution's whose artifact is
     /// present, each verified against its hash.
@@ -238,7 +236,10 @@ pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
         summary,
         attempts: snap.attempts,
         cycles: snap.cycles,
-        events: snap.events,
+        events: crate::events::decode(&snap.events).map_err(|what| EngineError::Incomplete {
+            dir: dir.to_owned(),
+            what,
+        })?,
         llm_calls: snap.llm_calls,
         sources,
     })
@@ -400,10 +401,11 @@ impl<'e> Engine<'e> {
             } else {
                 "evaluated again"
             };
-            engine.event(
-                "evaluation_lost",
-                &serde_json::json!({ "round": lost.round, "times": lost.lost, "outcome": outcome }),
-            )?;
+            engine.event(&RunEvent::EvaluationLost {
+                round: lost.round,
+                times: lost.lost,
+                outcome: outcome.into(),
+            })?;
         }
         // The budget (and any lost evaluation) is on disk before anything is measured.
         engine.commit(&[], &[])?;
@@ -553,7 +555,7 @@ impl<'e> Engine<'e> {
             }
             .into());
         }
-        self.event("world_model", &serde_json::json!({ "actions": ids }))?;
+        self.event(&RunEvent::WorldModel { actions: ids })?;
         self.state.initialized = true;
         self.commit(&[seed], &[])?;
         Ok(())
@@ -568,8 +570,9 @@ impl<'e> Engine<'e> {
 
     /// Queue an event for the next commit. Its data must hold no NaN or infinity (JSON would
     /// turn one into `null` on the way in); one that does is a bug, refused here.
-    fn event<T: Serialize>(&mut self, kind: &str, data: &T) -> Result<(), EngineError> {
-        if let Some(at) = non_finite_path(data) {
+    fn event(&mut self, event: &RunEvent) -> Result<(), EngineError> {
+        let (kind, value) = event.stored();
+        if let Some(at) = non_finite_path(&value) {
             return Err(StoreError::NonFinite {
                 path: self.store.dir().join(ksearch_store::DB_FILE),
                 what: format!("event `{kind}`"),
@@ -577,13 +580,7 @@ impl<'e> Engine<'e> {
             }
             .into());
         }
-        let value = serde_json::to_value(data).map_err(|source| StoreError::Corrupt {
-            path: self.store.dir().join(ksearch_store::DB_FILE),
-            what: format!("event `{kind}` (while writing it)"),
-            at: String::new(),
-            source,
-        })?;
-        self.events.push((kind.to_owned(), value));
+        self.events.push((kind, value));
         Ok(())
     }
 
@@ -740,10 +737,10 @@ impl<'e> Engine<'e> {
         let Some(problem) = implausible(&e) else {
             return Ok(e);
         };
-        self.event(
-            "evaluation_not_admitted",
-            &serde_json::json!({ "round": round, "problem": problem }),
-        )?;
+        self.event(&RunEvent::EvaluationNotAdmitted {
+            round,
+            problem: problem.clone(),
+        })?;
         let compile = e
             .result
             .compile
@@ -986,7 +983,9 @@ impl<'e> Engine<'e> {
                 // for a cost stop), rather than going round empty cycles.
                 Err(EngineError::Propose(e @ ProposeError::Unusable { .. })) => {
                     let detail = e.to_string();
-                    self.event("unusable_model", &serde_json::json!({ "detail": detail }))?;
+                    self.event(&RunEvent::UnusableModel {
+                        detail: detail.clone(),
+                    })?;
                     unusable = Some(detail);
                     break StopReason::UnusableModel;
                 }
@@ -1036,7 +1035,7 @@ impl<'e> Engine<'e> {
         self.state.stop_reason = Some(reason);
         self.state.stop_detail = unusable;
         self.state.evaluating = None;
-        self.event(SESSION_ENDED, &end)?;
+        self.event(&RunEvent::SessionEnded(end.clone()))?;
         self.commit(&[], &[])?;
         self.observer.progress(&Progress::Stopped { reason });
         Ok(end)
@@ -1055,7 +1054,7 @@ impl<'e> Engine<'e> {
             next_usd,
             cap_usd,
         };
-        self.event("cost_cap", &stop)?;
+        self.event(&RunEvent::CostCap(stop))?;
         Ok(stop)
     }
 
@@ -1189,7 +1188,11 @@ impl<'e> Engine<'e> {
         };
         self.state.next_cycle += 1;
         self.state.current_cycle = Some(cycle.id);
-        self.event("cycle_started", &serde_json::json!({ "cycle": cycle.id, "node": node, "ranking": selection::ranked(&self.tree) }))?;
+        self.event(&RunEvent::CycleStarted {
+            cycle: cycle.id,
+            node,
+            ranking: selection::ranked(&self.tree),
+        })?;
         self.cycles.push(cycle.clone());
         self.commit(&[], std::slice::from_ref(&cycle))?;
         let title = self
@@ -1309,10 +1312,10 @@ impl<'e> Engine<'e> {
         let status = evaluation.result.status;
         let speedup = evaluation.speedup.as_ref().map(|s| s.geomean);
         if let Some(c) = vs_incumbent {
-            self.event(
-                "vs_incumbent",
-                &serde_json::json!({ "round": attempt.round, "comparison": c }),
-            )?;
+            self.event(&RunEvent::VsIncumbent {
+                round: attempt.round,
+                comparison: c,
+            })?;
         }
         let attempt = AttemptRecord {
             evaluation: Some(evaluation),
@@ -1397,10 +1400,11 @@ impl<'e> Engine<'e> {
             let solution = solution_of(best, eval, vs_parent);
             self.tree.attach(node, solution, round);
             self.tree.note(node, gate_note(vs_parent), round);
-            self.event(
-                "attached",
-                &serde_json::json!({ "node": node, "round": best.round, "vs_parent": vs_parent }),
-            )?;
+            self.event(&RunEvent::Attached {
+                node,
+                round: best.round,
+                vs_parent,
+            })?;
             let code = self.source_of(&best.source_hash, &best.source_file)?;
             let evidence = CycleEvidence {
                 node,
@@ -1415,10 +1419,7 @@ impl<'e> Engine<'e> {
             let script = self.proposer.refine(&ctx!(self), &evidence)?;
             self.apply_edits(script)?;
             if let Some(id) = tree_edit::ensure_continuation(&mut self.tree, node, round) {
-                self.event(
-                    "fallback_child",
-                    &serde_json::json!({ "node": node, "child": id }),
-                )?;
+                self.event(&RunEvent::FallbackChild { node, child: id })?;
             }
             cycle.outcome = Some(CycleOutcome::Passed);
         } else {
@@ -1434,10 +1435,10 @@ impl<'e> Engine<'e> {
             let what = format!("decide about node {node}, which passed nothing");
             self.observer.progress(&Progress::Proposing { what: &what });
             let decision = self.proposer.too_hard(&ctx!(self), &evidence)?;
-            self.event(
-                "too_hard",
-                &serde_json::json!({ "node": node, "decision": format!("{decision:?}") }),
-            )?;
+            self.event(&RunEvent::TooHard {
+                node,
+                decision: format!("{decision:?}"),
+            })?;
             let op = match decision {
                 TooHard::Downgrade(changes) => EditOp::Update { node, changes },
                 TooHard::Split(into) => EditOp::Split { node, into },
@@ -1469,17 +1470,17 @@ impl<'e> Engine<'e> {
             }
             match tree_edit::apply(&mut self.tree, &script, round) {
                 Ok(ids) => {
-                    self.event(
-                        "edit",
-                        &serde_json::json!({ "ops": script.ops, "created": ids }),
-                    )?;
+                    self.event(&RunEvent::Edit {
+                        ops: script.ops.clone(),
+                        created: ids.clone(),
+                    })?;
                     return Ok(ids);
                 }
                 Err(e) => {
-                    self.event(
-                        "edit_rejected",
-                        &serde_json::json!({ "ops": script.ops, "error": e.to_string() }),
-                    )?;
+                    self.event(&RunEvent::EditRejected {
+                        ops: script.ops.clone(),
+                        error: e.to_string(),
+                    })?;
                     match self.proposer.revise_edit(&ctx!(self), &script, &e)? {
                         Some(revised) => script = revised,
                         None => return Ok(Vec::new()),
@@ -1566,15 +1567,14 @@ impl ReplayPlan {
                 "it did not stop cleanly (it was killed, failed, or is still running); `ksearch resume` it until it stops, then replay it".into(),
             ));
         };
-        let sessions = snap
-            .events
-            .iter()
-            .filter(|(_, kind, _)| kind == SESSION_ENDED)
-            .map(|(_, _, data)| {
-                serde_json::from_value::<SessionEnd>(data.clone())
-                    .map_err(|e| refuse(format!("a recorded session end is unreadable: {e}")))
+        let sessions: Vec<SessionEnd> = crate::events::decode(&snap.events)
+            .map_err(refuse)?
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                RunEvent::SessionEnded(end) => Some(end),
+                _ => None,
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect();
         match sessions.last() {
             None => {
                 return Err(refuse(
@@ -1806,13 +1806,14 @@ mod tests {
             events: ends
                 .iter()
                 .map(|e| {
-                    (
-                        3,
-                        SESSION_ENDED.to_owned(),
-                        serde_json::to_value(e).unwrap(),
-                    )
+                    let (kind, data) = RunEvent::SessionEnded(e.clone()).stored();
+                    (3, kind, data)
                 })
-                .chain([(3, "edit".to_owned(), serde_json::json!({"ops": []}))])
+                .chain([(
+                    3,
+                    "edit".to_owned(),
+                    serde_json::json!({"ops": [], "created": []}),
+                )])
                 .collect(),
             llm_calls: Vec::new(),
         }

@@ -3,6 +3,7 @@
 
 pub mod builtin;
 mod engine;
+pub mod events;
 pub mod llm;
 mod observer;
 mod proposer;
@@ -12,8 +13,7 @@ mod summary;
 
 pub use engine::{
     Budget, Engine, EngineError, MAX_FAILED_CYCLES, MAX_LOST_EVALUATIONS, Parts, ReplayPlan,
-    RunRecords, SESSION_ENDED, StoredRun, open_run, open_run_writer, read_run, read_summary,
-    replay_path,
+    RunRecords, StoredRun, open_run, open_run_writer, read_run, read_summary, replay_path,
 };
 pub use observer::{Observer, Progress, Silent};
 pub use proposer::{

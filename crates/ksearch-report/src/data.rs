@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Task;
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
+use ksearch_engine::events::RunEvent;
 use ksearch_engine::{EngineError, EngineState, RunConfig, RunSummary};
 use ksearch_store::StoreError;
 use thiserror::Error;
@@ -67,8 +68,8 @@ pub struct RunData {
     /// Every attempt in round order, the seed (round 0) first.
     pub attempts: Vec<AttemptRecord>,
     pub cycles: Vec<CycleRecord>,
-    /// `(round, kind, data)` in the order written.
-    pub events: Vec<(u64, String, serde_json::Value)>,
+    /// Every event with the round it was recorded in, in the order written.
+    pub events: Vec<(u64, RunEvent)>,
     pub llm_calls: Vec<LlmCallRecord>,
     /// Candidate sources by content hash (every attempt's whose artifact is present).
     pub sources: BTreeMap<String, String>,
@@ -152,10 +153,9 @@ impl RunData {
     /// Whether the proposer judged the node too hard after a failed cycle (and kept it,
     /// downgraded).
     pub fn judged_too_hard(&self, id: NodeId) -> bool {
-        self.events.iter().any(|(_, kind, data)| {
-            kind == "too_hard"
-                && data.get("node").and_then(serde_json::Value::as_u64) == Some(id.into())
-        })
+        self.events
+            .iter()
+            .any(|(_, e)| matches!(e, RunEvent::TooHard { node, .. } if *node == id))
     }
 
     /// The best node's speedup over the baseline at each round: what a reader would have

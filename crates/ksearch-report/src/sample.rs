@@ -1,6 +1,7 @@
 //! A small hand-built run, the same every time: for snapshot tests of the renderings and for
 //! trying them without running a search. Not a real measurement.
 
+use ksearch_engine::events::RunEvent;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -679,18 +680,11 @@ pub fn run_data(backend: BackendKind) -> RunData {
         cycle(4, 4, 6, 6, CycleOutcome::Passed, Some(6)),
         cycle(5, 5, 7, 7, CycleOutcome::Failed, None),
     ];
-    let events = vec![
-        (
-            5,
-            "too_hard".to_owned(),
-            json!({ "node": 3, "decision": "Downgrade" }),
-        ),
-        (
-            7,
-            "too_hard".to_owned(),
-            json!({ "node": 5, "decision": "Split" }),
-        ),
-    ];
+    let too_hard = |node, decision: &str| RunEvent::TooHard {
+        node,
+        decision: decision.into(),
+    };
+    let events = vec![(5, too_hard(3, "Downgrade")), (7, too_hard(5, "Split"))];
     let state = EngineState {
         next_round: 8,
         next_cycle: 6,
@@ -802,8 +796,9 @@ pub fn write_run(data: &RunData, dir: &Path) -> Result<(), StoreError> {
         for a in &data.attempts {
             tx.put_attempt(a)?;
         }
-        for (round, kind, value) in &data.events {
-            tx.add_event(*round, kind, value)?;
+        for (round, event) in &data.events {
+            let (kind, value) = event.stored();
+            tx.add_event(*round, &kind, &value)?;
         }
         for c in &data.llm_calls {
             tx.add_llm_call(c)?;
