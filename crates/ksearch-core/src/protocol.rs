@@ -214,18 +214,32 @@ pub struct TimingPlan {
     pub rotate_bytes: u64,
 }
 
+impl TimingPlan {
+    /// How an evaluation is timed unless told otherwise. The one home of these defaults: the
+    /// command line's flags, the evaluator's and a run's settings all take them from here.
+    pub const DEFAULT: TimingPlan = TimingPlan {
+        warmup_ms: 50.0,
+        min_runs: 10,
+        min_time_ms: 300.0,
+        max_time_ms: 10_000.0,
+        target_sample_ms: 1.0,
+        rotate_bytes: 0,
+    };
+}
+
 impl Default for TimingPlan {
     fn default() -> Self {
-        Self {
-            warmup_ms: 50.0,
-            min_runs: 10,
-            min_time_ms: 300.0,
-            max_time_ms: 10_000.0,
-            target_sample_ms: 1.0,
-            rotate_bytes: 0,
-        }
+        Self::DEFAULT
     }
 }
+
+/// Input seeds checked per workload unless told otherwise (`--seeds`).
+pub const DEFAULT_SEEDS: usize = 3;
+/// The first input seed unless told otherwise (`--input-seed`).
+pub const DEFAULT_BASE_SEED: u64 = 1;
+/// The wall-clock limit, in seconds, of an evaluation nothing else sets: `ksearch eval`'s, a
+/// run's seed's (`--timeout`).
+pub const DEFAULT_TIMEOUT_S: u64 = 300;
 
 /// The outcome of an evaluation. Every status is data the proposer reads, never a Rust error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -103,9 +103,9 @@ impl Default for EvalSettings {
     fn default() -> Self {
         Self {
             workloads: Vec::new(),
-            seeds: 3,
-            base_seed: 1,
-            timing: Some(TimingPlan::default()),
+            seeds: ksearch_core::protocol::DEFAULT_SEEDS,
+            base_seed: ksearch_core::protocol::DEFAULT_BASE_SEED,
+            timing: Some(TimingPlan::DEFAULT),
             timeout_s: ksearch_eval::DEFAULT_TIMEOUT.as_secs_f64(),
             timeout_given: false,
             target: None,

@@ -20,7 +20,8 @@ use crate::supervisor::Supervisor;
 pub const MAX_SEEDS: usize = 64;
 
 /// The wall-clock limit of an evaluation nothing else sets: `ksearch eval`'s, a run's seed's.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+pub const DEFAULT_TIMEOUT: Duration =
+    Duration::from_secs(ksearch_core::protocol::DEFAULT_TIMEOUT_S);
 
 /// What to run: which workloads, how many seeds, how to time, how long to allow.
 #[derive(Debug, Clone)]
@@ -39,9 +40,9 @@ impl Default for EvalOptions {
     fn default() -> Self {
         Self {
             workloads: Vec::new(),
-            seeds: 3,
-            base_seed: 1,
-            timing: Some(TimingPlan::default()),
+            seeds: ksearch_core::protocol::DEFAULT_SEEDS,
+            base_seed: ksearch_core::protocol::DEFAULT_BASE_SEED,
+            timing: Some(TimingPlan::DEFAULT),
             timeout: DEFAULT_TIMEOUT,
         }
     }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use ksearch_core::protocol::{DEFAULT_BASE_SEED, DEFAULT_SEEDS, TimingPlan};
 use ksearch_engine::{MAX_TIMEOUT_S, MAX_TIMING_MS, check_range};
 
 /// A number flag in a range: a usage error (exit code 2) naming the flag and the range
@@ -153,10 +154,10 @@ pub(crate) struct EvalFlags {
     #[arg(long = "workload", value_name = "NAME")]
     pub(crate) workloads: Vec<String>,
     /// Number of random input seeds checked per workload (1 to 64).
-    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=ksearch_eval::MAX_SEEDS as i64))]
+    #[arg(long, default_value_t = DEFAULT_SEEDS as u32, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=ksearch_eval::MAX_SEEDS as i64))]
     pub(crate) seeds: u32,
     /// First input seed; the others follow it.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = whole)]
+    #[arg(long, default_value_t = DEFAULT_BASE_SEED, allow_negative_numbers = true, value_parser = whole)]
     pub(crate) input_seed: u64,
     /// Wall-clock limit of one evaluation, in seconds (more than 0, at most 604800: a week)
     /// [default: 300 for `eval` and a run's seed; a run's later rounds get 4 × the seed's
@@ -167,17 +168,17 @@ pub(crate) struct EvalFlags {
     #[arg(long)]
     pub(crate) no_timing: bool,
     /// Minimum timed samples per contender and workload.
-    #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = whole_u32)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.min_runs, allow_negative_numbers = true, value_parser = whole_u32)]
     pub(crate) min_runs: u32,
     /// Minimum measured time per contender and workload, in milliseconds (0 to 3600000).
-    #[arg(long, default_value_t = 300.0, allow_negative_numbers = true, value_parser = ms)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.min_time_ms, allow_negative_numbers = true, value_parser = ms)]
     pub(crate) min_time_ms: f64,
     /// Time budget per workload, in milliseconds (every contender still gets 3 samples; more
     /// than 0, at most 3600000).
-    #[arg(long, default_value_t = 10_000.0, allow_negative_numbers = true, value_parser = positive_ms)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.max_time_ms, allow_negative_numbers = true, value_parser = positive_ms)]
     pub(crate) max_time_ms: f64,
     /// Warm-up per contender and workload, in milliseconds (0 to 3600000).
-    #[arg(long, default_value_t = 50.0, allow_negative_numbers = true, value_parser = ms)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.warmup_ms, allow_negative_numbers = true, value_parser = ms)]
     pub(crate) warmup_ms: f64,
     /// mlx tasks: the GPU target, `metal` or `cuda` (`numpy` and MLX's `cpu` run the test
     /// suite's tasks without a GPU) [default: the GPU MLX finds].

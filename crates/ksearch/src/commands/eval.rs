@@ -111,7 +111,7 @@ pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
             min_runs: f.min_runs,
             min_time_ms: f.min_time_ms,
             max_time_ms: f.max_time_ms,
-            ..TimingPlan::default()
+            ..TimingPlan::DEFAULT
         }),
         timeout_s: f
             .timeout
