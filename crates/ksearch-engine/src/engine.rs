@@ -30,15 +30,15 @@ use ksearch_eval::{Compare, EvalError, Evaluator};
 use ksearch_store::{RunStore, Snapshot, StoreError, non_finite_path};
 use thiserror::Error;
 
-use crate::events::RunEvent;
 use crate::observer::{Observer, Progress};
 use crate::proposer::{
     CycleEvidence, Evaluated, GenerateRequest, ProposeContext, ProposeError, Proposer, TooHard,
 };
-use crate::run_config::{
+use ksearch_run::events::RunEvent;
+use ksearch_run::{
     ConfigError, CostStop, EngineState, InFlight, Position, RunConfig, SessionEnd, StopReason,
 };
-use crate::summary::{RunSummary, summarize};
+use ksearch_run::{RunSummary, summarize};
 
 /// The proposer's view of the engine, borrowing only the fields it needs so the proposer itself
 /// can be borrowed mutably beside it.
@@ -141,11 +141,11 @@ fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, EngineError> {
     let format = store
         .meta::<serde_json::Value>(META_CONFIG)?
         .and_then(|c| c.get("format").and_then(serde_json::Value::as_u64));
-    if let Some(found) = format.filter(|&f| f > u64::from(crate::RUN_FORMAT)) {
+    if let Some(found) = format.filter(|&f| f > u64::from(ksearch_run::RUN_FORMAT)) {
         return Err(EngineError::NewerFormat {
             dir: dir.to_owned(),
             found: u32::try_from(found).unwrap_or(u32::MAX),
-            supported: crate::RUN_FORMAT,
+            supported: ksearch_run::RUN_FORMAT,
         });
     }
     let config = store
@@ -236,9 +236,11 @@ pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
         summary,
         attempts: snap.attempts,
         cycles: snap.cycles,
-        events: crate::events::decode(&snap.events).map_err(|what| EngineError::Incomplete {
-            dir: dir.to_owned(),
-            what,
+        events: ksearch_run::events::decode(&snap.events).map_err(|what| {
+            EngineError::Incomplete {
+                dir: dir.to_owned(),
+                what,
+            }
         })?,
         llm_calls: snap.llm_calls,
         sources,
@@ -1567,7 +1569,7 @@ impl ReplayPlan {
                 "it did not stop cleanly (it was killed, failed, or is still running); `ksearch resume` it until it stops, then replay it".into(),
             ));
         };
-        let sessions: Vec<SessionEnd> = crate::events::decode(&snap.events)
+        let sessions: Vec<SessionEnd> = ksearch_run::events::decode(&snap.events)
             .map_err(refuse)?
             .into_iter()
             .filter_map(|(_, e)| match e {

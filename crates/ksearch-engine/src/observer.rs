@@ -4,7 +4,7 @@ use ksearch_core::protocol::Status;
 use ksearch_core::record::AttemptKind;
 use ksearch_core::tree::NodeId;
 
-use crate::run_config::StopReason;
+use ksearch_run::StopReason;
 
 #[derive(Debug, Clone)]
 pub enum Progress<'a> {

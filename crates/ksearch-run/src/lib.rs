@@ -1,0 +1,14 @@
+//! A stored run's format: what a run is configured with, the engine's persistent state, the
+//! events it records and the summary of it all. The engine writes these; the viewers (`tree`,
+//! `show`, `report`, `export`) read them.
+
+pub mod events;
+mod run_config;
+mod summary;
+
+pub use run_config::{
+    ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
+    MAX_TIMEOUT_S, MAX_TIMING_MS, Position, ROUND_TIMEOUT_FACTOR, ROUND_TIMEOUT_FLOOR_S,
+    RUN_FORMAT, RunConfig, SessionEnd, StopReason, check_range, round_timeout_s,
+};
+pub use summary::{Best, LlmTotals, RunSummary, asked_again, summarize};
