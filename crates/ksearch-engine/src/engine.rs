@@ -800,7 +800,7 @@ impl<'e> Engine<'e> {
             &self.task,
             source,
             compare,
-            &self.config.eval.options_with_timeout(limit),
+            &crate::eval_options(&self.config.eval, limit),
         );
         self.state.eval_s += started.elapsed().as_secs_f64();
         let mut evaluation = result?;

@@ -3,6 +3,7 @@
 
 pub mod builtin;
 mod engine;
+mod eval_options;
 pub mod llm;
 mod observer;
 mod proposer;
@@ -12,6 +13,7 @@ pub use engine::{
     Budget, Engine, EngineError, MAX_FAILED_CYCLES, MAX_LOST_EVALUATIONS, Parts, ReplayPlan,
     RunRecords, StoredRun, open_run, open_run_writer, read_run, read_summary, replay_path,
 };
+pub use eval_options::eval_options;
 pub use ksearch_run::events;
 pub use ksearch_run::{
     Best, ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,

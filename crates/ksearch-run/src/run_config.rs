@@ -1,11 +1,8 @@
 //! What a run is configured with and the engine's persistent state; both are stored in the run
 //! store so `resume` continues exactly where a run stopped.
 
-use std::time::Duration;
-
 use ksearch_core::protocol::TimingPlan;
 use ksearch_core::tree::NodeId;
-use ksearch_eval::EvalOptions;
 use serde::{Deserialize, Serialize};
 
 /// Version of the run's stored meta documents.
@@ -106,7 +103,7 @@ impl Default for EvalSettings {
             seeds: ksearch_core::protocol::DEFAULT_SEEDS,
             base_seed: ksearch_core::protocol::DEFAULT_BASE_SEED,
             timing: Some(TimingPlan::DEFAULT),
-            timeout_s: ksearch_eval::DEFAULT_TIMEOUT.as_secs_f64(),
+            timeout_s: ksearch_core::protocol::DEFAULT_TIMEOUT_S as f64,
             timeout_given: false,
             target: None,
             python: None,
@@ -132,30 +129,6 @@ impl EvalSettings {
                 "the first evaluation's default; later rounds get a limit from its time, or `--timeout`'s"
                     .to_owned(),
             ),
-        }
-    }
-
-    /// What the evaluator is given. Never panics: a timeout out of range (which [`validate`]
-    /// refuses before a run starts or resumes) becomes the longest one allowed.
-    ///
-    /// [`validate`]: EvalSettings::validate
-    pub fn options(&self) -> EvalOptions {
-        self.options_with_timeout(self.timeout_s)
-    }
-
-    /// [`EvalSettings::options`] with this limit.
-    pub fn options_with_timeout(&self, timeout_s: f64) -> EvalOptions {
-        let timeout = if timeout_s.is_finite() && timeout_s > 0.0 {
-            timeout_s.min(MAX_TIMEOUT_S)
-        } else {
-            MAX_TIMEOUT_S
-        };
-        EvalOptions {
-            workloads: self.workloads.clone(),
-            seeds: self.seeds,
-            base_seed: self.base_seed,
-            timing: self.timing,
-            timeout: Duration::from_secs_f64(timeout),
         }
     }
 
@@ -518,21 +491,6 @@ mod tests {
             given.round_timeout(Some(95.0)),
             (7.0, "set by `--timeout`".to_owned())
         );
-    }
-
-    #[test]
-    fn options_never_panic_whatever_the_timeout() {
-        for v in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1e20, 5.0] {
-            let s = EvalSettings {
-                timeout_s: v,
-                ..EvalSettings::default()
-            };
-            let t = s.options().timeout;
-            assert!(
-                t.as_secs_f64() > 0.0 && t.as_secs_f64() <= MAX_TIMEOUT_S,
-                "{v}"
-            );
-        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         None => task.seed.clone(),
     };
     let settings = eval_settings(&args.eval)?;
-    let options = settings.options();
+    let options = ksearch_engine::eval_options(&settings, settings.timeout_s);
     let exe = std::env::current_exe()?;
     let mut evaluator = LocalEvaluator::new(backend_for(
         task.spec.backend,
