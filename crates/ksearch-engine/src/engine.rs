@@ -34,6 +34,7 @@ use crate::observer::{Observer, Progress};
 use crate::proposer::{
     CycleEvidence, Evaluated, GenerateRequest, ProposeContext, ProposeError, Proposer, TooHard,
 };
+use ksearch_run::StoredRun;
 use ksearch_run::events::RunEvent;
 use ksearch_run::{
     ConfigError, CostStop, EngineState, InFlight, Position, RunConfig, SessionEnd, StopReason,
@@ -55,8 +56,6 @@ macro_rules! ctx {
     };
 }
 
-const META_TASK: &str = "task";
-const META_CONFIG: &str = "config";
 pub use ksearch_core::selection::MAX_FAILED_CYCLES;
 /// Cycles in a row that made no attempt at all before the search counts as exhausted.
 const MAX_EMPTY_CYCLES: u32 = 25;
@@ -69,6 +68,9 @@ pub const MAX_LOST_EVALUATIONS: u32 = 2;
 pub enum EngineError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The stored run could not be read back (see [`ksearch_run::RunError`]).
+    #[error(transparent)]
+    Run(#[from] ksearch_run::RunError),
     #[error(transparent)]
     Eval(#[from] EvalError),
     #[error(transparent)]
@@ -79,22 +81,11 @@ pub enum EngineError {
     InterruptedDuringSetup,
     #[error("the run in {} is incomplete: {what}", dir.display())]
     Incomplete { dir: PathBuf, what: String },
-    #[error("the run in {} has an invalid stored configuration: {source}", dir.display())]
-    Config {
-        dir: PathBuf,
-        #[source]
-        source: ConfigError,
-    },
     #[error("invalid configuration: {0}")]
     BadConfig(#[source] ConfigError),
     #[error("{} cannot be replayed: {why}", dir.display())]
     NotReplayable { dir: PathBuf, why: String },
-    #[error("{} was written by a newer ksearch (run format {found}; this ksearch reads up to {supported})", dir.display())]
-    NewerFormat {
-        dir: PathBuf,
-        found: u32,
-        supported: u32,
-    },
+
     #[error("the replay diverged from the recorded run in session {session}: {detail}")]
     Diverged { session: u32, detail: String },
 }
@@ -108,149 +99,6 @@ pub struct Budget {
     pub rounds: Option<u64>,
     /// Stop starting attempts after this instant.
     pub until: Option<Instant>,
-}
-
-/// A run read back from its directory.
-#[derive(Debug)]
-pub struct StoredRun {
-    pub store: RunStore,
-    pub task: Task,
-    pub config: RunConfig,
-}
-
-/// Open a run directory to read it (no lock: works while a run is going).
-pub fn open_run(dir: &Path) -> Result<StoredRun, EngineError> {
-    stored_run(dir, RunStore::open(dir)?)
-}
-
-/// Open a run directory to continue it, holding its writer lock: fails at once when another
-/// process is running or resuming it.
-pub fn open_run_writer(dir: &Path) -> Result<StoredRun, EngineError> {
-    stored_run(dir, RunStore::open_writer(dir)?)
-}
-
-fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, EngineError> {
-    let incomplete = |what: &str| EngineError::Incomplete {
-        dir: dir.to_owned(),
-        what: what.to_owned(),
-    };
-    let task = store
-        .meta::<Task>(META_TASK)?
-        .ok_or_else(|| incomplete("no task recorded"))?;
-    // The format first, before the rest of the configuration is read as this version's.
-    let format = store
-        .meta::<serde_json::Value>(META_CONFIG)?
-        .and_then(|c| c.get("format").and_then(serde_json::Value::as_u64));
-    if let Some(found) = format.filter(|&f| f > u64::from(ksearch_run::RUN_FORMAT)) {
-        return Err(EngineError::NewerFormat {
-            dir: dir.to_owned(),
-            found: u32::try_from(found).unwrap_or(u32::MAX),
-            supported: ksearch_run::RUN_FORMAT,
-        });
-    }
-    let config = store
-        .meta::<RunConfig>(META_CONFIG)?
-        .ok_or_else(|| incomplete("no configuration recorded"))?;
-    config.validate().map_err(|source| EngineError::Config {
-        dir: dir.to_owned(),
-        source,
-    })?;
-    Ok(StoredRun {
-        store,
-        task,
-        config,
-    })
-}
-
-/// Everything a finished or running run has recorded, read back without an engine.
-#[derive(Debug)]
-pub struct RunRecords {
-    pub run: StoredRun,
-    pub state: EngineState,
-    pub tree: Tree,
-    pub summary: RunSummary,
-    /// Every attempt in round order, the seed (round 0) first.
-    pub attempts: Vec<AttemptRecord>,
-    pub cycles: Vec<CycleRecord>,
-    /// Every event with the round it was recorded in, in the order written.
-    pub events: Vec<(u64, RunEvent)>,
-    pub llm_calls: Vec<LlmCallRecord>,
-    /// Candidate sources by content hash: every attempt's and solution's whose artifact is
-    /// present, each verified against its hash.
-    pub sources: BTreeMap<String, String>,
-}
-
-/// Read a finished or running run whole, for display. Every artifact the run refers to is
-/// read and checked against its hash: a tampered one is an error naming it; a missing one is
-/// left out of `sources`.
-pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
-    let run = open_run(dir)?;
-    let snap = run.store.snapshot()?;
-    let state: EngineState = run.store.state()?.ok_or_else(|| EngineError::Incomplete {
-        dir: dir.to_owned(),
-        what: "no engine state".into(),
-    })?;
-    if snap.nodes.is_empty() {
-        return Err(EngineError::Incomplete {
-            dir: dir.to_owned(),
-            what: "the seed has not been measured yet".into(),
-        });
-    }
-    let tree = Tree::from_nodes(snap.nodes, state.next_node);
-    let mut sources = BTreeMap::new();
-    let hashes = snap
-        .attempts
-        .iter()
-        .map(|a| (&a.source_hash, &a.source_file))
-        .chain(
-            tree.nodes()
-                .filter_map(|n| n.solution.as_ref())
-                .map(|s| (&s.source_hash, &s.source_file)),
-        );
-    for (hash, file) in hashes {
-        if sources.contains_key(hash) {
-            continue;
-        }
-        match run.store.read_artifact(hash, file) {
-            Ok(src) => {
-                sources.insert(hash.clone(), src.text);
-            }
-            Err(StoreError::MissingArtifact { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let summary = summarize(
-        dir,
-        &run.task,
-        &run.config,
-        &state,
-        &tree,
-        &snap.attempts,
-        &snap.cycles,
-        &snap.llm_calls,
-    );
-    Ok(RunRecords {
-        run,
-        state,
-        tree,
-        summary,
-        attempts: snap.attempts,
-        cycles: snap.cycles,
-        events: ksearch_run::events::decode(&snap.events).map_err(|what| {
-            EngineError::Incomplete {
-                dir: dir.to_owned(),
-                what,
-            }
-        })?,
-        llm_calls: snap.llm_calls,
-        sources,
-    })
-}
-
-/// A run's summary, tree and attempts, for display.
-pub fn read_summary(dir: &Path) -> Result<(RunSummary, Tree, Vec<AttemptRecord>), EngineError> {
-    let r = read_run(dir)?;
-    Ok((r.summary, r.tree, r.attempts))
 }
 
 pub struct Engine<'e> {
@@ -347,8 +195,8 @@ impl<'e> Engine<'e> {
             payload: serde_json::Value::Null,
         };
         store.transaction(|tx| {
-            tx.set_meta(META_TASK, &task)?;
-            tx.set_meta(META_CONFIG, &config)?;
+            tx.set_meta(ksearch_run::META_TASK, &task)?;
+            tx.set_meta(ksearch_run::META_CONFIG, &config)?;
             tx.put_attempt(&seed_attempt)?;
             tx.set_state(&state)
         })?;

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Task;
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
-use ksearch_engine::events::RunEvent;
-use ksearch_engine::{EngineError, EngineState, RunConfig, RunSummary};
+use ksearch_run::events::RunEvent;
+use ksearch_run::{EngineState, RunConfig, RunError, RunSummary};
 use ksearch_store::StoreError;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ReportError {
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Run(#[from] RunError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the run has no node {node} (nodes: {known})")]
@@ -40,18 +40,13 @@ impl ReportError {
     /// of ksearch itself.
     pub fn is_input(&self) -> bool {
         match self {
-            ReportError::Engine(
-                EngineError::Store(_)
-                | EngineError::Incomplete { .. }
-                | EngineError::Config { .. }
-                | EngineError::NewerFormat { .. },
-            )
+            ReportError::Run(_)
             | ReportError::Store(_)
             | ReportError::NoSuchNode { .. }
             | ReportError::BadNode { .. }
             | ReportError::OpenNode { .. }
             | ReportError::MissingSource { .. } => true,
-            ReportError::Engine(_) | ReportError::Io { .. } => false,
+            ReportError::Io { .. } => false,
         }
     }
 }
@@ -79,7 +74,7 @@ pub struct RunData {
 pub fn load(dir: &Path) -> Result<RunData, ReportError> {
     // Every artifact is read and verified against its hash here: a tampered one is refused
     // (naming it); a missing one only matters to the view that needs it, which says so.
-    let r = ksearch_engine::read_run(dir)?;
+    let r = ksearch_run::read_run(dir)?;
     Ok(RunData {
         dir: dir.to_owned(),
         task: r.run.task,

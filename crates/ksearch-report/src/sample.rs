@@ -1,7 +1,7 @@
 //! A small hand-built run, the same every time: for snapshot tests of the renderings and for
 //! trying them without running a search. Not a real measurement.
 
-use ksearch_engine::events::RunEvent;
+use ksearch_run::events::RunEvent;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,7 @@ use ksearch_core::stats::TimingStats;
 use ksearch_core::task::{BackendKind, Task};
 use ksearch_core::tree::{Action, Gate, Impact, Impacts, NewNode, Risk, Solution, Tree};
 use ksearch_core::tree_edit::{EditOp, EditScript, apply};
-use ksearch_engine::{EngineState, RunConfig, StopReason};
+use ksearch_run::{EngineState, RunConfig, StopReason};
 use ksearch_store::{RunStore, StoreError, content_hash};
 use serde_json::json;
 
@@ -425,7 +425,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
         "seed": 7,
         "window": 5,
         "max_cycle_attempts": 15,
-        "eval": ksearch_engine::EvalSettings::default(),
+        "eval": ksearch_run::EvalSettings::default(),
         "created_unix": 1_767_225_600u64,
         "hardware": "Sample CPU @ 3.0GHz, 8 cores, AVX2",
     }))
@@ -743,7 +743,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
             0.0026,
         ),
     ];
-    let summary = ksearch_engine::summarize(
+    let summary = ksearch_run::summarize(
         &dir, &task, &config, &state, &tree, &attempts, &cycles, &llm_calls,
     );
     let sources = [

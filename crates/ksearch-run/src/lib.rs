@@ -3,9 +3,14 @@
 //! `show`, `report`, `export`) read them.
 
 pub mod events;
+mod open;
 mod run_config;
 mod summary;
 
+pub use open::{
+    META_CONFIG, META_TASK, RunError, RunRecords, StoredRun, open_run, open_run_writer, read_run,
+    read_summary,
+};
 pub use run_config::{
     ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
     MAX_TIMEOUT_S, MAX_TIMING_MS, Position, ROUND_TIMEOUT_FACTOR, ROUND_TIMEOUT_FLOOR_S,

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
-use ksearch_engine::RunSummary;
+use ksearch_run::RunSummary;
 
 fn x(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.2}×"))
@@ -136,7 +136,7 @@ mod tests {
 
     use ksearch_core::tree::{Action, Gate, NewNode, Solution};
     use ksearch_core::tree_edit::{EditOp, EditScript, apply};
-    use ksearch_engine::{Best, RunSummary};
+    use ksearch_run::{Best, RunSummary};
 
     use super::*;
 

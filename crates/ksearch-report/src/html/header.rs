@@ -116,7 +116,7 @@ pub(super) fn section(o: &mut String, data: &RunData) {
             } else {
                 String::new()
             },
-            ksearch_engine::asked_again(empty, truncated)
+            ksearch_run::asked_again(empty, truncated)
         ),
     );
     let best_round = data

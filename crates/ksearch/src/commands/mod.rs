@@ -153,36 +153,67 @@ pub(crate) fn error_text(err: &anyhow::Error) -> String {
 /// The exit code of a failed command: the one mapping from errors to `exit_codes`. Errors in
 /// what the user gave get their own code; a pause, and Ctrl-C, theirs.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
+    use ksearch_engine::{EngineError, ProposeError, RunError};
+    use ksearch_store::StoreError;
     if paused(err).is_some() {
         return exit_codes::PAUSED;
     }
+    // The code of a store error: a record holding NaN or infinity is a bug in ksearch, never
+    // the user's input; any other says what is wrong with the run directory given.
+    let store = |e: &StoreError| match e {
+        StoreError::NonFinite { .. } => exit_codes::INTERNAL,
+        _ => exit_codes::INPUT,
+    };
+    // An evaluation that could not be made for what the user gave (the task, the options).
+    let eval = |e: &EvalError| {
+        matches!(
+            e,
+            EvalError::UnknownWorkload { .. } | EvalError::Options(_) | EvalError::Task { .. }
+        )
+        .then_some(exit_codes::INPUT)
+    };
+    let run = |e: &RunError| match e {
+        RunError::Store(s) => store(s),
+        _ => exit_codes::INPUT,
+    };
     for cause in err.chain() {
         if cause.is::<crate::error::UsageError>() {
             return exit_codes::USAGE;
         }
-        if let Some(ksearch_engine::EngineError::InterruptedDuringSetup) = cause.downcast_ref() {
-            return exit_codes::INTERRUPTED;
+        // The engine's error is transparent: the errors it wraps are not in the chain.
+        if let Some(e) = cause.downcast_ref::<EngineError>() {
+            match e {
+                EngineError::InterruptedDuringSetup => return exit_codes::INTERRUPTED,
+                EngineError::Store(s) => return store(s),
+                EngineError::Run(r) => return run(r),
+                EngineError::Eval(e) => {
+                    if let Some(code) = eval(e) {
+                        return code;
+                    }
+                }
+                EngineError::Propose(ProposeError::Unsupported { .. })
+                | EngineError::Incomplete { .. }
+                | EngineError::NotReplayable { .. } => return exit_codes::INPUT,
+                _ => {}
+            }
         }
-        // A record holding NaN or infinity is a bug in ksearch, never the user's input.
-        let non_finite = matches!(
-            cause.downcast_ref::<ksearch_store::StoreError>(),
-            Some(ksearch_store::StoreError::NonFinite { .. })
-        ) || matches!(
-            cause.downcast_ref::<ksearch_engine::EngineError>(),
-            Some(ksearch_engine::EngineError::Store(
-                ksearch_store::StoreError::NonFinite { .. }
-            ))
-        );
-        if non_finite {
-            return exit_codes::INTERNAL;
+        if let Some(s) = cause.downcast_ref::<StoreError>() {
+            return store(s);
         }
-        if cause.is::<LoadError>()
-            || cause.is::<ksearch_tasks::ReadError>()
-            || cause.is::<ksearch_store::StoreError>()
-        {
-            return exit_codes::INPUT;
+        if let Some(r) = cause.downcast_ref::<RunError>() {
+            return run(r);
         }
-        if let Some(ksearch_engine::ProposeError::Unsupported { .. }) = cause.downcast_ref() {
+        if let Some(code) = cause.downcast_ref::<EvalError>().and_then(eval) {
+            return code;
+        }
+        if let Some(r) = cause.downcast_ref::<ksearch_report::ReportError>() {
+            return if r.is_input() {
+                exit_codes::INPUT
+            } else {
+                exit_codes::INTERNAL
+            };
+        }
+        if let Some(ProposeError::Unsupported { .. }) = cause.downcast_ref() {
             return exit_codes::INPUT;
         }
         if let Some(
@@ -193,38 +224,11 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         {
             return exit_codes::INPUT;
         }
-        if cause.is::<ksearch_core::location::FileError>()
+        if cause.is::<LoadError>()
+            || cause.is::<ksearch_tasks::ReadError>()
+            || cause.is::<ksearch_core::location::FileError>()
             || cause.is::<ksearch_knowledge::cli::CliError>()
             || cause.is::<ksearch_knowledge::LoadError>()
-        {
-            return exit_codes::INPUT;
-        }
-        if let Some(r) = cause.downcast_ref::<ksearch_report::ReportError>() {
-            return if r.is_input() {
-                exit_codes::INPUT
-            } else {
-                exit_codes::INTERNAL
-            };
-        }
-        // A run directory that holds no (complete) run is the user's input.
-        if let Some(
-            ksearch_engine::EngineError::Store(_)
-            | ksearch_engine::EngineError::Incomplete { .. }
-            | ksearch_engine::EngineError::Config { .. }
-            | ksearch_engine::EngineError::NotReplayable { .. }
-            | ksearch_engine::EngineError::NewerFormat { .. },
-        ) = cause.downcast_ref()
-        {
-            return exit_codes::INPUT;
-        }
-        // The engine's error is transparent: the evaluator's is not in the chain of its own.
-        let eval = match cause.downcast_ref::<ksearch_engine::EngineError>() {
-            Some(ksearch_engine::EngineError::Eval(e)) => Some(e),
-            _ => cause.downcast_ref::<EvalError>(),
-        };
-        if let Some(
-            EvalError::UnknownWorkload { .. } | EvalError::Options(_) | EvalError::Task { .. },
-        ) = eval
         {
             return exit_codes::INPUT;
         }

@@ -31,7 +31,7 @@ struct ReportJson<'a> {
     rounds: u64,
     attempts: usize,
     nodes: usize,
-    best: &'a ksearch_engine::Best,
+    best: &'a ksearch_run::Best,
 }
 
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {

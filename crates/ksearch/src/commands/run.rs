@@ -660,7 +660,7 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
     // written to be correct, not fast): the speedup over the seed comes first.
     let over = if s.baseline_is_reference {
         format!(
-            "{} over the seed ({} over the {}, a deliberately simple implementation: the task has no production baseline)",
+            "{} over the seed ({} over {}, a deliberately simple implementation: the task has no production baseline)",
             x(s.best.speedup_vs_seed),
             x(s.best.speedup),
             s.baseline
