@@ -334,49 +334,6 @@ impl LlmProposer {
         );
         m
     }
-
-    /// Generic actions when a model never produces a usable world model.
-    fn fallback_world_model() -> Vec<NewNode> {
-        let action =
-            |title: &str, description: &str, difficulty: u8, score: f64, expected: f64| NewNode {
-                decision: title.into(),
-                action: Action {
-                    title: title.into(),
-                    description: description.into(),
-                    difficulty,
-                    score,
-                    expected_speedup: expected,
-                    rationale: "Fallback action: the model's world model could not be used.".into(),
-                },
-                rating: 5.0,
-                confidence: 0.2,
-                impacts: Impacts::default(),
-                payload: serde_json::Value::Null,
-            };
-        vec![
-            action(
-                "Restructure loops for contiguous access",
-                "Reorder loops so the innermost loop walks memory contiguously.",
-                2,
-                0.5,
-                2.0,
-            ),
-            action(
-                "Vectorize the innermost loop",
-                "Make the innermost loop use the hardware's vector width explicitly.",
-                3,
-                0.4,
-                2.0,
-            ),
-            action(
-                "Block for the cache",
-                "Tile the loops so each block's working set fits in cache.",
-                3,
-                0.4,
-                1.5,
-            ),
-        ]
-    }
 }
 
 impl Proposer for LlmProposer {
@@ -415,7 +372,7 @@ impl Proposer for LlmProposer {
             Some((notes, actions)) => WorldModel { notes, actions },
             None => WorldModel {
                 notes: vec!["the model gave no usable world model; ksearch started from generic fallback actions".into()],
-                actions: Self::fallback_world_model(),
+                actions: fallback_world_model(),
             },
         })
     }
@@ -685,5 +642,78 @@ fn self_code(text: &str, languages: &[String]) -> Result<String, Unusable> {
             "it contains no source file; put the complete file in one fenced block (```{})",
             langs.first().copied().unwrap_or("")
         ))),
+    }
+}
+
+/// The fallback world model as data.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FallbackWorldModel {
+    rationale: String,
+    rating: f64,
+    confidence: f64,
+    actions: Vec<FallbackAction>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FallbackAction {
+    title: String,
+    description: String,
+    difficulty: u8,
+    score: f64,
+    expected_speedup: f64,
+}
+
+/// Generic actions when a model never produces a usable world model: those of
+/// `fallback_world_model.toml`, which ships in the binary.
+fn fallback_world_model() -> Vec<NewNode> {
+    let model: FallbackWorldModel = toml::from_str(include_str!("fallback_world_model.toml"))
+        .expect("fallback_world_model.toml is valid (tested)");
+    model
+        .actions
+        .into_iter()
+        .map(|a| NewNode {
+            decision: a.title.clone(),
+            action: Action {
+                title: a.title,
+                description: a.description,
+                difficulty: a.difficulty,
+                score: a.score,
+                expected_speedup: a.expected_speedup,
+                rationale: model.rationale.clone(),
+            },
+            rating: model.rating,
+            confidence: model.confidence,
+            impacts: Impacts::default(),
+            payload: serde_json::Value::Null,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod fallback_tests {
+    #[test]
+    fn the_fallback_world_model_is_valid_actions() {
+        let actions = super::fallback_world_model();
+        assert_eq!(actions.len(), 3);
+        let mut tree = ksearch_core::tree::Tree::new(
+            Vec::new(),
+            ksearch_core::tree::Solution {
+                round: 0,
+                source_hash: "h".into(),
+                source_file: "seed.c".into(),
+                speedup: Some(1.0),
+                speedup_vs_parent: None,
+                vs_parent_interval: None,
+                gate: ksearch_core::tree::Gate::Unmeasured,
+                latency_ms: Default::default(),
+            },
+        );
+        ksearch_core::tree_edit::insert_initial(&mut tree, actions, 0).expect("valid actions");
+        assert!(
+            tree.nodes()
+                .all(|n| n.id == 0 || n.action.rationale.starts_with("Fallback action"))
+        );
     }
 }
