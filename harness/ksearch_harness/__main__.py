@@ -2,8 +2,6 @@
 
 import argparse
 
-from .worker import serve
-
 TARGETS = {"mlx": ["metal", "cuda", "numpy", "cpu"], "torch": ["cuda", "cpu"]}
 
 
@@ -14,6 +12,14 @@ def main():
     args = ap.parse_args()
     if args.target is not None and args.target not in TARGETS[args.backend]:
         ap.error(f"the {args.backend} backend has no target {args.target!r} (expected one of: {', '.join(TARGETS[args.backend])})")
+    # Every array library goes through numpy (inputs are drawn with it): without it, one line
+    # saying how to install it, as without MLX or PyTorch, not a traceback.
+    try:
+        import numpy  # noqa: F401
+    except ImportError as e:
+        raise SystemExit(f"the {args.backend} backend needs numpy, which this Python cannot import ({e}). Install it with: pip install numpy")
+    from .worker import serve
+
     serve(args.backend, args.target)
 
 

@@ -84,6 +84,20 @@ class Protocol(unittest.TestCase):
         self.assertEqual(self.replies(fd, ch), [{"protocol": 2, "type": "progress", "id": 1, "phase": "check"}])
 
 
+class Startup(unittest.TestCase):
+    def test_without_numpy_the_worker_says_how_to_install_it(self):
+        import subprocess
+
+        harness = os.path.join(os.path.dirname(__file__), "..")
+        # numpy blocked: importing it raises ImportError, as where it is not installed.
+        code = "import sys, runpy; sys.modules['numpy'] = None; sys.argv = ['ksearch_harness']; runpy.run_module('ksearch_harness', run_name='__main__')"
+        p = subprocess.run([sys.executable, "-c", code], cwd=harness, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("the mlx backend needs numpy", p.stderr)
+        self.assertIn("pip install numpy", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+
+
 class Loading(unittest.TestCase):
     def test_a_syntax_error_names_file_and_line(self):
         with self.assertRaises(candidates.CompileError) as e:

@@ -36,7 +36,12 @@ pub fn c_signature(spec: &TaskSpec) -> String {
 /// The contract in words, for docs and prompts.
 pub fn c_contract(spec: &TaskSpec) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "Define exactly this function (C11, not static):\n");
+    let language = if spec.build.as_ref().is_some_and(|b| b.cxx) {
+        "C++17, not static; `restrict` is the compiler's `__restrict`"
+    } else {
+        "C11, not static"
+    };
+    let _ = writeln!(s, "Define exactly this function ({language}):\n");
     let _ = writeln!(s, "    #include <stdint.h>");
     let _ = writeln!(s, "    {};\n", c_signature(spec));
     let _ = writeln!(s, "Tensors are dense, row-major and 64-byte aligned:");
@@ -168,14 +173,22 @@ pub fn torch_contract(spec: &TaskSpec) -> String {
 /// The calling shim the worker compiles around a candidate. It includes the candidate in the
 /// same translation unit after the prototype, so a definition with the wrong signature is a
 /// compile error rather than a silent mismatch at run time.
+///
+/// For a C++ task (`[build] cxx`), the shim is C++: `restrict` is the compiler's `__restrict`,
+/// and the shim's own function has C linkage, so that the worker finds it by name.
 pub fn c_shim(spec: &TaskSpec, candidate_file: &str) -> String {
+    let cxx = spec.build.as_ref().is_some_and(|b| b.cxx);
     let mut s = String::new();
     let _ = writeln!(s, "#include <stdint.h>");
+    if cxx {
+        let _ = writeln!(s, "#define restrict __restrict");
+    }
     let _ = writeln!(s, "{};", c_signature(spec));
     let _ = writeln!(s, "#include \"{candidate_file}\"");
     let _ = writeln!(
         s,
-        "void {SHIM_SYMBOL}(void *const *ksearch_buffers, const int64_t *ksearch_axes) {{"
+        "{}void {SHIM_SYMBOL}(void *const *ksearch_buffers, const int64_t *ksearch_axes) {{",
+        if cxx { "extern \"C\" " } else { "" }
     );
     let mut args = Vec::new();
     let tensors = spec

@@ -3,7 +3,9 @@
 
 pub mod axis_expr;
 pub mod backend;
+pub mod build;
 pub mod calibration;
+pub mod caveats;
 pub mod contract;
 pub mod dtype;
 pub mod gate;

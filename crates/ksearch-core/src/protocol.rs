@@ -1,9 +1,11 @@
-//! Worker protocol, version 1: JSON lines between the orchestrator and a worker process.
-//! `docs/protocol.md` is the prose version of this file; keep them together.
+//! Worker protocol, version [`PROTOCOL_VERSION`]: JSON lines between the orchestrator and a
+//! worker process. `docs/protocol.md` is the prose version of this file; keep them together.
 //!
-//! Every line carries `"protocol": 1` and a `"type"`. The orchestrator writes [`Request`]s to
-//! the worker's stdin; the worker writes [`WorkerMessage`]s to its protocol channel (its stdout
-//! at start-up, moved away from fd 1 before any candidate code runs).
+//! Every line carries `"protocol"` (the version) and a `"type"`. The orchestrator writes
+//! [`Request`]s to the worker's request descriptor (fd 3); the worker writes
+//! [`WorkerMessage`]s to its message descriptor (fd 4), both named in `KSEARCH_PROTOCOL_FDS`.
+//! Neither is stdin or stdout, which candidate code may read or write, and runners never get
+//! them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -65,6 +67,10 @@ pub enum WorkerMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u64>,
         message: String,
+        /// The task's own code is at fault (its reference, baseline or a comparison does not
+        /// build, crashes or reads past an input), not the worker.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        task_fault: bool,
     },
 }
 
@@ -104,6 +110,22 @@ pub struct EvaluateRequest {
     pub check: CheckPlan,
     /// `None`: check only.
     pub timing: Option<TimingPlan>,
+}
+
+impl EvaluateRequest {
+    /// What a `passed` result of this request says: what was checked, and whether it was
+    /// timed. The orchestrator writes it into every passed result, whichever worker made it.
+    pub fn passed_message(&self) -> String {
+        let checked = format!(
+            "passed {} workload(s) × {} seed(s)",
+            self.workloads.len(),
+            self.check.seeds.len()
+        );
+        match self.timing {
+            Some(_) => format!("{checked}, every timed call checked, and a re-check after timing"),
+            None => format!("{checked} and a re-check on fresh inputs (not timed)"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -192,18 +214,32 @@ pub struct TimingPlan {
     pub rotate_bytes: u64,
 }
 
+impl TimingPlan {
+    /// How an evaluation is timed unless told otherwise. The one home of these defaults: the
+    /// command line's flags, the evaluator's and a run's settings all take them from here.
+    pub const DEFAULT: TimingPlan = TimingPlan {
+        warmup_ms: 50.0,
+        min_runs: 10,
+        min_time_ms: 300.0,
+        max_time_ms: 10_000.0,
+        target_sample_ms: 1.0,
+        rotate_bytes: 0,
+    };
+}
+
 impl Default for TimingPlan {
     fn default() -> Self {
-        Self {
-            warmup_ms: 50.0,
-            min_runs: 10,
-            min_time_ms: 300.0,
-            max_time_ms: 10_000.0,
-            target_sample_ms: 1.0,
-            rotate_bytes: 0,
-        }
+        Self::DEFAULT
     }
 }
+
+/// Input seeds checked per workload unless told otherwise (`--seeds`).
+pub const DEFAULT_SEEDS: usize = 3;
+/// The first input seed unless told otherwise (`--input-seed`).
+pub const DEFAULT_BASE_SEED: u64 = 1;
+/// The wall-clock limit, in seconds, of an evaluation nothing else sets: `ksearch eval`'s, a
+/// run's seed's (`--timeout`).
+pub const DEFAULT_TIMEOUT_S: u64 = 300;
 
 /// The outcome of an evaluation. Every status is data the proposer reads, never a Rust error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -263,6 +299,54 @@ pub struct EvaluateResult {
     /// How the candidate was confined while it ran (absent when it never ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Confinement>,
+    /// What the task's own implementations (baseline, comparisons) said they ran, where they
+    /// describe themselves (`ksearch_describe` on the c backend: an OpenBLAS baseline names its
+    /// build and the kernels it picked for this CPU).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub described: Vec<Described>,
+}
+
+impl EvaluateResult {
+    /// What the contender of `role` said it ran, if it said.
+    pub fn description_of(&self, role: Role) -> Option<&str> {
+        self.described
+            .iter()
+            .find(|d| d.role == role)
+            .map(|d| d.text.as_str())
+    }
+}
+
+/// A contender's description of itself, as it reported it when loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Described {
+    pub role: Role,
+    pub label: String,
+    pub text: String,
+}
+
+/// Longest description of a contender kept, in bytes.
+pub const MAX_DESCRIPTION: usize = 512;
+
+impl Described {
+    /// `text` as one line of at most [`MAX_DESCRIPTION`] bytes: control characters and runs of
+    /// white space become one space.
+    pub fn clean(text: &str) -> String {
+        let mut out = String::new();
+        for word in text
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+        {
+            let needed = word.len() + usize::from(!out.is_empty());
+            if out.len() + needed > MAX_DESCRIPTION {
+                break;
+            }
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+        out
+    }
 }
 
 /// What confinement a sandboxed program really got. Where the kernel refused something, the
@@ -469,6 +553,11 @@ mod tests {
                 missing: vec!["no seccomp filter".into()],
                 ..Confinement::default()
             }),
+            described: vec![Described {
+                role: Role::Baseline,
+                label: "blas".into(),
+                text: "OpenBLAS 0.3.21 DYNAMIC_ARCH; core Haswell".into(),
+            }],
         }))
     }
 
@@ -509,6 +598,7 @@ mod tests {
             WorkerMessage::Error {
                 id: None,
                 message: "bad".into(),
+                task_fault: true,
             },
         ] {
             let env = Envelope::new(msg);
@@ -541,6 +631,17 @@ mod tests {
         for s in Status::ALL {
             assert_eq!(format!("\"{s}\""), serde_json::to_string(&s).unwrap());
         }
+    }
+
+    #[test]
+    fn descriptions_are_cleaned_to_one_bounded_line() {
+        assert_eq!(
+            Described::clean("OpenBLAS 0.3.21\n DYNAMIC_ARCH\t\u{7}x "),
+            "OpenBLAS 0.3.21 DYNAMIC_ARCH x"
+        );
+        let long = "word ".repeat(400);
+        let clean = Described::clean(&long);
+        assert!(clean.len() <= MAX_DESCRIPTION && clean.ends_with("word"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{EvaluateResult, Status};
+use crate::protocol::{EvaluateResult, Role, Status};
 use crate::score::Speedup;
 use crate::tree::NodeId;
 
@@ -17,6 +17,29 @@ pub struct Evaluation {
     pub baseline: String,
     /// Wall time of the whole evaluation, seen from the orchestrator.
     pub wall_s: f64,
+    /// The machine's load when it ended, where the platform says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::caveats::HostLoad>,
+    /// What makes its numbers less trustworthy than they look, in words
+    /// ([`crate::caveats`]): a noisy spread, a busy machine, a weak baseline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
+}
+
+impl Evaluation {
+    /// What speedups are quoted against, with what the baseline said it ran where it described
+    /// itself: `OpenBLAS cblas_sgemm (1 thread) [OpenBLAS 0.3.21 … Haswell; core Haswell]`.
+    pub fn baseline_label(&self) -> String {
+        baseline_label(&self.baseline, self.result.description_of(Role::Baseline))
+    }
+}
+
+/// A baseline's name with its description, when it has one (see [`Evaluation::baseline_label`]).
+pub fn baseline_label(name: &str, description: Option<&str>) -> String {
+    match description {
+        Some(d) => format!("{name} [{d}]"),
+        None => name.to_owned(),
+    }
 }
 
 /// Why an attempt was made.

@@ -126,6 +126,7 @@ mod tests {
             phases: Phases::default(),
             output: CapturedOutput::default(),
             sandbox: None,
+            described: Vec::new(),
         }
     }
 

@@ -12,8 +12,9 @@
 //!       × 0.5 ^ failed cycles                     each cycle that passed nothing halves it
 //! ```
 //!
-//! Only executable actions are candidates (open, with the root or a closed node as parent).
-//! Ties go to the lower node id, so the choice is deterministic.
+//! Only executable actions are candidates (open, with the root or a closed node as parent), and
+//! of those only the ones fewer than [`MAX_FAILED_CYCLES`] cycles have failed on. Ties go to
+//! the lower node id, so the choice is deterministic.
 
 use crate::tree::{Node, NodeId, Tree};
 
@@ -57,9 +58,19 @@ pub fn ranked(tree: &Tree) -> Vec<(NodeId, f64)> {
     v
 }
 
-/// The next node to work on, if any is executable.
+/// Cycles that pass nothing before a node is no longer selected.
+pub const MAX_FAILED_CYCLES: u32 = 3;
+
+/// The next node to work on: the best ranked executable one that has not failed
+/// [`MAX_FAILED_CYCLES`] cycles. The engine's choice.
 pub fn select(tree: &Tree) -> Option<NodeId> {
-    ranked(tree).first().map(|(id, _)| *id)
+    ranked(tree)
+        .into_iter()
+        .find(|(id, _)| {
+            tree.get(*id)
+                .is_some_and(|n| n.failed_cycles < MAX_FAILED_CYCLES)
+        })
+        .map(|(id, _)| id)
 }
 
 #[cfg(test)]
@@ -202,5 +213,17 @@ mod tests {
         t.record_failed_cycle(1, 2);
         assert!((priority(&t, t.get(1).unwrap()) - before / 2.0).abs() < 1e-12);
         assert_eq!(select(&t), Some(2));
+    }
+
+    #[test]
+    fn a_node_that_failed_too_often_is_not_selected_however_it_ranks() {
+        let mut t = tree_with(&[(ROOT, node("only", 2, 0.9, 0.9))]);
+        for round in 0..MAX_FAILED_CYCLES - 1 {
+            t.record_failed_cycle(1, u64::from(round));
+            assert_eq!(select(&t), Some(1));
+        }
+        t.record_failed_cycle(1, 9);
+        assert_eq!(ranked(&t).len(), 1, "still executable and ranked");
+        assert_eq!(select(&t), None, "but no longer selected");
     }
 }

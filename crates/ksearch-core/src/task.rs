@@ -210,6 +210,9 @@ pub struct TaskSpec {
     /// Where an imported task came from (`ksearch import`), so that an export can go back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// How a c task's sources are built beyond the contract: C++, extra flags and libraries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::build::BuildSpec>,
 }
 
 /// The benchmark suite an imported task came from, and its name there.
@@ -523,7 +526,7 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     for (i, c) in spec.comparisons.iter().enumerate() {
         validate_implementation(&root.key("comparisons").index(i), c, "comparison")?;
     }
-    Ok(())
+    crate::build::validate(spec, &root)
 }
 
 /// A baseline or comparison: its file, name, libraries and their install hints.
@@ -537,11 +540,7 @@ fn validate_implementation(
         return Err((path.key("name"), format!("give the {what} a name")));
     }
     for (i, lib) in b.libs.iter().enumerate() {
-        if lib.is_empty()
-            || !lib
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.+".contains(c))
-        {
+        if !crate::build::is_library_name(lib) {
             return Err((
                 path.key("libs").index(i),
                 format!("`{lib}` is not a library name (as in `-l<name>`)"),
@@ -1074,6 +1073,7 @@ pub mod tests_support {
             comparisons: Vec::new(),
             space: None,
             origin: None,
+            build: None,
         }
     }
 }

@@ -28,17 +28,18 @@ use ksearch_core::tree::{Gate, NodeId, ROOT, Solution, Tree};
 use ksearch_core::tree_edit::{self, EditOp, EditScript};
 use ksearch_eval::{Compare, EvalError, Evaluator};
 use ksearch_store::{RunStore, Snapshot, StoreError, non_finite_path};
-use serde::Serialize;
 use thiserror::Error;
 
 use crate::observer::{Observer, Progress};
 use crate::proposer::{
     CycleEvidence, Evaluated, GenerateRequest, ProposeContext, ProposeError, Proposer, TooHard,
 };
-use crate::run_config::{
+use ksearch_run::StoredRun;
+use ksearch_run::events::RunEvent;
+use ksearch_run::{
     ConfigError, CostStop, EngineState, InFlight, Position, RunConfig, SessionEnd, StopReason,
 };
-use crate::summary::{RunSummary, summarize};
+use ksearch_run::{RunSummary, summarize};
 
 /// The proposer's view of the engine, borrowing only the fields it needs so the proposer itself
 /// can be borrowed mutably beside it.
@@ -55,23 +56,21 @@ macro_rules! ctx {
     };
 }
 
-const META_TASK: &str = "task";
-const META_CONFIG: &str = "config";
-/// Cycles that pass nothing before a node is no longer selected.
-pub const MAX_FAILED_CYCLES: u32 = 3;
+pub use ksearch_core::selection::MAX_FAILED_CYCLES;
 /// Cycles in a row that made no attempt at all before the search counts as exhausted.
 const MAX_EMPTY_CYCLES: u32 = 25;
 /// Times the orchestrator may die during one evaluation: after the first the evaluation runs
 /// again on resume (the death may have had another cause); after the second the attempt is
 /// recorded as `crashed` and never run again.
 pub const MAX_LOST_EVALUATIONS: u32 = 2;
-/// The event recorded when a session stops cleanly (data: [`SessionEnd`]).
-pub const SESSION_ENDED: &str = "session_ended";
 
 #[derive(Debug, Error)]
 pub enum EngineError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The stored run could not be read back (see [`ksearch_run::RunError`]).
+    #[error(transparent)]
+    Run(#[from] ksearch_run::RunError),
     #[error(transparent)]
     Eval(#[from] EvalError),
     #[error(transparent)]
@@ -82,16 +81,11 @@ pub enum EngineError {
     InterruptedDuringSetup,
     #[error("the run in {} is incomplete: {what}", dir.display())]
     Incomplete { dir: PathBuf, what: String },
-    #[error("the run in {} has an invalid stored configuration: {source}", dir.display())]
-    Config {
-        dir: PathBuf,
-        #[source]
-        source: ConfigError,
-    },
     #[error("invalid configuration: {0}")]
     BadConfig(#[source] ConfigError),
     #[error("{} cannot be replayed: {why}", dir.display())]
     NotReplayable { dir: PathBuf, why: String },
+
     #[error("the replay diverged from the recorded run in session {session}: {detail}")]
     Diverged { session: u32, detail: String },
 }
@@ -105,133 +99,6 @@ pub struct Budget {
     pub rounds: Option<u64>,
     /// Stop starting attempts after this instant.
     pub until: Option<Instant>,
-}
-
-/// A run read back from its directory.
-#[derive(Debug)]
-pub struct StoredRun {
-    pub store: RunStore,
-    pub task: Task,
-    pub config: RunConfig,
-}
-
-/// Open a run directory to read it (no lock: works while a run is going).
-pub fn open_run(dir: &Path) -> Result<StoredRun, EngineError> {
-    stored_run(dir, RunStore::open(dir)?)
-}
-
-/// Open a run directory to continue it, holding its writer lock: fails at once when another
-/// process is running or resuming it.
-pub fn open_run_writer(dir: &Path) -> Result<StoredRun, EngineError> {
-    stored_run(dir, RunStore::open_writer(dir)?)
-}
-
-fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, EngineError> {
-    let incomplete = |what: &str| EngineError::Incomplete {
-        dir: dir.to_owned(),
-        what: what.to_owned(),
-    };
-    let task = store
-        .meta::<Task>(META_TASK)?
-        .ok_or_else(|| incomplete("no task recorded"))?;
-    let config = store
-        .meta::<RunConfig>(META_CONFIG)?
-        .ok_or_else(|| incomplete("no configuration recorded"))?;
-    config.validate().map_err(|source| EngineError::Config {
-        dir: dir.to_owned(),
-        source,
-    })?;
-    Ok(StoredRun {
-        store,
-        task,
-        config,
-    })
-}
-
-/// Everything a finished or running run has recorded, read back without an engine.
-#[derive(Debug)]
-pub struct RunRecords {
-    pub run: StoredRun,
-    pub state: EngineState,
-    pub tree: Tree,
-    pub summary: RunSummary,
-    /// Every attempt in round order, the seed (round 0) first.
-    pub attempts: Vec<AttemptRecord>,
-    pub cycles: Vec<CycleRecord>,
-    /// `(round, kind, data)` in the order written.
-    pub events: Vec<(u64, String, serde_json::Value)>,
-    pub llm_calls: Vec<LlmCallRecord>,
-    /// Candidate sources by content hash: every attempt's and solution's whose artifact is
-    /// present, each verified against its hash.
-    pub sources: BTreeMap<String, String>,
-}
-
-/// Read a finished or running run whole, for display. Every artifact the run refers to is
-/// read and checked against its hash: a tampered one is an error naming it; a missing one is
-/// left out of `sources`.
-pub fn read_run(dir: &Path) -> Result<RunRecords, EngineError> {
-    let run = open_run(dir)?;
-    let snap = run.store.snapshot()?;
-    let state: EngineState = run.store.state()?.ok_or_else(|| EngineError::Incomplete {
-        dir: dir.to_owned(),
-        what: "no engine state".into(),
-    })?;
-    if snap.nodes.is_empty() {
-        return Err(EngineError::Incomplete {
-            dir: dir.to_owned(),
-            what: "the seed has not been measured yet".into(),
-        });
-    }
-    let tree = Tree::from_nodes(snap.nodes, state.next_node);
-    let mut sources = BTreeMap::new();
-    let hashes = snap
-        .attempts
-        .iter()
-        .map(|a| (&a.source_hash, &a.source_file))
-        .chain(
-            tree.nodes()
-                .filter_map(|n| n.solution.as_ref())
-                .map(|s| (&s.source_hash, &s.source_file)),
-        );
-    for (hash, file) in hashes {
-        if sources.contains_key(hash) {
-            continue;
-        }
-        match run.store.read_artifact(hash, file) {
-            Ok(src) => {
-                sources.insert(hash.clone(), src.text);
-            }
-            Err(StoreError::MissingArtifact { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let summary = summarize(
-        dir,
-        &run.task,
-        &run.config,
-        &state,
-        &tree,
-        &snap.attempts,
-        &snap.cycles,
-        &snap.llm_calls,
-    );
-    Ok(RunRecords {
-        run,
-        state,
-        tree,
-        summary,
-        attempts: snap.attempts,
-        cycles: snap.cycles,
-        events: snap.events,
-        llm_calls: snap.llm_calls,
-        sources,
-    })
-}
-
-/// A run's summary, tree and attempts, for display.
-pub fn read_summary(dir: &Path) -> Result<(RunSummary, Tree, Vec<AttemptRecord>), EngineError> {
-    let r = read_run(dir)?;
-    Ok((r.summary, r.tree, r.attempts))
 }
 
 pub struct Engine<'e> {
@@ -328,8 +195,8 @@ impl<'e> Engine<'e> {
             payload: serde_json::Value::Null,
         };
         store.transaction(|tx| {
-            tx.set_meta(META_TASK, &task)?;
-            tx.set_meta(META_CONFIG, &config)?;
+            tx.set_meta(ksearch_run::META_TASK, &task)?;
+            tx.set_meta(ksearch_run::META_CONFIG, &config)?;
             tx.put_attempt(&seed_attempt)?;
             tx.set_state(&state)
         })?;
@@ -384,10 +251,11 @@ impl<'e> Engine<'e> {
             } else {
                 "evaluated again"
             };
-            engine.event(
-                "evaluation_lost",
-                &serde_json::json!({ "round": lost.round, "times": lost.lost, "outcome": outcome }),
-            )?;
+            engine.event(&RunEvent::EvaluationLost {
+                round: lost.round,
+                times: lost.lost,
+                outcome: outcome.into(),
+            })?;
         }
         // The budget (and any lost evaluation) is on disk before anything is measured.
         engine.commit(&[], &[])?;
@@ -453,6 +321,12 @@ impl<'e> Engine<'e> {
                     comparisons: true,
                     ..Compare::default()
                 };
+                self.observer.progress(&Progress::AttemptStarted {
+                    round: 0,
+                    kind: AttemptKind::Seed,
+                    node: ROOT,
+                    title: "the seed",
+                });
                 match self.evaluate_round(0, &source, compare) {
                     Err(EngineError::Eval(EvalError::Cancelled)) => {
                         return Err(EngineError::InterruptedDuringSetup);
@@ -467,6 +341,20 @@ impl<'e> Engine<'e> {
             return Err(EngineError::SeedFailed {
                 status: evaluation.result.status,
                 message: evaluation.result.message.clone(),
+            });
+        }
+        let speedup = evaluation.speedup.as_ref().map(|s| s.geomean);
+        self.observer.progress(&Progress::AttemptFinished {
+            round: 0,
+            status: evaluation.result.status,
+            speedup,
+            best_speedup: speedup,
+            spent_usd: 0.0,
+        });
+        if !evaluation.caveats.is_empty() {
+            self.observer.progress(&Progress::Caveats {
+                round: 0,
+                caveats: &evaluation.caveats,
             });
         }
         let seed = AttemptRecord {
@@ -489,6 +377,9 @@ impl<'e> Engine<'e> {
         // an error there asks the same question (its prompt quotes these latencies) instead of
         // measuring again.
         self.commit(std::slice::from_ref(&seed), &[])?;
+        self.observer.progress(&Progress::Proposing {
+            what: "the initial world model",
+        });
         let model = match self.proposer.init_world_model(&ctx!(self)) {
             Ok(model) => model,
             Err(e) => {
@@ -514,7 +405,7 @@ impl<'e> Engine<'e> {
             }
             .into());
         }
-        self.event("world_model", &serde_json::json!({ "actions": ids }))?;
+        self.event(&RunEvent::WorldModel { actions: ids })?;
         self.state.initialized = true;
         self.commit(&[seed], &[])?;
         Ok(())
@@ -529,8 +420,9 @@ impl<'e> Engine<'e> {
 
     /// Queue an event for the next commit. Its data must hold no NaN or infinity (JSON would
     /// turn one into `null` on the way in); one that does is a bug, refused here.
-    fn event<T: Serialize>(&mut self, kind: &str, data: &T) -> Result<(), EngineError> {
-        if let Some(at) = non_finite_path(data) {
+    fn event(&mut self, event: &RunEvent) -> Result<(), EngineError> {
+        let (kind, value) = event.stored();
+        if let Some(at) = non_finite_path(&value) {
             return Err(StoreError::NonFinite {
                 path: self.store.dir().join(ksearch_store::DB_FILE),
                 what: format!("event `{kind}`"),
@@ -538,13 +430,7 @@ impl<'e> Engine<'e> {
             }
             .into());
         }
-        let value = serde_json::to_value(data).map_err(|source| StoreError::Corrupt {
-            path: self.store.dir().join(ksearch_store::DB_FILE),
-            what: format!("event `{kind}` (while writing it)"),
-            at: String::new(),
-            source,
-        })?;
-        self.events.push((kind.to_owned(), value));
+        self.events.push((kind, value));
         Ok(())
     }
 
@@ -683,11 +569,14 @@ impl<'e> Engine<'e> {
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
                 sandbox: None,
+                described: Vec::new(),
             },
             speedup: None,
             speedup_vs_parent: None,
             baseline,
             wall_s: 0.0,
+            load: None,
+            caveats: Vec::new(),
         }
     }
 
@@ -698,10 +587,10 @@ impl<'e> Engine<'e> {
         let Some(problem) = implausible(&e) else {
             return Ok(e);
         };
-        self.event(
-            "evaluation_not_admitted",
-            &serde_json::json!({ "round": round, "problem": problem }),
-        )?;
+        self.event(&RunEvent::EvaluationNotAdmitted {
+            round,
+            problem: problem.clone(),
+        })?;
         let compile = e
             .result
             .compile
@@ -726,6 +615,7 @@ impl<'e> Engine<'e> {
                 phases: Phases::default(),
                 output: e.result.output,
                 sandbox: e.result.sandbox,
+                described: e.result.described,
             },
             speedup: None,
             speedup_vs_parent: None,
@@ -735,6 +625,8 @@ impl<'e> Engine<'e> {
             } else {
                 0.0
             },
+            load: e.load.filter(|l| l.load_1m.is_finite()),
+            caveats: e.caveats,
         })
     }
 
@@ -744,11 +636,26 @@ impl<'e> Engine<'e> {
         compare: Compare<'_>,
     ) -> Result<Evaluation, EngineError> {
         let started = Instant::now();
-        let result =
-            self.evaluator
-                .evaluate(&self.task, source, compare, &self.config.eval.options());
+        // The seed's evaluation sets the limit of every later one (unless the user set it).
+        let seed_wall = self
+            .attempts
+            .iter()
+            .find(|a| a.round == 0)
+            .and_then(|a| a.evaluation.as_ref())
+            .map(|e| e.wall_s);
+        let (limit, why) = self.config.eval.round_timeout(seed_wall);
+        let result = self.evaluator.evaluate(
+            &self.task,
+            source,
+            compare,
+            &crate::eval_options(&self.config.eval, limit),
+        );
         self.state.eval_s += started.elapsed().as_secs_f64();
-        Ok(result?)
+        let mut evaluation = result?;
+        if evaluation.result.status == Status::Timeout {
+            evaluation.result.message = format!("{} (the limit: {why})", evaluation.result.message);
+        }
+        Ok(evaluation)
     }
 
     fn rounds_done(&self) -> u64 {
@@ -926,7 +833,9 @@ impl<'e> Engine<'e> {
                 // for a cost stop), rather than going round empty cycles.
                 Err(EngineError::Propose(e @ ProposeError::Unusable { .. })) => {
                     let detail = e.to_string();
-                    self.event("unusable_model", &serde_json::json!({ "detail": detail }))?;
+                    self.event(&RunEvent::UnusableModel {
+                        detail: detail.clone(),
+                    })?;
                     unusable = Some(detail);
                     break StopReason::UnusableModel;
                 }
@@ -976,7 +885,7 @@ impl<'e> Engine<'e> {
         self.state.stop_reason = Some(reason);
         self.state.stop_detail = unusable;
         self.state.evaluating = None;
-        self.event(SESSION_ENDED, &end)?;
+        self.event(&RunEvent::SessionEnded(end.clone()))?;
         self.commit(&[], &[])?;
         self.observer.progress(&Progress::Stopped { reason });
         Ok(end)
@@ -995,7 +904,7 @@ impl<'e> Engine<'e> {
             next_usd,
             cap_usd,
         };
-        self.event("cost_cap", &stop)?;
+        self.event(&RunEvent::CostCap(stop))?;
         Ok(stop)
     }
 
@@ -1030,6 +939,8 @@ impl<'e> Engine<'e> {
                 } else {
                     AttemptKind::Improve
                 };
+                let what = format!("{} node {}", kind.as_str(), cycle.node);
+                self.observer.progress(&Progress::Proposing { what: &what });
                 match self.generate(&cycle, kind)? {
                     Some(a) => a,
                     None => {
@@ -1087,14 +998,7 @@ impl<'e> Engine<'e> {
     }
 
     fn selectable(&self) -> Option<NodeId> {
-        selection::ranked(&self.tree)
-            .into_iter()
-            .find(|(id, _)| {
-                self.tree
-                    .get(*id)
-                    .is_some_and(|n| n.failed_cycles < MAX_FAILED_CYCLES)
-            })
-            .map(|(id, _)| id)
+        selection::select(&self.tree)
     }
 
     fn start_cycle(&mut self) -> Result<Option<u64>, EngineError> {
@@ -1110,6 +1014,9 @@ impl<'e> Engine<'e> {
                     best_code: code.as_deref(),
                     ..ctx!(self)
                 };
+                self.observer.progress(&Progress::Proposing {
+                    what: "new actions (no open one is left to work on)",
+                });
                 let script = self.proposer.propose_actions(&ctx)?;
                 self.apply_edits(script)?;
                 self.commit(&[], &[])?;
@@ -1131,7 +1038,11 @@ impl<'e> Engine<'e> {
         };
         self.state.next_cycle += 1;
         self.state.current_cycle = Some(cycle.id);
-        self.event("cycle_started", &serde_json::json!({ "cycle": cycle.id, "node": node, "ranking": selection::ranked(&self.tree) }))?;
+        self.event(&RunEvent::CycleStarted {
+            cycle: cycle.id,
+            node,
+            ranking: selection::ranked(&self.tree),
+        })?;
         self.cycles.push(cycle.clone());
         self.commit(&[], std::slice::from_ref(&cycle))?;
         let title = self
@@ -1247,10 +1158,10 @@ impl<'e> Engine<'e> {
         let status = evaluation.result.status;
         let speedup = evaluation.speedup.as_ref().map(|s| s.geomean);
         if let Some(c) = vs_incumbent {
-            self.event(
-                "vs_incumbent",
-                &serde_json::json!({ "round": attempt.round, "comparison": c }),
-            )?;
+            self.event(&RunEvent::VsIncumbent {
+                round: attempt.round,
+                comparison: c,
+            })?;
         }
         let attempt = AttemptRecord {
             evaluation: Some(evaluation),
@@ -1335,10 +1246,11 @@ impl<'e> Engine<'e> {
             let solution = solution_of(best, eval, vs_parent);
             self.tree.attach(node, solution, round);
             self.tree.note(node, gate_note(vs_parent), round);
-            self.event(
-                "attached",
-                &serde_json::json!({ "node": node, "round": best.round, "vs_parent": vs_parent }),
-            )?;
+            self.event(&RunEvent::Attached {
+                node,
+                round: best.round,
+                vs_parent,
+            })?;
             let code = self.source_of(&best.source_hash, &best.source_file)?;
             let evidence = CycleEvidence {
                 node,
@@ -1348,13 +1260,12 @@ impl<'e> Engine<'e> {
                 vs_parent,
                 solution_code: Some(&code.text),
             };
+            let what = format!("refine the tree after node {node} passed");
+            self.observer.progress(&Progress::Proposing { what: &what });
             let script = self.proposer.refine(&ctx!(self), &evidence)?;
             self.apply_edits(script)?;
             if let Some(id) = tree_edit::ensure_continuation(&mut self.tree, node, round) {
-                self.event(
-                    "fallback_child",
-                    &serde_json::json!({ "node": node, "child": id }),
-                )?;
+                self.event(&RunEvent::FallbackChild { node, child: id })?;
             }
             cycle.outcome = Some(CycleOutcome::Passed);
         } else {
@@ -1367,11 +1278,13 @@ impl<'e> Engine<'e> {
                 vs_parent: None,
                 solution_code: None,
             };
+            let what = format!("decide about node {node}, which passed nothing");
+            self.observer.progress(&Progress::Proposing { what: &what });
             let decision = self.proposer.too_hard(&ctx!(self), &evidence)?;
-            self.event(
-                "too_hard",
-                &serde_json::json!({ "node": node, "decision": format!("{decision:?}") }),
-            )?;
+            self.event(&RunEvent::TooHard {
+                node,
+                decision: format!("{decision:?}"),
+            })?;
             let op = match decision {
                 TooHard::Downgrade(changes) => EditOp::Update { node, changes },
                 TooHard::Split(into) => EditOp::Split { node, into },
@@ -1403,17 +1316,17 @@ impl<'e> Engine<'e> {
             }
             match tree_edit::apply(&mut self.tree, &script, round) {
                 Ok(ids) => {
-                    self.event(
-                        "edit",
-                        &serde_json::json!({ "ops": script.ops, "created": ids }),
-                    )?;
+                    self.event(&RunEvent::Edit {
+                        ops: script.ops.clone(),
+                        created: ids.clone(),
+                    })?;
                     return Ok(ids);
                 }
                 Err(e) => {
-                    self.event(
-                        "edit_rejected",
-                        &serde_json::json!({ "ops": script.ops, "error": e.to_string() }),
-                    )?;
+                    self.event(&RunEvent::EditRejected {
+                        ops: script.ops.clone(),
+                        error: e.to_string(),
+                    })?;
                     match self.proposer.revise_edit(&ctx!(self), &script, &e)? {
                         Some(revised) => script = revised,
                         None => return Ok(Vec::new()),
@@ -1498,15 +1411,14 @@ impl ReplayPlan {
                 "it did not stop cleanly (it was killed, failed, or is still running); `ksearch resume` it until it stops, then replay it".into(),
             ));
         };
-        let sessions = snap
-            .events
-            .iter()
-            .filter(|(_, kind, _)| kind == SESSION_ENDED)
-            .map(|(_, _, data)| {
-                serde_json::from_value::<SessionEnd>(data.clone())
-                    .map_err(|e| refuse(format!("a recorded session end is unreadable: {e}")))
+        let sessions: Vec<SessionEnd> = ksearch_run::events::decode(&snap.events)
+            .map_err(refuse)?
+            .into_iter()
+            .filter_map(|(_, e)| match e {
+                RunEvent::SessionEnded(end) => Some(end),
+                _ => None,
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect();
         match sessions.last() {
             None => {
                 return Err(refuse(
@@ -1632,6 +1544,7 @@ mod tests {
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
                 sandbox: None,
+                described: Vec::new(),
             },
             speedup: Some(Speedup {
                 geomean: baseline_ms / candidate_ms,
@@ -1645,6 +1558,8 @@ mod tests {
             speedup_vs_parent: None,
             baseline: "reference".into(),
             wall_s: 1.0,
+            load: None,
+            caveats: Vec::new(),
         }
     }
 
@@ -1735,13 +1650,14 @@ mod tests {
             events: ends
                 .iter()
                 .map(|e| {
-                    (
-                        3,
-                        SESSION_ENDED.to_owned(),
-                        serde_json::to_value(e).unwrap(),
-                    )
+                    let (kind, data) = RunEvent::SessionEnded(e.clone()).stored();
+                    (3, kind, data)
                 })
-                .chain([(3, "edit".to_owned(), serde_json::json!({"ops": []}))])
+                .chain([(
+                    3,
+                    "edit".to_owned(),
+                    serde_json::json!({"ops": [], "created": []}),
+                )])
                 .collect(),
             llm_calls: Vec::new(),
         }

@@ -3,17 +3,24 @@
 
 pub mod builtin;
 mod engine;
+mod eval_options;
 pub mod llm;
 mod observer;
 mod proposer;
 mod replay;
-mod run_config;
-mod summary;
 
 pub use engine::{
     Budget, Engine, EngineError, MAX_FAILED_CYCLES, MAX_LOST_EVALUATIONS, Parts, ReplayPlan,
-    RunRecords, SESSION_ENDED, StoredRun, open_run, open_run_writer, read_run, read_summary,
     replay_path,
+};
+pub use eval_options::eval_options;
+pub use ksearch_run::events;
+pub use ksearch_run::{
+    Best, ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
+    LlmTotals, MAX_TIMEOUT_S, MAX_TIMING_MS, Position, ROUND_TIMEOUT_FACTOR, ROUND_TIMEOUT_FLOOR_S,
+    RUN_FORMAT, RunConfig, RunError, RunRecords, RunSummary, SessionEnd, StopReason, StoredRun,
+    asked_again, check_range, open_run, open_run_writer, read_run, read_summary, round_timeout_s,
+    summarize,
 };
 pub use observer::{Observer, Progress, Silent};
 pub use proposer::{
@@ -21,9 +28,3 @@ pub use proposer::{
     TooHard, WorldModel,
 };
 pub use replay::ReplayEvaluator;
-pub use run_config::{
-    ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
-    MAX_TIMEOUT_S, MAX_TIMING_MS, Position, RUN_FORMAT, RunConfig, SessionEnd, StopReason,
-    check_range,
-};
-pub use summary::{Best, LlmTotals, RunSummary, asked_again, summarize};

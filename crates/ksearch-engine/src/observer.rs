@@ -4,10 +4,15 @@ use ksearch_core::protocol::Status;
 use ksearch_core::record::AttemptKind;
 use ksearch_core::tree::NodeId;
 
-use crate::run_config::StopReason;
+use ksearch_run::StopReason;
 
 #[derive(Debug, Clone)]
 pub enum Progress<'a> {
+    /// The proposer is asked for something (a model call may take a while): `what` in words,
+    /// e.g. `the initial world model`, `implement node 3`, `refine after node 3`.
+    Proposing {
+        what: &'a str,
+    },
     CycleStarted {
         cycle: u64,
         node: NodeId,
@@ -31,6 +36,12 @@ pub enum Progress<'a> {
         cycle: u64,
         node: NodeId,
         passed: bool,
+    },
+    /// What makes an evaluation's numbers less trustworthy (`ksearch_core::caveats`), said
+    /// once for the seed, whose numbers every speedup is measured against.
+    Caveats {
+        round: u64,
+        caveats: &'a [String],
     },
     Stopped {
         reason: StopReason,

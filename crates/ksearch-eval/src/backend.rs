@@ -120,14 +120,15 @@ pub fn build_only(kind: BackendKind, source: &str, file: &Path) -> Result<(), St
     std::fs::write(file, source).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     let output = match kind {
         BackendKind::C => {
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            Command::new(&cc)
+            let cc = crate::c_worker::Driver::c();
+            Command::new(&cc.program)
+                .args(&cc.args)
                 .args(crate::c_worker::CANDIDATE_FLAGS)
                 .arg("-o")
                 .arg(file.with_extension("so"))
                 .arg(file)
                 .output()
-                .map_err(|e| format!("cannot run `{cc}`: {e}"))?
+                .map_err(|e| format!("cannot run `{}`: {e}", cc.program))?
         }
         BackendKind::Mlx | BackendKind::Torch => Command::new("python3")
             .args([

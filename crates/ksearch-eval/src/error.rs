@@ -17,6 +17,10 @@ pub enum EvalError {
     /// malformed request). Not the candidate's fault.
     #[error("the worker could not evaluate: {message}")]
     Worker { message: String },
+    /// The task's own code failed (its reference, baseline or a comparison does not build,
+    /// crashes, or reads past an input): the task is at fault, not the candidate.
+    #[error("{message}")]
+    Task { message: String },
     #[error("workload `{name}` is not in task `{task}` (it has: {available})")]
     UnknownWorkload {
         name: String,

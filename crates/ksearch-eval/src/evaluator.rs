@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use ksearch_core::caveats::{HostLoad, busy_machine, noisy_timings};
 use ksearch_core::protocol::{
     CapturedOutput, CheckPlan, Contender, EvaluateRequest, EvaluateResult, Phases, Role, Status,
     TimingPlan,
@@ -17,6 +18,10 @@ use crate::supervisor::Supervisor;
 
 /// Most input seeds one evaluation checks per workload (`--seeds`).
 pub const MAX_SEEDS: usize = 64;
+
+/// The wall-clock limit of an evaluation nothing else sets: `ksearch eval`'s, a run's seed's.
+pub const DEFAULT_TIMEOUT: Duration =
+    Duration::from_secs(ksearch_core::protocol::DEFAULT_TIMEOUT_S);
 
 /// What to run: which workloads, how many seeds, how to time, how long to allow.
 #[derive(Debug, Clone)]
@@ -35,10 +40,10 @@ impl Default for EvalOptions {
     fn default() -> Self {
         Self {
             workloads: Vec::new(),
-            seeds: 3,
-            base_seed: 1,
-            timing: Some(TimingPlan::default()),
-            timeout: Duration::from_secs(300),
+            seeds: ksearch_core::protocol::DEFAULT_SEEDS,
+            base_seed: ksearch_core::protocol::DEFAULT_BASE_SEED,
+            timing: Some(TimingPlan::DEFAULT),
+            timeout: DEFAULT_TIMEOUT,
         }
     }
 }
@@ -65,12 +70,17 @@ pub trait Evaluator {
     ) -> Result<Evaluation, EvalError>;
 }
 
+/// A check of an evaluation against what this machine can do: a caveat, if it finds one (the
+/// engine's cost model has one for a weak production baseline).
+pub type MachineCheck = fn(&Task, &Evaluation) -> Option<String>;
+
 /// Evaluates on a worker process on this machine.
 #[derive(Debug)]
 pub struct LocalEvaluator {
     backend: Box<dyn BackendEval>,
     supervisor: Supervisor,
     next_id: u64,
+    machine_check: Option<MachineCheck>,
 }
 
 impl LocalEvaluator {
@@ -80,7 +90,18 @@ impl LocalEvaluator {
             backend,
             supervisor,
             next_id: 1,
+            machine_check: None,
         }
+    }
+
+    /// See [`Supervisor::set_phase_observer`].
+    pub fn set_phase_observer(&mut self, observer: crate::supervisor::PhaseObserver) {
+        self.supervisor.set_phase_observer(observer);
+    }
+
+    /// Add `check`'s caveat to every evaluation it finds one for.
+    pub fn set_machine_check(&mut self, check: MachineCheck) {
+        self.machine_check = Some(check);
     }
 
     pub fn supervisor(&self) -> &Supervisor {
@@ -91,6 +112,17 @@ impl LocalEvaluator {
     pub fn set_cancel(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.supervisor.set_cancel(flag);
     }
+}
+
+/// The machine's one-minute load average and the CPUs this process may use (Linux).
+fn host_load() -> Option<HostLoad> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let load_1m: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    (load_1m.is_finite() && load_1m >= 0.0).then_some(HostLoad {
+        load_1m,
+        cpus: u32::try_from(cpus).unwrap_or(u32::MAX),
+    })
 }
 
 /// The request for one evaluation.
@@ -200,7 +232,14 @@ impl Evaluator for LocalEvaluator {
         let request = build_request(id, task, candidate, compare, options)?;
         let violations = self.backend.static_check(&task.spec, &candidate.text);
         let result = if violations.is_empty() {
-            self.supervisor.evaluate(&request, options.timeout)?
+            self.supervisor
+                .evaluate(&request, options.timeout)
+                .map_err(|e| match e {
+                    EvalError::Task { message } => EvalError::Task {
+                        message: format!("the task `{}` is at fault: {message}", task.id),
+                    },
+                    e => e,
+                })?
         } else {
             let message = violations
                 .iter()
@@ -219,14 +258,27 @@ impl Evaluator for LocalEvaluator {
                 phases: Phases::default(),
                 output: CapturedOutput::default(),
                 sandbox: None,
+                described: Vec::new(),
             }
         };
-        Ok(Evaluation {
+        let load = host_load();
+        let mut caveats = noisy_timings(&result);
+        caveats.extend(load.as_ref().and_then(busy_machine));
+        let mut evaluation = Evaluation {
             speedup: speedup_over(&result, Role::Baseline),
             speedup_vs_parent: speedup_over(&result, Role::Parent),
             baseline: task.baseline_name(),
             result,
             wall_s: started.elapsed().as_secs_f64(),
-        })
+            load,
+            caveats,
+        };
+        if let Some(caveat) = self
+            .machine_check
+            .and_then(|check| check(task, &evaluation))
+        {
+            evaluation.caveats.push(caveat);
+        }
+        Ok(evaluation)
     }
 }

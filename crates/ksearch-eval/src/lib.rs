@@ -26,10 +26,11 @@ pub use backend::{
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
 pub use evaluator::{
-    Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS, build_request,
+    Compare, DEFAULT_TIMEOUT, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS,
+    MachineCheck, build_request,
 };
 pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
-pub use supervisor::Supervisor;
+pub use supervisor::{PhaseObserver, Supervisor};
 pub use torch_backend::TorchBackend;
 pub use worker_process::{WorkerCommand, signal_name};

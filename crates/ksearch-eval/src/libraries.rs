@@ -42,11 +42,9 @@ fn link_probe(name: &str) -> bool {
     let Ok(dir) = tempfile::tempdir() else {
         return false;
     };
-    let compiler = std::env::var("CC")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cc".into());
-    Command::new(compiler)
+    let compiler = crate::c_worker::Driver::c();
+    Command::new(&compiler.program)
+        .args(&compiler.args)
         .args(["-shared", "-fPIC", "-x", "c", "-", "-o"])
         .arg(dir.path().join("probe.so"))
         .arg(format!("-l{name}"))

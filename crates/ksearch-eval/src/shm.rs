@@ -83,6 +83,29 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Bytes `range` of the mapping, writable, without making a reference to the rest (which
+    /// may hold pages with no access: input guards).
+    pub(crate) fn slice_mut(&mut self, range: std::ops::Range<usize>) -> &mut [u8] {
+        assert!(self.writable, "a read-only mapping");
+        assert!(range.start <= range.end && range.end <= self.len);
+        // SAFETY: inside the writable mapping, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.len()) }
+    }
+
+    /// Make `len` bytes at `offset` (both whole pages) inaccessible in this mapping: any access
+    /// faults.
+    pub(crate) fn no_access(&self, offset: usize, len: usize) -> io::Result<()> {
+        assert!(offset + len <= self.len);
+        // SAFETY: a page range inside this mapping; nothing in this process references it.
+        let r = unsafe { libc::mprotect(self.ptr.add(offset).cast(), len, libc::PROT_NONE) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Shared {
     fn drop(&mut self) {
         // SAFETY: unmapping what `map` mapped.

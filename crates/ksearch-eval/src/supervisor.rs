@@ -12,8 +12,11 @@ use ksearch_core::protocol::{
 use crate::error::EvalError;
 use crate::worker_process::{Incoming, WorkerCommand, WorkerProcess, describe_exit};
 
+/// Told each phase of an evaluation as the worker starts it (and the workload, where it has
+/// one): to show a long evaluation's progress.
+pub type PhaseObserver = Box<dyn FnMut(Phase, Option<&str>) + Send>;
+
 /// Runs evaluations on one worker at a time, restarting it whenever it is lost.
-#[derive(Debug)]
 pub struct Supervisor {
     command: WorkerCommand,
     worker: Option<WorkerProcess>,
@@ -21,6 +24,16 @@ pub struct Supervisor {
     pub grace: Duration,
     /// When set, a running evaluation is abandoned and its worker stopped.
     cancel: Option<Arc<AtomicBool>>,
+    phases: Option<PhaseObserver>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("command", &self.command)
+            .field("grace", &self.grace)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Supervisor {
@@ -30,7 +43,13 @@ impl Supervisor {
             worker: None,
             grace: Duration::from_secs(1),
             cancel: None,
+            phases: None,
         }
+    }
+
+    /// Tell `observer` each phase the worker starts.
+    pub fn set_phase_observer(&mut self, observer: PhaseObserver) {
+        self.phases = Some(observer);
     }
 
     /// Abandon evaluations (with [`EvalError::Cancelled`]) once `flag` is set, e.g. by Ctrl-C.
@@ -42,11 +61,6 @@ impl Supervisor {
         self.cancel
             .as_ref()
             .is_some_and(|f| f.load(Ordering::Relaxed))
-    }
-
-    /// The running worker's process id, if one is running.
-    pub fn worker_pid(&self) -> Option<u32> {
-        self.worker.as_ref().map(WorkerProcess::pid)
     }
 
     fn ensure_worker(&mut self) -> Result<&mut WorkerProcess, EvalError> {
@@ -103,6 +117,9 @@ impl Supervisor {
                     phase,
                     workload,
                 }) if pid == id => {
+                    if let Some(observe) = self.phases.as_mut() {
+                        observe(phase, workload.as_deref());
+                    }
                     place = Some((phase, workload));
                 }
                 Incoming::Message(WorkerMessage::Result(mut result)) if result.id == id => {
@@ -110,9 +127,17 @@ impl Supervisor {
                     result.output = worker.capture.take();
                     return Ok(crate::validate::validated(request, *result));
                 }
-                Incoming::Message(WorkerMessage::Error { message, .. }) => {
+                Incoming::Message(WorkerMessage::Error {
+                    message,
+                    task_fault,
+                    ..
+                }) => {
                     self.retire();
-                    return Err(EvalError::Worker { message });
+                    return Err(if task_fault {
+                        EvalError::Task { message }
+                    } else {
+                        EvalError::Worker { message }
+                    });
                 }
                 Incoming::Message(_) => {}
                 Incoming::Garbage(line) => {
@@ -162,6 +187,7 @@ impl Supervisor {
             phases: Phases::default(),
             output,
             sandbox: None,
+            described: Vec::new(),
         }
     }
 }

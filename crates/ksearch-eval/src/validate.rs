@@ -170,7 +170,26 @@ pub(crate) fn validated(req: &EvaluateRequest, mut result: EvaluateResult) -> Ev
         result.message.truncate(cut);
         result.message.push_str(" …");
     }
+    // Only the task's own implementations describe themselves, each once, in one short line.
+    result.described.retain(|d| {
+        matches!(d.role, Role::Baseline | Role::Comparison)
+            && req
+                .compare
+                .iter()
+                .any(|c| c.role == d.role && c.label == d.label)
+    });
+    result
+        .described
+        .dedup_by(|a, b| a.role == b.role && a.label == b.label);
+    for d in &mut result.described {
+        d.text = ksearch_core::protocol::Described::clean(&d.text);
+    }
+    result.described.retain(|d| !d.text.is_empty());
     match check(req, &result) {
+        Ok(()) if result.status == Status::Passed => EvaluateResult {
+            message: req.passed_message(),
+            ..result
+        },
         Ok(()) => result,
         Err(why) => EvaluateResult {
             id: req.id,
@@ -181,6 +200,7 @@ pub(crate) fn validated(req: &EvaluateRequest, mut result: EvaluateResult) -> Ev
             phases: Phases::default(),
             output: result.output,
             sandbox: result.sandbox,
+            described: Vec::new(),
         },
     }
 }
@@ -265,6 +285,7 @@ mod tests {
             phases: Phases::default(),
             output: Default::default(),
             sandbox: None,
+            described: Vec::new(),
         }
     }
 
@@ -317,5 +338,29 @@ mod tests {
                 .unwrap_err()
                 .contains("seeds checked")
         );
+    }
+
+    #[test]
+    fn only_the_tasks_own_implementations_describe_themselves() {
+        use ksearch_core::protocol::Described;
+        let mut r = passed(0.5);
+        let d = |role, label: &str, text: &str| Described {
+            role,
+            label: label.into(),
+            text: text.into(),
+        };
+        r.described = vec![
+            d(Role::Candidate, "c.c", "I am the fastest"),
+            d(Role::Baseline, "someone else", "not in the request"),
+            d(Role::Baseline, "reference", "plain C\n -O2"),
+            d(Role::Baseline, "reference", "a second one"),
+        ];
+        let r = validated(&request(), r);
+        assert_eq!(r.status, Status::Passed);
+        assert_eq!(
+            r.described,
+            vec![d(Role::Baseline, "reference", "plain C -O2")]
+        );
+        assert_eq!(r.description_of(Role::Baseline), Some("plain C -O2"));
     }
 }

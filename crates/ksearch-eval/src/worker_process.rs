@@ -98,7 +98,6 @@ pub(crate) struct WorkerProcess {
     output_thread: Option<JoinHandle<()>>,
     exit: Option<ExitStatus>,
     _dir: tempfile::TempDir,
-    pub(crate) backend: String,
 }
 
 fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -183,7 +182,6 @@ impl WorkerProcess {
             output_thread: Some(output_thread),
             exit: None,
             _dir: dir,
-            backend: String::new(),
         };
         worker.await_hello(cmd)?;
         Ok(worker)
@@ -193,10 +191,7 @@ impl WorkerProcess {
         let deadline = Instant::now() + cmd.startup_timeout;
         loop {
             match self.recv(deadline) {
-                Incoming::Message(WorkerMessage::Hello { backend, .. }) => {
-                    self.backend = backend;
-                    return Ok(());
-                }
+                Incoming::Message(WorkerMessage::Hello { .. }) => return Ok(()),
                 Incoming::Message(_) | Incoming::Garbage(_) => {}
                 Incoming::Closed | Incoming::TimedOut => {
                     self.stop(Duration::from_millis(200));
@@ -208,10 +203,6 @@ impl WorkerProcess {
                 }
             }
         }
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     pub(crate) fn send(&mut self, request: &Request) -> std::io::Result<()> {

@@ -1,10 +1,7 @@
-//! What `ksearch knowledge …` prints, as functions that return text and exit codes, so the
-//! binary's command module stays a thin shell and the logic is tested here.
-//!
-//! Exit codes: [`EXIT_OK`] (0) when the command did what was asked and, for `check`, found
-//! nothing; [`EXIT_VIOLATIONS`] (1) when `check` found violations; [`EXIT_INPUT`] (3) for
-//! usage and input errors ([`CliError`]: an unreadable file, an unknown topic, backend, target
-//! or device).
+//! What `ksearch knowledge …` prints, as functions that return text and outcomes as data, so
+//! the binary's command module stays a thin shell and the logic is tested here. The binary
+//! turns them into its exit codes: a [`CliError`] (an unreadable file, an unknown topic,
+//! backend, target or device) is the user's input; `check`'s violations are a failed check.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -18,13 +15,7 @@ use crate::platform::{Language, Platform, Target};
 use crate::render::hardware_block;
 use crate::{Knowledge, Violation};
 
-pub const EXIT_OK: i32 = 0;
-/// `check` found violations (the binary's INTERNAL code is also 1; `check` never uses it for
-/// anything else).
-pub const EXIT_VIOLATIONS: i32 = 1;
-pub const EXIT_INPUT: i32 = 3;
-
-/// A usage or input error; its exit code is [`EXIT_INPUT`].
+/// A usage or input error: what the user gave is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CliError {
     #[error("nothing in the knowledge base is called `{topic}`{}", suggest(.suggestions))]
@@ -40,12 +31,6 @@ pub enum CliError {
     Usage(String),
 }
 
-impl CliError {
-    pub fn exit_code(&self) -> i32 {
-        EXIT_INPUT
-    }
-}
-
 fn suggest(s: &[String]) -> String {
     if s.is_empty() {
         " (`ksearch knowledge list` shows everything)".to_owned()
@@ -54,11 +39,11 @@ fn suggest(s: &[String]) -> String {
     }
 }
 
-/// Text and exit code of a command that succeeded.
+/// Text of a command that succeeded, and whether `check` found violations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandOutput {
     pub stdout: String,
-    pub code: i32,
+    pub violations: bool,
 }
 
 #[derive(Serialize)]
@@ -490,11 +475,7 @@ pub fn check_source(
     json: bool,
 ) -> CommandOutput {
     let violations = k.check(source, platform, hardware);
-    let code = if violations.is_empty() {
-        EXIT_OK
-    } else {
-        EXIT_VIOLATIONS
-    };
+    let found = !violations.is_empty();
     let stdout = if json {
         to_json(&CheckJson {
             file,
@@ -523,7 +504,10 @@ pub fn check_source(
         }
         s
     };
-    CommandOutput { stdout, code }
+    CommandOutput {
+        stdout,
+        violations: found,
+    }
 }
 
 /// An error with its causes, `: `-separated.

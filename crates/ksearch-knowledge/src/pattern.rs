@@ -1,7 +1,7 @@
 //! Optimization tactics (`knowledge/patterns/*.toml`, one per file).
 
 use ksearch_core::task::KernelClass;
-use ksearch_core::tree::{Impact, Impacts, Risk};
+use ksearch_core::tree::Risk;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::{Language, Platform, Target};
@@ -43,22 +43,6 @@ pub struct PatternImpact {
     pub rating: f64,
     pub risk: Risk,
     pub notes: String,
-}
-
-impl PatternImpacts {
-    /// The same numbers as the tree's type, for proposers that seed actions from patterns.
-    pub fn to_core(&self) -> Impacts {
-        let one = |i: &PatternImpact| Impact {
-            rating: i.rating,
-            risk: i.risk,
-            notes: i.notes.clone(),
-        };
-        Impacts {
-            memory_bandwidth: one(&self.memory_bandwidth),
-            register_pressure: one(&self.register_pressure),
-            compute_fit: one(&self.compute_fit),
-        }
-    }
 }
 
 /// How the tactic looks per language; at least one is given.

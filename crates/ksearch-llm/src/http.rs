@@ -303,39 +303,10 @@ pub(crate) fn parse_retry_after(headers: &HeaderMap, now: SystemTime) -> Option<
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form RFC 9110 requires senders to use.
+/// An HTTP date: the IMF-fixdate RFC 9110 requires senders to use (`Sun, 06 Nov 1994 08:49:37
+/// GMT`), or one of the two obsolete forms it requires recipients to accept.
 pub(crate) fn parse_http_date(text: &str) -> Option<SystemTime> {
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    let [_weekday, day, month, year, time, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let day: u32 = day.parse().ok()?;
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|m| m == month)? as u32
-        + 1;
-    let year: i64 = year.parse().ok()?;
-    let mut hms = time.split(':').map(|p| p.parse::<u64>().ok());
-    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + m * 60 + s;
-    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    httpdate::parse_http_date(text.trim()).ok()
 }
 
 /// The provider's message from an error body: `error.message` (OpenAI, Anthropic, Gemini),
@@ -452,10 +423,15 @@ mod tests {
     fn http_dates() {
         let t = parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT").unwrap();
         assert_eq!(t, UNIX_EPOCH);
-        let t = parse_http_date("Sat, 29 Feb 2000 12:00:00 GMT").unwrap();
+        let t = parse_http_date("Tue, 29 Feb 2000 12:00:00 GMT").unwrap();
         assert_eq!(t.duration_since(UNIX_EPOCH).unwrap().as_secs(), 951_825_600);
         assert!(parse_http_date("Sat, 29 Feb 2000 12:00:00 PST").is_none());
         assert!(parse_http_date("Sat, 32 Feb 2000 12:00:00 GMT").is_none());
+        // RFC 850's form, which recipients must accept too.
+        assert_eq!(
+            parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"),
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT")
+        );
     }
 
     #[test]

@@ -65,6 +65,7 @@ mod config;
 mod error;
 mod exec;
 mod http;
+#[cfg(feature = "test-support")]
 pub mod loopback;
 mod manual;
 mod prices;

@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Task;
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
-use ksearch_engine::{EngineError, EngineState, RunConfig, RunSummary};
+use ksearch_run::events::RunEvent;
+use ksearch_run::{EngineState, RunConfig, RunError, RunSummary};
 use ksearch_store::StoreError;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ReportError {
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Run(#[from] RunError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the run has no node {node} (nodes: {known})")]
@@ -39,15 +40,13 @@ impl ReportError {
     /// of ksearch itself.
     pub fn is_input(&self) -> bool {
         match self {
-            ReportError::Engine(
-                EngineError::Store(_) | EngineError::Incomplete { .. } | EngineError::Config { .. },
-            )
+            ReportError::Run(_)
             | ReportError::Store(_)
             | ReportError::NoSuchNode { .. }
             | ReportError::BadNode { .. }
             | ReportError::OpenNode { .. }
             | ReportError::MissingSource { .. } => true,
-            ReportError::Engine(_) | ReportError::Io { .. } => false,
+            ReportError::Io { .. } => false,
         }
     }
 }
@@ -64,8 +63,8 @@ pub struct RunData {
     /// Every attempt in round order, the seed (round 0) first.
     pub attempts: Vec<AttemptRecord>,
     pub cycles: Vec<CycleRecord>,
-    /// `(round, kind, data)` in the order written.
-    pub events: Vec<(u64, String, serde_json::Value)>,
+    /// Every event with the round it was recorded in, in the order written.
+    pub events: Vec<(u64, RunEvent)>,
     pub llm_calls: Vec<LlmCallRecord>,
     /// Candidate sources by content hash (every attempt's whose artifact is present).
     pub sources: BTreeMap<String, String>,
@@ -75,7 +74,7 @@ pub struct RunData {
 pub fn load(dir: &Path) -> Result<RunData, ReportError> {
     // Every artifact is read and verified against its hash here: a tampered one is refused
     // (naming it); a missing one only matters to the view that needs it, which says so.
-    let r = ksearch_engine::read_run(dir)?;
+    let r = ksearch_run::read_run(dir)?;
     Ok(RunData {
         dir: dir.to_owned(),
         task: r.run.task,
@@ -149,10 +148,9 @@ impl RunData {
     /// Whether the proposer judged the node too hard after a failed cycle (and kept it,
     /// downgraded).
     pub fn judged_too_hard(&self, id: NodeId) -> bool {
-        self.events.iter().any(|(_, kind, data)| {
-            kind == "too_hard"
-                && data.get("node").and_then(serde_json::Value::as_u64) == Some(id.into())
-        })
+        self.events
+            .iter()
+            .any(|(_, e)| matches!(e, RunEvent::TooHard { node, .. } if *node == id))
     }
 
     /// The best node's speedup over the baseline at each round: what a reader would have

@@ -68,7 +68,11 @@ pub struct TaskInfo {
     pub task_toml_sha256: Option<String>,
     /// SHA-256 of the task as the run recorded it (JSON: spec and every source it names).
     pub recorded_task_sha256: String,
+    /// What speedups are quoted against (with what it said it ran, where it describes itself).
     pub baseline: String,
+    /// What the baseline said it ran when the run's seed was measured (for OpenBLAS: its
+    /// build and the kernels it picked for the CPU), where it describes itself.
+    pub baseline_description: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -349,6 +353,7 @@ pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Proven
             task_toml_sha256: task_toml.map(ksearch_store::content_hash),
             recorded_task_sha256: ksearch_store::content_hash(&task_json),
             baseline: data.summary.baseline.clone(),
+            baseline_description: data.summary.baseline_description.clone(),
         },
         kernel: KernelInfo {
             node: node.id,

@@ -9,7 +9,8 @@ pub mod diff;
 pub mod export;
 mod format;
 pub mod html;
-#[doc(hidden)]
+/// A hand-built run for tests and the example (feature `test-support`).
+#[cfg(feature = "test-support")]
 pub mod sample;
 pub mod show;
 

@@ -1,6 +1,7 @@
 //! A small hand-built run, the same every time: for snapshot tests of the renderings and for
 //! trying them without running a search. Not a real measurement.
 
+use ksearch_run::events::RunEvent;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -17,7 +18,7 @@ use ksearch_core::stats::TimingStats;
 use ksearch_core::task::{BackendKind, Task};
 use ksearch_core::tree::{Action, Gate, Impact, Impacts, NewNode, Risk, Solution, Tree};
 use ksearch_core::tree_edit::{EditOp, EditScript, apply};
-use ksearch_engine::{EngineState, RunConfig, StopReason};
+use ksearch_run::{EngineState, RunConfig, StopReason};
 use ksearch_store::{RunStore, StoreError, content_hash};
 use serde_json::json;
 
@@ -303,11 +304,14 @@ fn passed(round: u64, rows: &[Row<'_>]) -> Evaluation {
             },
             output: CapturedOutput::default(),
             sandbox: None,
+            described: Vec::new(),
         },
         speedup: over(&|r| Some(r.3)),
         speedup_vs_parent: over(&|r| r.2),
         baseline: "reference (reference.c)".into(),
         wall_s: 1.25,
+        load: None,
+        caveats: Vec::new(),
     }
 }
 
@@ -332,11 +336,14 @@ fn failed(round: u64, status: Status, message: &str, log: &str) -> Evaluation {
             },
             output: CapturedOutput::default(),
             sandbox: None,
+            described: Vec::new(),
         },
         speedup: None,
         speedup_vs_parent: None,
         baseline: "reference (reference.c)".into(),
         wall_s: 0.2,
+        load: None,
+        caveats: Vec::new(),
     }
 }
 
@@ -418,7 +425,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
         "seed": 7,
         "window": 5,
         "max_cycle_attempts": 15,
-        "eval": ksearch_engine::EvalSettings::default(),
+        "eval": ksearch_run::EvalSettings::default(),
         "created_unix": 1_767_225_600u64,
         "hardware": "Sample CPU @ 3.0GHz, 8 cores, AVX2",
     }))
@@ -673,18 +680,11 @@ pub fn run_data(backend: BackendKind) -> RunData {
         cycle(4, 4, 6, 6, CycleOutcome::Passed, Some(6)),
         cycle(5, 5, 7, 7, CycleOutcome::Failed, None),
     ];
-    let events = vec![
-        (
-            5,
-            "too_hard".to_owned(),
-            json!({ "node": 3, "decision": "Downgrade" }),
-        ),
-        (
-            7,
-            "too_hard".to_owned(),
-            json!({ "node": 5, "decision": "Split" }),
-        ),
-    ];
+    let too_hard = |node, decision: &str| RunEvent::TooHard {
+        node,
+        decision: decision.into(),
+    };
+    let events = vec![(5, too_hard(3, "Downgrade")), (7, too_hard(5, "Split"))];
     let state = EngineState {
         next_round: 8,
         next_cycle: 6,
@@ -743,7 +743,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
             0.0026,
         ),
     ];
-    let summary = ksearch_engine::summarize(
+    let summary = ksearch_run::summarize(
         &dir, &task, &config, &state, &tree, &attempts, &cycles, &llm_calls,
     );
     let sources = [
@@ -796,8 +796,9 @@ pub fn write_run(data: &RunData, dir: &Path) -> Result<(), StoreError> {
         for a in &data.attempts {
             tx.put_attempt(a)?;
         }
-        for (round, kind, value) in &data.events {
-            tx.add_event(*round, kind, value)?;
+        for (round, event) in &data.events {
+            let (kind, value) = event.stored();
+            tx.add_event(*round, &kind, &value)?;
         }
         for c in &data.llm_calls {
             tx.add_llm_call(c)?;

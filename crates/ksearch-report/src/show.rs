@@ -118,11 +118,17 @@ fn attempt(o: &mut String, a: &AttemptRecord) {
     if !r.message.is_empty() {
         let _ = writeln!(o, "    message: {}", r.message);
     }
+    let load = e
+        .load
+        .map_or_else(String::new, |l| format!(", {}", l.describe()));
     let _ = writeln!(
         o,
-        "    time: {:.2}s (compile {:.2}s, check {:.2}s, timing {:.2}s)",
+        "    time: {:.2}s (compile {:.2}s, check {:.2}s, timing {:.2}s{load})",
         e.wall_s, r.phases.compile_s, r.phases.check_s, r.phases.timing_s
     );
+    for caveat in &e.caveats {
+        let _ = writeln!(o, "    caveat: {caveat}");
+    }
     if let Some(c) = &r.compile
         && !c.log.trim().is_empty()
     {

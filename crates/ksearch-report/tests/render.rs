@@ -273,3 +273,28 @@ fn with_a_production_baseline_the_headline_leads_with_it() {
     assert!(!header.contains("reference.c"));
     insta::assert_snapshot!("report_header_production", header);
 }
+
+#[test]
+fn what_the_baseline_ran_and_the_seeds_caveats_are_in_the_header() {
+    let mut data = run_data(BackendKind::C);
+    data.task.baseline = Some(
+        serde_json::from_value(serde_json::json!({
+            "name": "BLAS",
+            "source": { "file": "baseline.c", "text": "/* calls cblas_sgemm */\n" },
+        }))
+        .unwrap(),
+    );
+    data.summary.baseline = "BLAS [OpenBLAS 0.3.21; core Prescott]".into();
+    let seed = data.attempts.iter_mut().find(|a| a.round == 0).unwrap();
+    seed.evaluation.as_mut().unwrap().caveats =
+        vec!["weak baseline: `BLAS` reached at most 4.4% <of> the peak".into()];
+    let header = header_of(&html::render(&data));
+    assert!(
+        header.contains("BLAS [OpenBLAS 0.3.21; core Prescott]"),
+        "{header}"
+    );
+    assert!(
+        header.contains("<li>weak baseline: `BLAS` reached at most 4.4% &lt;of&gt; the peak</li>"),
+        "{header}"
+    );
+}

@@ -2,7 +2,8 @@
 //! `RUN_DIR/artifacts/` by content hash. One writer (the engine's thread); every step is one
 //! transaction, committed before the next step starts, so a run killed at any moment resumes
 //! from its last committed step. The writer holds `RUN_DIR/writer.lock` (an OS file lock) for
-//! its whole life; readers take no lock. Artifacts are checked against their hash on every
+//! its whole life; readers take no lock and open the store read-only (they write nothing, so
+//! they work on a read-only or archived run). Artifacts are checked against their hash on every
 //! read, and no record holding NaN or an infinity is ever written.
 
 mod artifacts;

@@ -2,8 +2,8 @@ use std::path::{Path, PathBuf};
 
 use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Source;
-use ksearch_core::tree::{Node, NodeId};
-use rusqlite::{Connection, OptionalExtension, params};
+use ksearch_core::tree::Node;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -38,6 +38,21 @@ pub struct Snapshot {
     pub events: Vec<(u64, String, serde_json::Value)>,
     /// Model calls in the order made.
     pub llm_calls: Vec<LlmCallRecord>,
+}
+
+/// `file:PATH?immutable=1`, the path escaped as a URI's.
+fn immutable_uri(db: &Path) -> String {
+    let mut uri = String::from("file:");
+    for c in db.to_string_lossy().chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 /// Take the run directory's writer lock, or say who holds it. Creates `dir` if needed.
@@ -97,11 +112,47 @@ impl RunStore {
         Self::connect(dir, db, Some(lock))
     }
 
-    /// Open an existing run to read it, migrating its store forward if it is older. Takes no
-    /// lock: a reader works while a run is going.
+    /// Open an existing run to read it, read-only: it writes nothing (not even a migration of
+    /// an older store, which it reads as it is), so it works on a run in a read-only
+    /// directory or an archive's copy. Takes no lock: a reader works while a run is going.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let db = Self::existing(dir)?;
-        Self::connect(dir, db, None)
+        let sql = |source| E::Sqlite {
+            path: db.clone(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let readable = |conn: Connection| -> Result<Connection, rusqlite::Error> {
+            conn.busy_timeout(std::time::Duration::from_secs(10))?;
+            conn.pragma_query_value(None, "user_version", |r| r.get::<_, u32>(0))?;
+            Ok(conn)
+        };
+        // A WAL store needs its -shm and -wal files, which a read-only directory cannot get
+        // once the writer has closed cleanly (it removes them); no process writes such a run,
+        // so it is read as immutable.
+        let conn = match Connection::open_with_flags(&db, flags).and_then(readable) {
+            Ok(conn) => conn,
+            Err(first) => Connection::open_with_flags(immutable_uri(&db), flags)
+                .and_then(readable)
+                .map_err(|_| sql(first))?,
+        };
+        let store = Self {
+            conn,
+            dir: dir.to_owned(),
+            db,
+            _lock: None,
+        };
+        let found = store.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(E::TooNew {
+                path: store.db.clone(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(store)
     }
 
     /// Open an existing run to continue it, holding its writer lock for the life of the store.
@@ -117,14 +168,19 @@ impl RunStore {
         self._lock.is_some()
     }
 
+    /// The store's database file; a directory that cannot be looked into says so.
     fn existing(dir: &Path) -> Result<PathBuf, StoreError> {
         let db = dir.join(DB_FILE);
-        if db.exists() {
-            Ok(db)
-        } else {
-            Err(E::Missing {
+        match db.try_exists() {
+            Ok(true) => Ok(db),
+            Ok(false) => Err(E::Missing {
                 dir: dir.to_owned(),
-            })
+            }),
+            Err(source) => Err(E::Io {
+                action: "read",
+                path: dir.to_owned(),
+                source,
+            }),
         }
     }
 
@@ -307,7 +363,12 @@ impl RunStore {
             cycles: self.column("cycle", "SELECT data FROM cycles ORDER BY id")?,
             attempts: self.column("attempt", "SELECT data FROM attempts ORDER BY round")?,
             events,
-            llm_calls: self.column("model call", "SELECT data FROM llm_calls ORDER BY seq")?,
+            // Schema 2 added the journal of model calls; a reader leaves an older store as is.
+            llm_calls: if self.schema_version()? >= 2 {
+                self.column("model call", "SELECT data FROM llm_calls ORDER BY seq")?
+            } else {
+                Vec::new()
+            },
         })
     }
 }
@@ -370,10 +431,6 @@ impl Tx<'_> {
             "INSERT OR REPLACE INTO nodes (id, parent, title, closed, data) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![n.id, n.parent, n.action.title, !n.is_open(), data],
         )
-    }
-
-    pub fn delete_node(&self, id: NodeId) -> Result<(), StoreError> {
-        self.run("DELETE FROM nodes WHERE id = ?1", params![id])
     }
 
     /// Make the stored nodes exactly `nodes` (the tree is small; rewriting it is simplest).
@@ -544,7 +601,14 @@ mod tests {
             conn.execute("INSERT INTO state (id, data) VALUES (1, '7')", [])
                 .unwrap();
         }
-        let mut s = RunStore::open(dir.path()).unwrap();
+        // A reader reads it as it is, and changes nothing.
+        let reader = RunStore::open(dir.path()).unwrap();
+        assert_eq!(reader.schema_version().unwrap(), 1);
+        assert_eq!(reader.state::<u32>().unwrap(), Some(7));
+        assert!(reader.snapshot().unwrap().llm_calls.is_empty());
+        drop(reader);
+        // The writer (a resume) migrates it.
+        let mut s = RunStore::open_writer(dir.path()).unwrap();
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         assert_eq!(s.state::<u32>().unwrap(), Some(7));
         let call = LlmCallRecord {

@@ -9,4 +9,5 @@ pub use files::{MAX_SOURCE_BYTES, MAX_TOML_BYTES, ReadError, read_text};
 
 pub use load::{
     LoadError, builtin_names, builtin_task_toml, load_builtin, load_dir, load_task, read_candidate,
+    shadows_builtin,
 };

@@ -21,6 +21,26 @@ pub enum LoadError {
     Read(#[from] ReadError),
     #[error(transparent)]
     Task(#[from] TaskError),
+    /// A directory here has the name of a built-in task, and it is the one read: said, so that
+    /// a user who meant the built-in task knows why it is not the one loaded.
+    #[error(
+        "`{arg}` is the directory {arg}/ here, which shadows the built-in task of that name (give `./{arg}` for the directory; run elsewhere for the built-in one): {source}"
+    )]
+    Shadowing {
+        arg: String,
+        #[source]
+        source: Box<LoadError>,
+    },
+}
+
+/// Whether `arg` names both a task directory here and a built-in task: the directory is the
+/// one loaded.
+pub fn shadows_builtin(arg: &str) -> bool {
+    let name = arg.trim_end_matches('/');
+    !arg.starts_with("./")
+        && !Path::new(arg).is_absolute()
+        && Path::new(arg).is_dir()
+        && builtin_task_toml(name).is_some()
 }
 
 /// Names of the built-in tasks, e.g. `cpu/softmax`.
@@ -47,7 +67,16 @@ pub fn builtin_task_toml(name: &str) -> Option<&'static str> {
 pub fn load_task(arg: &str) -> Result<Task, LoadError> {
     let path = Path::new(arg);
     if path.is_dir() {
-        return load_dir(path, arg);
+        return load_dir(path, arg).map_err(|e| {
+            if shadows_builtin(arg) {
+                LoadError::Shadowing {
+                    arg: arg.trim_end_matches('/').to_owned(),
+                    source: Box::new(e),
+                }
+            } else {
+                e
+            }
+        });
     }
     // Whatever it is (a file, or a link to a device), a `task.toml` is read as one, so that
     // anything but a regular file of bounded size is refused by name.

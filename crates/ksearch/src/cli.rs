@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use ksearch_core::protocol::{DEFAULT_BASE_SEED, DEFAULT_SEEDS, TimingPlan};
 use ksearch_engine::{MAX_TIMEOUT_S, MAX_TIMING_MS, check_range};
 
 /// A number flag in a range: a usage error (exit code 2) naming the flag and the range
@@ -30,6 +31,19 @@ fn ms(text: &str) -> Result<f64, String> {
 /// `--max-time-ms`: milliseconds, more than 0, at most an hour.
 fn positive_ms(text: &str) -> Result<f64, String> {
     number_in(text, 0.0, true, MAX_TIMING_MS, "milliseconds")
+}
+
+/// A count or a seed: a whole number, 0 or more.
+fn whole(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a whole number of 0 or more"))
+}
+
+/// `--min-runs`: a whole number, 0 or more, that fits 32 bits.
+fn whole_u32(text: &str) -> Result<u32, String> {
+    let n = whole(text)?;
+    u32::try_from(n).map_err(|_| format!("{n} is more than {}", u32::MAX))
 }
 
 /// `--max-cost`: US dollars, more than 0.
@@ -71,6 +85,7 @@ pub(crate) enum Command {
     Mcp,
     /// Answer the model call a run paused for (`--model manual`); `ksearch resume` goes on.
     Answer {
+        /// The run directory of the paused run.
         run_dir: PathBuf,
         /// The answer's file, or `-` (the default) for stdin.
         #[arg(default_value = "-")]
@@ -78,6 +93,7 @@ pub(crate) enum Command {
     },
     /// Show a run's tree: actions, status, predicted and measured speedups, the best path.
     Tree {
+        /// The run directory.
         run_dir: PathBuf,
         /// Print JSON (the run summary and every node).
         #[arg(long)]
@@ -140,29 +156,31 @@ pub(crate) struct EvalFlags {
     #[arg(long = "workload", value_name = "NAME")]
     pub(crate) workloads: Vec<String>,
     /// Number of random input seeds checked per workload (1 to 64).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=ksearch_eval::MAX_SEEDS as i64))]
+    #[arg(long, default_value_t = DEFAULT_SEEDS as u32, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=ksearch_eval::MAX_SEEDS as i64))]
     pub(crate) seeds: u32,
     /// First input seed; the others follow it.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = DEFAULT_BASE_SEED, allow_negative_numbers = true, value_parser = whole)]
     pub(crate) input_seed: u64,
-    /// Wall-clock limit of one evaluation, in seconds (more than 0, at most 604800: a week).
-    #[arg(long, default_value_t = 300.0, value_parser = timeout_s)]
-    pub(crate) timeout: f64,
+    /// Wall-clock limit of one evaluation, in seconds (more than 0, at most 604800: a week)
+    /// [default: 300 for `eval` and a run's seed; a run's later rounds get 4 × the seed's
+    /// evaluation time, at least 30].
+    #[arg(long, allow_negative_numbers = true, value_parser = timeout_s)]
+    pub(crate) timeout: Option<f64>,
     /// Check correctness only; do not time.
     #[arg(long)]
     pub(crate) no_timing: bool,
     /// Minimum timed samples per contender and workload.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.min_runs, allow_negative_numbers = true, value_parser = whole_u32)]
     pub(crate) min_runs: u32,
     /// Minimum measured time per contender and workload, in milliseconds (0 to 3600000).
-    #[arg(long, default_value_t = 300.0, value_parser = ms)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.min_time_ms, allow_negative_numbers = true, value_parser = ms)]
     pub(crate) min_time_ms: f64,
     /// Time budget per workload, in milliseconds (every contender still gets 3 samples; more
     /// than 0, at most 3600000).
-    #[arg(long, default_value_t = 10_000.0, value_parser = positive_ms)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.max_time_ms, allow_negative_numbers = true, value_parser = positive_ms)]
     pub(crate) max_time_ms: f64,
     /// Warm-up per contender and workload, in milliseconds (0 to 3600000).
-    #[arg(long, default_value_t = 50.0, value_parser = ms)]
+    #[arg(long, default_value_t = TimingPlan::DEFAULT.warmup_ms, allow_negative_numbers = true, value_parser = ms)]
     pub(crate) warmup_ms: f64,
     /// mlx tasks: the GPU target, `metal` or `cuda` (`numpy` and MLX's `cpu` run the test
     /// suite's tasks without a GPU) [default: the GPU MLX finds]; torch tasks: `cuda`, or `cpu`
@@ -185,7 +203,7 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) models: ModelFlags,
     /// Rounds to run: candidates generated and evaluated [default: 30, or `budget.iterations`].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole)]
     pub(crate) iterations: Option<u64>,
     /// Stop starting new rounds after this long (e.g. `20m`, `1h30m`).
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -200,10 +218,10 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub(crate) run_dir: Option<PathBuf>,
     /// Seed of the search's random choices.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = whole)]
     pub(crate) seed: u64,
     /// Stagnation window: a cycle ends after this many attempts without improvement.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) window: u32,
     #[command(flatten)]
     pub(crate) output: OutputFlags,
@@ -231,7 +249,7 @@ pub(crate) struct ModelFlags {
     #[arg(long)]
     pub(crate) base_url: Option<String>,
     /// Stop cleanly before a model call could take the run's spend above this many US dollars.
-    #[arg(long, value_name = "USD", value_parser = usd)]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = usd)]
     pub(crate) max_cost: Option<f64>,
     /// Reasoning effort for models that take one (`low`, `medium`, `high`).
     #[arg(long)]
@@ -244,15 +262,16 @@ pub(crate) struct ModelFlags {
 
 #[derive(Debug, Args)]
 pub(crate) struct ResumeArgs {
+    /// The run directory of the run to continue.
     pub(crate) run_dir: PathBuf,
     /// Rounds to run in this session (default: what is left of the run's budget).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole)]
     pub(crate) iterations: Option<u64>,
     /// Stop starting new rounds after this long (e.g. `20m`).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) time: Option<std::time::Duration>,
     /// Raise or set the spending cap for this session, in US dollars.
-    #[arg(long, value_name = "USD", value_parser = usd)]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true, value_parser = usd)]
     pub(crate) max_cost: Option<f64>,
     /// Base URL of an OpenAI-compatible server, if it moved since the run started.
     #[arg(long)]
@@ -263,10 +282,10 @@ pub(crate) struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct OutputFlags {
-    /// Print one JSON object with the run's result at the end.
+    /// Print one JSON object with the run's result at the end (progress still goes to stderr).
     #[arg(long)]
     pub(crate) json: bool,
-    /// No progress output.
+    /// No progress on stderr (errors still go there).
     #[arg(long, short)]
     pub(crate) quiet: bool,
 }

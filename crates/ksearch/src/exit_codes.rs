@@ -12,3 +12,6 @@ pub(crate) const USAGE: i32 = 2;
 pub(crate) const INPUT: i32 = 3;
 /// The run paused: a manual model's call waits for its answer (`ksearch resume` goes on).
 pub(crate) const PAUSED: i32 = 4;
+/// Ctrl-C stopped the run (after saving it; `ksearch resume` goes on): 128 + SIGINT, as a shell
+/// reports a process SIGINT ended.
+pub(crate) const INTERRUPTED: i32 = 130;

@@ -3,27 +3,22 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
+
+use signal_hook::consts::SIGINT;
+use signal_hook::flag;
 
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
-extern "C" fn on_sigint(_: libc::c_int) {
-    if let Some(flag) = FLAG.get() {
-        flag.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Install the handler (once) and return the flag it sets.
+/// Install the handlers (once) and return the flag the first Ctrl-C sets.
 pub(crate) fn stop_flag() -> Arc<AtomicBool> {
-    let flag = FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)));
-    // SAFETY: the handler only stores to an atomic; SA_RESETHAND restores the default action
-    // so that a second Ctrl-C terminates at once.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigint as *const () as usize;
-        action.sa_flags = libc::SA_RESETHAND;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
-    }
-    Arc::clone(flag)
+    let stop = FLAG.get_or_init(|| {
+        let stop = Arc::new(AtomicBool::new(false));
+        // Registered first, so it sees the flag before the second handler sets it: once set,
+        // the next SIGINT takes the default action.
+        let _ = flag::register_conditional_default(SIGINT, Arc::clone(&stop));
+        let _ = flag::register(SIGINT, Arc::clone(&stop));
+        stop
+    });
+    Arc::clone(stop)
 }

@@ -3,13 +3,25 @@
 mod cli;
 mod commands;
 mod config;
+mod error;
 mod exit_codes;
 mod interrupt;
 mod mcp;
 mod progress;
 mod tree_view;
 
+use std::io::Write;
+
 use clap::Parser;
+
+/// With `--json`, a failure is a JSON object on stdout too (`{"error": …, "exit_code": …}`,
+/// or `{"paused": …, "exit_code": 4}`), so that a script reading stdout always reads JSON.
+fn json_failure(key: &str, message: &str, code: i32) {
+    if std::env::args_os().skip(1).any(|a| a == "--json") {
+        let line = serde_json::json!({ key: message, "exit_code": code });
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+}
 
 fn main() {
     let cli = match cli::Cli::try_parse() {
@@ -17,11 +29,17 @@ fn main() {
         Err(err) => {
             let _ = err.print();
             // Help and version requests are not errors.
-            std::process::exit(if err.use_stderr() {
-                exit_codes::USAGE
-            } else {
-                exit_codes::OK
-            });
+            if !err.use_stderr() {
+                std::process::exit(exit_codes::OK);
+            }
+            let rendered = err.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            json_failure(
+                "error",
+                first.strip_prefix("error: ").unwrap_or(first),
+                exit_codes::USAGE,
+            );
+            std::process::exit(exit_codes::USAGE);
         }
     };
     // Nothing may read this process's memory or environment (it holds API keys), not even a
@@ -33,13 +51,23 @@ fn main() {
     }
     let code = match commands::run(cli.command) {
         Ok(code) => code,
+        // The reader of the output went away (`ksearch report -o - | head`): not an error.
+        Err(err) if commands::broken_pipe(&err) => exit_codes::OK,
         Err(err) => {
             let code = commands::exit_code_for(&err);
-            #[allow(clippy::print_stderr)] // the one place errors reach the user
-            match commands::paused_line(&err) {
-                Some(line) => eprintln!("{line}"),
-                None => eprintln!("error: {err:#}"),
-            }
+            // The one place errors reach the user; a closed stderr leaves nobody to tell.
+            let line = match commands::paused_line(&err) {
+                Some(line) => {
+                    json_failure("paused", &line, code);
+                    line
+                }
+                None => {
+                    let text = commands::error_text(&err);
+                    json_failure("error", &text, code);
+                    format!("error: {text}")
+                }
+            };
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
             code
         }
     };

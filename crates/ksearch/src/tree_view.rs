@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
-use ksearch_engine::RunSummary;
+use ksearch_run::RunSummary;
 
 fn x(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.2}×"))
@@ -27,16 +27,20 @@ fn status(n: &Node) -> String {
 /// The header and the tree, as `ksearch tree` prints them.
 pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
     let mut o = String::new();
+    // Over a reference (no production baseline) the seed comes first, as in the summary.
+    let (vs_seed, vs_baseline) = (
+        format!("{} over the seed", x(summary.best.speedup_vs_seed)),
+        format!("{} over {}", x(summary.best.speedup), summary.baseline),
+    );
+    let (first, second) = if summary.baseline_is_reference {
+        (vs_seed, vs_baseline)
+    } else {
+        (vs_baseline, vs_seed)
+    };
     let _ = writeln!(
         o,
-        "{} · {} proposer · {} rounds · best node {} at {} over {} ({} over the seed)",
-        summary.task,
-        summary.proposer,
-        summary.rounds,
-        summary.best.node,
-        x(summary.best.speedup),
-        summary.baseline,
-        x(summary.best.speedup_vs_seed)
+        "{} · {} proposer · {} rounds · best node {} at {first} ({second})",
+        summary.task, summary.proposer, summary.rounds, summary.best.node,
     );
     if summary.tokens > 0 {
         let calls: u64 = summary.llm.values().map(|t| t.calls).sum();
@@ -132,7 +136,7 @@ mod tests {
 
     use ksearch_core::tree::{Action, Gate, NewNode, Solution};
     use ksearch_core::tree_edit::{EditOp, EditScript, apply};
-    use ksearch_engine::{Best, RunSummary};
+    use ksearch_run::{Best, RunSummary};
 
     use super::*;
 
@@ -203,6 +207,8 @@ mod tests {
             task: "cpu/matmul".into(),
             proposer: "builtin".into(),
             baseline: "OpenBLAS cblas_sgemm (1 thread)".into(),
+            baseline_description: None,
+            baseline_is_reference: false,
             rounds: 7,
             nodes: t.len(),
             cycles: 4,

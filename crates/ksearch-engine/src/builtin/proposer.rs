@@ -161,6 +161,23 @@ impl BuiltinProposer {
             .map(|p| p.config)
     }
 
+    /// The sources (by content hash) the run has already measured: a candidate that renders
+    /// to one of them would only measure the same code again.
+    fn measured<'a>(ctx: &ProposeContext<'a>) -> BTreeSet<&'a str> {
+        ctx.attempts
+            .iter()
+            .filter(|a| a.evaluation.is_some())
+            .map(|a| a.source_hash.as_str())
+            .collect()
+    }
+
+    /// Whether `config` renders to a source the run has not measured yet.
+    fn renders_fresh(&self, config: &Config, measured: &BTreeSet<&str>) -> bool {
+        self.family.render(config).map_or(true, |text| {
+            !measured.contains(ksearch_store::content_hash(&text).as_str())
+        })
+    }
+
     /// Every configuration already in the tree or already tried.
     fn taken(&self, ctx: &ProposeContext<'_>) -> BTreeSet<Config> {
         let mut taken: BTreeSet<Config> = ctx
@@ -463,6 +480,8 @@ impl Proposer for BuiltinProposer {
                 "no configuration recorded for the solution of node {parent}"
             )));
         };
+        let measured = Self::measured(ctx);
+        let fresh = |c: &Config| self.renders_fresh(c, &measured);
         let tried: BTreeSet<Config> = req
             .cycle_attempts
             .iter()
@@ -478,7 +497,7 @@ impl Proposer for BuiltinProposer {
             let step = self
                 .steps(ctx.task, &parent_config, &self.taken(ctx), &corr, ctx.seed)
                 .into_iter()
-                .next();
+                .find(|s| fresh(&s.config));
             return step
                 .map(|s| {
                     let note = format!("tune: {} → {}", s.knob, self.label(&s.knob, s.value));
@@ -495,7 +514,7 @@ impl Proposer for BuiltinProposer {
             let mut options: Vec<(i64, Config)> = values
                 .into_iter()
                 .map(|v| (v, with(v)))
-                .filter(|(_, c)| self.family.valid(c) && !tried.contains(c))
+                .filter(|(_, c)| self.family.valid(c) && !tried.contains(c) && fresh(c))
                 .collect();
             options.sort_by(|a, b| {
                 self.cycles(ctx.task, &a.1)
@@ -504,16 +523,10 @@ impl Proposer for BuiltinProposer {
             options.into_iter().next()
         };
         let chosen = match req.kind {
-            AttemptKind::Implement => {
-                let direct = with(plan.value);
-                if self.family.valid(&direct) {
-                    Some((plan.value, direct))
-                } else if self.family.valid(&plan.config) {
-                    Some((plan.value, plan.config.clone()))
-                } else {
-                    None
-                }
-            }
+            AttemptKind::Implement => [with(plan.value), plan.config.clone()]
+                .into_iter()
+                .find(|c| self.family.valid(c) && fresh(c))
+                .map(|c| (plan.value, c)),
             AttemptKind::Improve => {
                 let from = req
                     .best
@@ -635,3 +648,7 @@ fn describe(config: &Config) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+#[path = "proposer_tests.rs"]
+mod tests;

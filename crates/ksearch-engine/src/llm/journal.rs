@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use ksearch_core::record::LlmCallRecord;
 
-use crate::run_config::CostStop;
 use ksearch_llm::{Completion, CompletionRequest, ModelSpec};
+use ksearch_run::CostStop;
 use sha2::{Digest, Sha256};
 
 /// Hex SHA-256 of a request to a model: the model and everything sent.

@@ -143,11 +143,14 @@ fn evaluation(status: Status, ms: Option<f64>) -> Evaluation {
             phases: Phases::default(),
             output: CapturedOutput::default(),
             sandbox: None,
+            described: Vec::new(),
         },
         speedup,
         speedup_vs_parent: vs_parent,
         baseline: "reference (reference.c)".into(),
         wall_s: 1.0,
+        load: None,
+        caveats: Vec::new(),
     }
 }
 

@@ -64,14 +64,18 @@ pub(crate) struct Runner {
     /// The CPU it is pinned to and the judge's, when the judge pinned them apart.
     pub(crate) cpus: Option<(usize, usize)>,
     lost: Option<Lost>,
+    /// What the kernel said it runs, when it was asked to describe itself.
+    pub(crate) description: Option<String>,
 }
 
 impl Runner {
-    /// Start a runner for the kernel at `kernel` (a shared object in `kernel_dir`).
+    /// Start a runner for the kernel at `kernel` (a shared object in `kernel_dir`); `describe`
+    /// asks a task's own implementation what it runs.
     pub(crate) fn start(
         setup: &RunnerSetup,
         kernel: &Path,
         env: &[(String, String)],
+        describe: bool,
     ) -> Result<Runner, String> {
         let (ours, theirs) = socket_pair().map_err(|e| format!("socketpair: {e}"))?;
         stamp_messages(ours.as_fd()).map_err(|e| format!("socket timestamps: {e}"))?;
@@ -136,14 +140,21 @@ impl Runner {
                 _ => None,
             },
             lost: None,
+            description: None,
         };
         match runner.request(
             &ToRunner::Load {
                 path: kernel.to_owned(),
+                describe,
             },
             &[],
         ) {
-            Ok(FromRunner::Ready) => Ok(runner),
+            Ok(FromRunner::Loaded { description }) => {
+                runner.description = description
+                    .filter(|_| describe)
+                    .map(|d| ksearch_core::protocol::Described::clean(&d));
+                Ok(runner)
+            }
             Ok(FromRunner::Failed { message }) => Err(message),
             Ok(other) => Err(format!("unexpected answer {other:?}")),
             Err(lost) => Err(lost.message),

@@ -43,6 +43,7 @@ impl From<TaskFault> for CheckStop {
 /// The reference's outputs for `set` of `pool`, computed in the judge.
 pub(crate) fn expected(
     spec: &TaskSpec,
+    workload: &str,
     pool: &Pool,
     set: usize,
     reference: &Kernel,
@@ -55,8 +56,12 @@ pub(crate) fn expected(
         .collect();
     let mut ptrs = pool.input_ptrs(set);
     ptrs.extend(outs.iter_mut().map(|o| o.ptr().cast()));
-    // SAFETY: buffers are sized from the task's shapes for these axes.
-    unsafe { reference.call(&ptrs, &pool.axes) };
+    let names: Vec<String> = spec.inputs.iter().map(|t| t.name.clone()).collect();
+    super::reference_fault::watching(pool, set, &names, workload, || {
+        // SAFETY: buffers are sized from the task's shapes for these axes; a read past an
+        // input's end faults in its guard page, which `watching` reports.
+        unsafe { reference.call(&ptrs, &pool.axes) }
+    });
     for (t, o) in spec.outputs.iter().zip(&outs) {
         if !o.guards_intact() {
             return Err(TaskFault(format!(
@@ -81,7 +86,7 @@ pub(crate) fn check_seed(
     candidate: &mut Runner,
 ) -> Result<SeedCheck, CheckStop> {
     pool.fill(spec, &workload.name, 0, seed);
-    let expected = expected(spec, pool, 0, reference)?;
+    let expected = expected(spec, &workload.name, pool, 0, reference)?;
     let names: Vec<String> = spec.outputs.iter().map(|t| t.name.clone()).collect();
     {
         let region = &mut candidate

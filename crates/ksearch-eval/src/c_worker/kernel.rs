@@ -36,11 +36,74 @@ impl Flavor {
     }
 }
 
+/// A compiler driver: the program and the arguments it is always given (`CC="ccache gcc"`,
+/// `CC="clang --target=x86_64-linux-gnu"`).
+#[derive(Debug, Clone)]
+pub(crate) struct Driver {
+    pub(crate) program: String,
+    pub(crate) args: Vec<String>,
+}
+
+impl Driver {
+    /// `$var` split at white space (no shell quoting), else `default`.
+    pub(crate) fn from_env(var: &str, default: &str) -> Driver {
+        let text = std::env::var(var)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| default.into());
+        let mut words = text.split_whitespace().map(str::to_owned);
+        let program = words.next().unwrap_or_else(|| default.into());
+        Driver {
+            program,
+            args: words.collect(),
+        }
+    }
+
+    /// The C compiler: `$CC`, else `cc`.
+    pub(crate) fn c() -> Driver {
+        Driver::from_env("CC", "cc")
+    }
+
+    /// The C++ compiler: `$CXX`, else `c++`.
+    pub(crate) fn cxx() -> Driver {
+        Driver::from_env("CXX", "c++")
+    }
+
+    /// The program found on PATH, and the first line of its `--version`.
+    fn resolved(mut self) -> (Driver, String) {
+        if let Ok(p) = crate::sandbox::which(Path::new(&self.program)) {
+            self.program = p.display().to_string();
+        }
+        let version = Command::new(&self.program)
+            .args(&self.args)
+            .arg("--version")
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| format!("{} (version unknown)", self.program));
+        (self, version)
+    }
+
+    /// `program args…`, for a command line shown to the user.
+    fn shown(&self, args: &[String]) -> String {
+        std::iter::once(self.program.as_str())
+            .chain(self.args.iter().map(String::as_str))
+            .chain(args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Compiler {
-    program: String,
-    /// First line of `cc --version`.
-    pub(crate) version: String,
+    c: (Driver, String),
+    /// Found when a C++ task first needs it.
+    cxx: Option<(Driver, String)>,
     /// Every compile runs in a sandbox: it sees the system's headers and libraries and its own
     /// build directory, nothing else, so `#include "/any/file"` is a compile error.
     sandbox: Sandbox,
@@ -102,40 +165,44 @@ fn sanitized_file_name(name: &str) -> String {
 }
 
 impl Compiler {
-    /// `$CC`, else `cc`.
+    /// `$CC`, else `cc` (and, for C++ tasks, `$CXX`, else `c++`).
     pub(crate) fn detect(sandbox: Sandbox, root_dir: PathBuf) -> Self {
-        let program = std::env::var("CC")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "cc".into());
-        let program =
-            crate::sandbox::which(Path::new(&program)).map_or(program, |p| p.display().to_string());
-        let version = Command::new(&program)
-            .arg("--version")
-            .output()
-            .ok()
-            .and_then(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .next()
-                    .map(str::to_owned)
-            })
-            .unwrap_or_else(|| format!("{program} (version unknown)"));
         Self {
-            program,
-            version,
+            c: Driver::c().resolved(),
+            cxx: None,
             sandbox,
             root_dir,
         }
     }
 
+    /// The driver for `spec`'s sources and its version line.
+    fn driver(&mut self, spec: &TaskSpec) -> &(Driver, String) {
+        if spec.build.as_ref().is_some_and(|b| b.cxx) {
+            self.cxx.get_or_insert_with(|| Driver::cxx().resolved())
+        } else {
+            &self.c
+        }
+    }
+
+    /// The first line of `--version` of the compiler that builds `spec`'s sources.
+    pub(crate) fn version(&mut self, spec: &TaskSpec) -> String {
+        self.driver(spec).1.clone()
+    }
+
     /// Run the compiler in a sandbox in `dir`; its combined output and whether it succeeded.
-    fn run_sandboxed(&self, dir: &Path, args: &[String]) -> Result<(bool, String), String> {
+    fn run_sandboxed(
+        &self,
+        driver: &Driver,
+        dir: &Path,
+        args: &[String],
+    ) -> Result<(bool, String), String> {
         let mut read_only = Vec::new();
         // A compiler outside the system directories (a toolchain under /opt, say) is exposed
         // with its whole prefix.
-        if !SYSTEM_PREFIXES.iter().any(|p| self.program.starts_with(p))
-            && let Some(prefix) = Path::new(&self.program).parent().and_then(Path::parent)
+        if !SYSTEM_PREFIXES
+            .iter()
+            .any(|p| driver.program.starts_with(p))
+            && let Some(prefix) = Path::new(&driver.program).parent().and_then(Path::parent)
         {
             read_only.push(prefix.to_owned());
         }
@@ -152,8 +219,8 @@ impl Compiler {
             read_only.extend(libs);
         }
         let spec = SandboxSpec {
-            program: PathBuf::from(&self.program),
-            args: args.to_vec(),
+            program: PathBuf::from(&driver.program),
+            args: driver.args.iter().chain(args).cloned().collect(),
             env,
             cwd: dir.to_owned(),
             root_dir: self.root_dir.clone(),
@@ -202,7 +269,7 @@ impl Compiler {
     /// Compile `source` with the shim into `dir/kernel.so`; `dir` must be new and unique,
     /// which also gives every object its own path (the dynamic loader caches by path).
     pub(crate) fn build(
-        &self,
+        &mut self,
         dir: &Path,
         spec: &TaskSpec,
         source: &Source,
@@ -215,8 +282,13 @@ impl Compiler {
             log,
             seconds: started.elapsed().as_secs_f64(),
         };
+        let build = spec.build.clone().unwrap_or_default();
         let file = sanitized_file_name(&source.file);
-        let shim = "ksearch_shim.c";
+        let shim = if build.cxx {
+            "ksearch_shim.cpp"
+        } else {
+            "ksearch_shim.c"
+        };
         let object = dir.join("kernel.so");
         let write = std::fs::create_dir_all(dir)
             .and_then(|()| open_up(dir))
@@ -229,21 +301,25 @@ impl Compiler {
             ));
         }
         let mut args: Vec<String> = flavor.flags().iter().map(|s| (*s).to_owned()).collect();
+        if flavor == Flavor::Optimized {
+            args.extend(build.cflags.iter().cloned());
+        }
         args.extend([
             "-o".into(),
             "kernel.so".into(),
             shim.into(),
             "-Wl,-z,defs".into(),
         ]);
-        args.extend(libs.iter().map(|l| format!("-l{l}")));
+        args.extend(libs.iter().chain(&build.libs).map(|l| format!("-l{l}")));
         args.push("-lm".into());
-        let command = format!("{} {}", self.program, args.join(" "));
-        let (ok, log) = match self.run_sandboxed(dir, &args) {
+        let driver = self.driver(spec).0.clone();
+        let command = driver.shown(&args);
+        let (ok, log) = match self.run_sandboxed(&driver, dir, &args) {
             Ok(r) => r,
             Err(e) => {
                 return Err(fail(
                     command,
-                    format!("could not run the C compiler `{}`: {e}", self.program),
+                    format!("could not run the compiler `{}`: {e}", driver.program),
                 ));
             }
         };
@@ -276,10 +352,17 @@ fn describe(s: std::process::ExitStatus) -> String {
     }
 }
 
+/// `const char *ksearch_describe(void)`: what a task's own implementation says it runs.
+type DescribeFn = unsafe extern "C" fn() -> *const std::ffi::c_char;
+
+/// The function a baseline or comparison may define to describe itself (docs/task-format.md).
+pub(crate) const DESCRIBE_SYMBOL: &str = "ksearch_describe";
+
 /// A loaded kernel.
 #[derive(Debug)]
 pub(crate) struct Kernel {
     call: Symbol<ShimFn>,
+    describe: Option<Symbol<DescribeFn>>,
     // Declared after `call` so the symbol is dropped before the library is closed.
     _library: Library,
 }
@@ -293,10 +376,27 @@ impl Kernel {
         // SAFETY: the shim defines this symbol with exactly this signature.
         let call = unsafe { library.get::<ShimFn>(SHIM_SYMBOL.as_bytes()) }
             .map_err(|e| format!("{} lacks {SHIM_SYMBOL}: {e}", path.display()))?;
+        // SAFETY: where the source defines it, the contract gives it this signature.
+        let describe = unsafe { library.get::<DescribeFn>(DESCRIBE_SYMBOL.as_bytes()) }.ok();
         Ok(Self {
             call,
+            describe,
             _library: library,
         })
+    }
+
+    /// What the kernel says it runs, when it defines `ksearch_describe`: one cleaned line.
+    /// Only for a task's own implementations (their code is trusted).
+    pub(crate) fn describe(&self) -> Option<String> {
+        let f = self.describe.as_ref()?;
+        // SAFETY: a trusted implementation's function of the documented signature.
+        let text = unsafe { f() };
+        if text.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string, as the contract asks.
+        let text = unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy();
+        Some(ksearch_core::protocol::Described::clean(&text)).filter(|t| !t.is_empty())
     }
 
     /// Run the kernel once.
@@ -330,6 +430,20 @@ pub(crate) fn join_dirs(dirs: &[PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compiler_variable_may_carry_arguments() {
+        // SAFETY: this test alone reads and writes this variable name.
+        unsafe { std::env::set_var("KSEARCH_TEST_CC", "  ccache  gcc -m64 ") };
+        let d = Driver::from_env("KSEARCH_TEST_CC", "cc");
+        assert_eq!(
+            (d.program.as_str(), d.args.clone()),
+            ("ccache", vec!["gcc".to_owned(), "-m64".to_owned()])
+        );
+        assert_eq!(d.shown(&["-c".into()]), "ccache gcc -m64 -c");
+        unsafe { std::env::remove_var("KSEARCH_TEST_CC") };
+        assert_eq!(Driver::from_env("KSEARCH_TEST_CC", "cc").program, "cc");
+    }
 
     #[test]
     fn file_names_are_made_safe() {

@@ -23,9 +23,12 @@ const MAX_MESSAGE: usize = 1 << 18;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum ToRunner {
-    /// Load a kernel (the path of a shared object built for the task).
+    /// Load a kernel (the path of a shared object built for the task); with `describe`, call
+    /// its `ksearch_describe` too (a task's own implementation).
     Load {
         path: PathBuf,
+        #[serde(default)]
+        describe: bool,
     },
     /// Map a pool (descriptors: inputs read-only, this runner's outputs read-write).
     Pool {
@@ -58,6 +61,10 @@ pub(crate) enum ToRunner {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum FromRunner {
     Ready,
+    /// The kernel is loaded; what it says it runs, when asked and it says.
+    Loaded {
+        description: Option<String>,
+    },
     /// A pool is mapped; its inputs at this address (so a fault address can be placed).
     Mapped {
         inputs: u64,
@@ -70,21 +77,59 @@ pub(crate) enum FromRunner {
 
 /// Where each tensor of each set lies: inputs in one region all runners share read-only,
 /// outputs in each runner's own region, with a guard zone before and after each.
+///
+/// Every input ends within 64 bytes of a guard page (mapped with no access in the judge and in
+/// every runner), so a kernel that reads past the end of an input faults instead of reading the
+/// next tensor; the few bytes between an input's end and its guard page hold NaN (all bits set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Layout {
     pub(crate) sets: usize,
     /// Bytes of each input and output tensor.
     pub(crate) input_sizes: Vec<usize>,
     pub(crate) output_sizes: Vec<usize>,
+    /// The page size input guards are made of (the judge's, which its runners share).
+    pub(crate) page: usize,
 }
 
 fn align(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
 }
 
+/// This machine's page size.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page)
+        .ok()
+        .filter(|&p| p >= ALIGN)
+        .unwrap_or(4096)
+}
+
 impl Layout {
+    /// The layout of `sets` sets of tensors of these sizes, with this machine's page size.
+    pub(crate) fn new(sets: usize, input_sizes: Vec<usize>, output_sizes: Vec<usize>) -> Self {
+        Self {
+            sets,
+            input_sizes,
+            output_sizes,
+            page: page_size(),
+        }
+    }
+
+    /// Bytes of input `t`'s block: its data, rounded up to whole pages, then its guard page.
+    fn input_block(&self, t: usize) -> usize {
+        self.input_pages(t) + self.page
+    }
+
+    /// Bytes of whole pages input `t`'s data lies in (at their end).
+    fn input_pages(&self, t: usize) -> usize {
+        align(self.input_sizes[t].max(1)).div_ceil(self.page) * self.page
+    }
+
     fn input_stride(&self) -> usize {
-        self.input_sizes.iter().map(|&b| align(b.max(1))).sum()
+        (0..self.input_sizes.len())
+            .map(|t| self.input_block(t))
+            .sum()
     }
 
     fn output_stride(&self) -> usize {
@@ -102,13 +147,35 @@ impl Layout {
         self.output_stride() * self.sets
     }
 
-    /// Byte offset of input `t` of set `s`.
+    /// Byte offset of input `t`'s block in set `s`.
+    fn input_block_at(&self, s: usize, t: usize) -> usize {
+        s * self.input_stride() + (0..t).map(|u| self.input_block(u)).sum::<usize>()
+    }
+
+    /// Byte offset of input `t` of set `s`: 64-byte aligned, less than 64 bytes before a guard
+    /// page.
     pub(crate) fn input(&self, s: usize, t: usize) -> usize {
-        s * self.input_stride()
-            + self.input_sizes[..t]
-                .iter()
-                .map(|&b| align(b.max(1)))
-                .sum::<usize>()
+        self.input_block_at(s, t) + self.input_pages(t) - align(self.input_sizes[t].max(1))
+    }
+
+    /// The guard page after input `t` of set `s`: (offset, length).
+    pub(crate) fn input_guard(&self, s: usize, t: usize) -> (usize, usize) {
+        (self.input_block_at(s, t) + self.input_pages(t), self.page)
+    }
+
+    /// Every input guard page of every set: (offset, length, input).
+    pub(crate) fn input_guards(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        (0..self.sets).flat_map(move |s| {
+            (0..self.input_sizes.len()).map(move |t| {
+                let (off, len) = self.input_guard(s, t);
+                (off, len, t)
+            })
+        })
+    }
+
+    /// The bytes between the end of input `t` of set `s` and its guard page.
+    pub(crate) fn input_slack(&self, s: usize, t: usize) -> std::ops::Range<usize> {
+        self.input(s, t) + self.input_sizes[t]..self.input_guard(s, t).0
     }
 
     /// Byte offset of output `t`'s data in slot `s` (its guards lie just before and after).
@@ -349,13 +416,25 @@ mod tests {
     fn layout_keeps_tensors_apart_and_aligned() {
         let l = Layout {
             sets: 3,
-            input_sizes: vec![100, 8],
+            input_sizes: vec![100, 8, 4096],
             output_sizes: vec![36, 200],
+            page: 4096,
         };
+        assert_eq!(l.input_region() % 4096, 0);
         for s in 0..3 {
-            assert_eq!(l.input(s, 0) % 64, 0);
-            assert!(l.input(s, 0) + 100 <= l.input(s, 1));
-            assert!(l.input(s, 1) + 8 <= l.input_region());
+            for t in 0..3 {
+                // Aligned, and ending less than 64 bytes before its guard page.
+                assert_eq!(l.input(s, t) % 64, 0);
+                let (guard, len) = l.input_guard(s, t);
+                assert_eq!((guard % 4096, len), (0, 4096));
+                let end = l.input(s, t) + l.input_sizes[t];
+                assert!(end <= guard && guard - end < 64, "input {t} ends at {end}");
+                assert_eq!(l.input_slack(s, t), end..guard);
+                assert!(guard + len <= l.input_region());
+                if t + 1 < 3 {
+                    assert!(guard + len <= l.input(s, t + 1));
+                }
+            }
             for t in 0..2 {
                 assert_eq!(l.output(s, t) % 64, 0);
             }
@@ -368,6 +447,7 @@ mod tests {
                 }
             }
         }
+        assert_eq!(l.input_guards().count(), 9);
     }
 
     #[test]

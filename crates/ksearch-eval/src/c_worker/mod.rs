@@ -10,11 +10,13 @@ mod gauntlet;
 mod kernel;
 mod link;
 mod pool;
+mod reference_fault;
 mod runner;
 mod tensors;
 mod timing;
 mod worker;
 
 pub use kernel::CANDIDATE_FLAGS;
+pub(crate) use kernel::Driver;
 pub use runner::run as run_runner;
 pub use worker::run;

@@ -7,7 +7,7 @@ use ksearch_core::Dtype;
 use ksearch_core::rng::Rng;
 use ksearch_core::task::{TaskSpec, Workload};
 
-use super::link::{GUARD_BYTE, Layout};
+use super::link::{GUARD_BYTE, Layout, POISON_BYTE};
 use super::tensors::{self, Stores};
 use crate::shm::Shared;
 
@@ -27,20 +27,22 @@ impl Pool {
         workload: &Workload,
         sets: usize,
     ) -> std::io::Result<Pool> {
-        let layout = Layout {
-            sets,
-            input_sizes: spec
-                .inputs
+        let sizes = |tensors: &[ksearch_core::task::TensorSpec]| {
+            tensors
                 .iter()
                 .map(|t| t.numel(&workload.axes) * t.dtype.size_bytes())
-                .collect(),
-            output_sizes: spec
-                .outputs
-                .iter()
-                .map(|t| t.numel(&workload.axes) * t.dtype.size_bytes())
-                .collect(),
+                .collect()
         };
-        let inputs = Shared::create("ksearch-inputs", layout.input_region())?;
+        let layout = Layout::new(sets, sizes(&spec.inputs), sizes(&spec.outputs));
+        let mut inputs = Shared::create("ksearch-inputs", layout.input_region())?;
+        for s in 0..layout.sets {
+            for t in 0..layout.input_sizes.len() {
+                inputs.slice_mut(layout.input_slack(s, t)).fill(POISON_BYTE);
+            }
+        }
+        for (off, len, _) in layout.input_guards() {
+            inputs.no_access(off, len)?;
+        }
         let inputs_ro = inputs.read_only_fd()?;
         Ok(Pool {
             id,
@@ -61,7 +63,7 @@ impl Pool {
         for (t, tensor) in spec.inputs.iter().enumerate() {
             let range = self.input_range(set, t);
             tensors::fill(
-                &mut self.inputs.bytes_mut()[range],
+                self.inputs.slice_mut(range),
                 tensor.dtype,
                 tensor.init(),
                 &mut Rng::for_stream(seed, &[workload, &tensor.name]),
@@ -73,10 +75,18 @@ impl Pool {
     /// changed (as between timed calls), which is much faster than drawing each set afresh.
     pub(crate) fn fill_all(&mut self, spec: &TaskSpec, workload: &str, seed: u64) {
         self.fill(spec, workload, 0, seed);
-        let first = self.layout.input(0, 0)..self.layout.input(1, 0);
         for set in 1..self.layout.sets {
-            let at = self.layout.input(set, 0);
-            self.inputs.bytes_mut().copy_within(first.clone(), at);
+            for t in 0..spec.inputs.len() {
+                let (from, to) = (self.input_range(0, t), self.input_range(set, t));
+                // SAFETY: two tensors of the same size inside the mapping, never overlapping.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.inputs.ptr().add(from.start),
+                        self.inputs.ptr().add(to.start),
+                        from.len(),
+                    );
+                }
+            }
             let key = seed ^ (set as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
             self.perturb(spec, set, key, Stores::Cached);
         }
@@ -87,7 +97,7 @@ impl Pool {
         for (t, tensor) in spec.inputs.iter().enumerate() {
             let range = self.input_range(set, t);
             tensors::perturb(
-                &mut self.inputs.bytes_mut()[range],
+                self.inputs.slice_mut(range),
                 tensor.dtype,
                 tensor.init(),
                 key.wrapping_add(t as u64)
@@ -95,6 +105,11 @@ impl Pool {
                 stores,
             );
         }
+    }
+
+    /// Where the input region starts in the judge's memory.
+    pub(crate) fn input_base(&self) -> *const u8 {
+        self.inputs.ptr()
     }
 
     /// Pointers to `set`'s inputs, for a kernel run in the judge (the reference).
@@ -105,16 +120,34 @@ impl Pool {
             .collect()
     }
 
-    /// The input tensor holding byte `offset` of the region, if any, by name.
-    pub(crate) fn input_at(&self, spec: &TaskSpec, offset: usize) -> Option<String> {
+    /// What byte `offset` of the input region is: inside an input, or in the guard page after
+    /// one (an access past its end).
+    pub(crate) fn input_at(&self, spec: &TaskSpec, offset: usize) -> Option<InputPlace> {
         (0..self.layout.sets).find_map(|s| {
             (0..spec.inputs.len()).find_map(|t| {
+                let name = || spec.inputs[t].name.clone();
                 let r = self.input_range(s, t);
-                (r.start <= offset && offset < r.end.max(r.start + 1))
-                    .then(|| spec.inputs[t].name.clone())
+                let (guard, len) = self.layout.input_guard(s, t);
+                if r.start <= offset && offset < guard {
+                    Some(InputPlace::Inside(name()))
+                } else if guard <= offset && offset < guard + len {
+                    Some(InputPlace::Past(name()))
+                } else {
+                    None
+                }
             })
         })
     }
+}
+
+/// Where an invalid access to the inputs landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum InputPlace {
+    /// Inside this input (or the bytes after it, before its guard page): a write, since inputs
+    /// are read-only.
+    Inside(String),
+    /// In the guard page after this input: an access past its end.
+    Past(String),
 }
 
 /// The judge's view of one runner's outputs in a pool.

@@ -139,10 +139,11 @@ pub fn run() -> i32 {
             }
         };
         let reply = match msg {
-            ToRunner::Load { path } => match Kernel::load(&path) {
+            ToRunner::Load { path, describe } => match Kernel::load(&path) {
                 Ok(k) => {
+                    let description = if describe { k.describe() } else { None };
                     kernel = Some(k);
-                    FromRunner::Ready
+                    FromRunner::Loaded { description }
                 }
                 Err(message) => FromRunner::Failed { message },
             },
@@ -233,6 +234,11 @@ fn map_pool(fds: Vec<OwnedFd>, axes: Vec<i64>, layout: &Layout) -> Result<Pool, 
         .map_err(|_| "a pool needs two descriptors".to_owned())?;
     let inputs = Shared::map(File::from(inputs), layout.input_region(), false)
         .map_err(|e| format!("mapping the inputs: {e}"))?;
+    for (off, len, _) in layout.input_guards() {
+        inputs
+            .no_access(off, len)
+            .map_err(|e| format!("guarding the inputs: {e}"))?;
+    }
     let outputs = Shared::map(File::from(outputs), layout.output_region(), true)
         .map_err(|e| format!("mapping the outputs: {e}"))?;
     let pointers = (0..layout.sets)

@@ -13,15 +13,16 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use ksearch_core::protocol::{
-    CompileReport, ContenderTiming, Envelope, ErrorStats, EvaluateRequest, EvaluateResult,
-    PROTOCOL_VERSION, Phase, Phases, Request, Role, Status, WorkerMessage, WorkloadReport,
+    CompileReport, ContenderTiming, Described, Envelope, ErrorStats, EvaluateRequest,
+    EvaluateResult, PROTOCOL_VERSION, Phase, Phases, Request, Role, Status, WorkerMessage,
+    WorkloadReport,
 };
 use ksearch_core::task::{Source, Workload};
 
 use super::contender::{Lost, Runner, RunnerSetup};
 use super::gauntlet::{CheckStop, TaskFault, check_seed};
 use super::kernel::{Compiler, Flavor, Kernel};
-use super::pool::Pool;
+use super::pool::{InputPlace, Pool};
 use super::timing::{Timed, TimingStop, time_workload};
 use crate::output_capture::end_marker;
 use crate::sandbox::{Limits, Sandbox};
@@ -82,8 +83,10 @@ pub fn run() -> i32 {
         m.send(WorkerMessage::Error {
             id: None,
             message: format!("the c worker panicked: {info}"),
+            task_fault: false,
         });
     }));
+    super::reference_fault::install(msg_fd);
     let mut out = Messages(messages);
     out.send(WorkerMessage::Hello {
         backend: ksearch_core::task::BackendKind::C.name().into(),
@@ -100,6 +103,7 @@ pub fn run() -> i32 {
             out.send(WorkerMessage::Error {
                 id: None,
                 message: e,
+                task_fault: false,
             });
             return 1;
         }
@@ -118,6 +122,7 @@ pub fn run() -> i32 {
                         "request of protocol version {}; this worker speaks {PROTOCOL_VERSION}",
                         env.protocol
                     ),
+                    task_fault: false,
                 });
                 continue;
             }
@@ -125,6 +130,7 @@ pub fn run() -> i32 {
                 out.send(WorkerMessage::Error {
                     id: None,
                     message: format!("malformed request: {e}"),
+                    task_fault: false,
                 });
                 continue;
             }
@@ -134,9 +140,10 @@ pub fn run() -> i32 {
             Request::Evaluate(req) => {
                 let reply = match worker.evaluate(&req, &mut out) {
                     Ok(result) => WorkerMessage::Result(Box::new(result)),
-                    Err(message) => WorkerMessage::Error {
+                    Err((message, task_fault)) => WorkerMessage::Error {
                         id: Some(req.id),
                         message,
+                        task_fault,
                     },
                 };
                 flush_candidate_output(req.id);
@@ -168,10 +175,12 @@ struct CWorker {
     next_pool: u32,
 }
 
-/// A failed evaluation step: either an outcome for the candidate or a fault of the request.
+/// A failed evaluation step: an outcome for the candidate, a fault of the task's own code
+/// (its reference, baseline or comparisons), or the judge's own failure.
 enum Stop {
     Outcome(Status, String),
     Fault(String),
+    Internal(String),
 }
 
 impl From<TaskFault> for Stop {
@@ -282,7 +291,8 @@ impl CWorker {
             &req.task.axes,
         ))
         .unwrap_or_default();
-        (signature, &source.file, &source.text, libs, flavor).hash(&mut h);
+        let build = serde_json::to_string(&req.task.build).unwrap_or_default();
+        (signature, build, &source.file, &source.text, libs, flavor).hash(&mut h);
         let key = h.finish();
         if let Some(p) = self.built.get(&key) {
             return Ok(p.clone());
@@ -307,11 +317,13 @@ impl CWorker {
         Ok(k)
     }
 
+    /// The result, or why there is none: the message and whether the task's own code is at
+    /// fault.
     fn evaluate(
         &mut self,
         req: &EvaluateRequest,
         out: &mut Messages,
-    ) -> Result<EvaluateResult, String> {
+    ) -> Result<EvaluateResult, (String, bool)> {
         let mut result = EvaluateResult {
             id: req.id,
             status: Status::Passed,
@@ -321,6 +333,7 @@ impl CWorker {
             phases: Phases::default(),
             output: Default::default(),
             sandbox: None,
+            described: Vec::new(),
         };
         let mut runners = Vec::new();
         let outcome = self.run_phases(req, out, &mut result, &mut runners);
@@ -329,11 +342,7 @@ impl CWorker {
         }
         match outcome {
             Ok(()) => {
-                result.message = format!(
-                    "passed {} workload(s) × {} seed(s), every timed call checked, and a re-check after timing",
-                    req.workloads.len(),
-                    req.check.seeds.len()
-                );
+                result.message = req.passed_message();
                 Ok(result)
             }
             Err(Stop::Outcome(status, message)) => {
@@ -341,7 +350,8 @@ impl CWorker {
                 result.message = message;
                 Ok(result)
             }
-            Err(Stop::Fault(message)) => Err(message),
+            Err(Stop::Fault(message)) => Err((message, true)),
+            Err(Stop::Internal(message)) => Err((message, false)),
         }
     }
 
@@ -368,22 +378,34 @@ impl CWorker {
                 lost.message, workload.name
             ));
         }
-        // A write to the inputs (mapped read-only) faults inside their mapping.
+        // A write to the inputs (mapped read-only) faults inside their mapping; a read past
+        // the end of one, in the guard page after it.
         if let (Some(addr), Some(pool), Some(runner)) = (lost.fault, pool, runner)
             && let Some(p) = runner.pools.get(&pool.id)
             && addr >= p.runner_inputs
             && addr < p.runner_inputs + pool.layout.input_region() as u64
         {
-            let name = pool
-                .input_at(&req.task, (addr - p.runner_inputs) as usize)
-                .unwrap_or_else(|| "?".into());
-            return Stop::Outcome(
-                Status::Incorrect,
-                format!(
-                    "{what} modified input `{name}` during the {phase} on workload `{}` (inputs are read-only; it was killed by the write); inputs must not be written",
-                    workload.name
+            let w = &workload.name;
+            return match pool.input_at(&req.task, (addr - p.runner_inputs) as usize) {
+                Some(InputPlace::Past(name)) => Stop::Outcome(
+                    Status::Crashed,
+                    format!(
+                        "{what} accessed memory past the end of input `{name}` during the {phase} on workload `{w}` (a guard page follows every input; it was killed by the access)"
+                    ),
                 ),
-            );
+                place => {
+                    let name = match place {
+                        Some(InputPlace::Inside(n)) => n,
+                        _ => "?".into(),
+                    };
+                    Stop::Outcome(
+                        Status::Incorrect,
+                        format!(
+                            "{what} modified input `{name}` during the {phase} on workload `{w}` (inputs are read-only; it was killed by the write); inputs must not be written"
+                        ),
+                    )
+                }
+            };
         }
         let (status, hint) = if lost.signalled {
             (Status::Crashed, "")
@@ -426,7 +448,7 @@ impl CWorker {
             Ok(b) => {
                 result.compile = Some(CompileReport {
                     command: b.command,
-                    compiler: self.compiler.version.clone(),
+                    compiler: self.compiler.version(&req.task),
                     seconds: b.seconds,
                     log: b.log,
                 });
@@ -441,7 +463,7 @@ impl CWorker {
                     .to_owned();
                 result.compile = Some(CompileReport {
                     command: f.command,
-                    compiler: self.compiler.version.clone(),
+                    compiler: self.compiler.version(&req.task),
                     seconds: f.seconds,
                     log: f.log,
                 });
@@ -449,7 +471,7 @@ impl CWorker {
             }
         };
         // A fresh runner for every contender of this evaluation, the candidate first.
-        let candidate = Runner::start(&self.runners, &candidate_so, &[]).map_err(|e| {
+        let candidate = Runner::start(&self.runners, &candidate_so, &[], false).map_err(|e| {
             Stop::Outcome(
                 Status::RuntimeError,
                 format!("the candidate could not be loaded: {e}"),
@@ -460,14 +482,22 @@ impl CWorker {
         for (i, (c, so)) in req.compare.iter().zip(&contender_builds).enumerate() {
             let env: Vec<(String, String)> =
                 c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            let r = Runner::start(&self.runners, so, &env).map_err(|e| {
+            let trusted = matches!(c.role, Role::Baseline | Role::Comparison);
+            let r = Runner::start(&self.runners, so, &env, trusted).map_err(|e| {
                 let msg = format!("the {} `{}` could not be loaded: {e}", c.role, c.label);
-                if matches!(c.role, Role::Baseline | Role::Comparison) {
+                if trusted {
                     Stop::Fault(msg)
                 } else {
                     Stop::Outcome(Status::RuntimeError, msg)
                 }
             })?;
+            if let Some(text) = r.description.clone() {
+                result.described.push(Described {
+                    role: c.role,
+                    label: c.label.clone(),
+                    text,
+                });
+            }
             runners.push((Some(i), r));
         }
 
@@ -510,7 +540,7 @@ impl CWorker {
                 .iter()
                 .position(|c| c.role == Role::Baseline)
                 .map(|i| i + 1)
-                .ok_or_else(|| Stop::Fault("the request names no baseline".into()))?;
+                .ok_or_else(|| Stop::Internal("the request names no baseline".into()))?;
             for (w, report) in req.workloads.iter().zip(&mut result.workloads) {
                 out.progress(req.id, Phase::Timing, Some(&w.name));
                 let mut timed: Vec<Timed<'_>> = runners
@@ -539,7 +569,7 @@ impl CWorker {
                 drop(timed);
                 let stats = match stats {
                     Ok(s) => s,
-                    Err(TimingStop::Internal(m)) => return Err(Stop::Fault(m)),
+                    Err(TimingStop::Internal(m)) => return Err(Stop::Internal(m)),
                     Err(TimingStop::Runner { index, lost }) => {
                         let who = runners[index].0;
                         return Err(Self::lost(req, who, &lost, "timing", w, None, None));
@@ -618,7 +648,7 @@ impl CWorker {
     ) -> Result<(Option<ErrorStats>, Option<Failure>), Stop> {
         self.next_pool += 1;
         let mut pool = Pool::new(self.next_pool, &req.task, w, 1)
-            .map_err(|e| Stop::Fault(format!("shared memory: {e}")))?;
+            .map_err(|e| Stop::Internal(format!("shared memory: {e}")))?;
         if let Err(lost) = candidate.map_pool(pool.id, &pool.axes, &pool.layout, &pool.inputs_ro) {
             return Err(Self::lost(req, None, &lost, phase, w, None, None));
         }

@@ -76,35 +76,9 @@ fn dropped_connection_is_retried() {
     assert_eq!(answer.http_attempts, 2);
 }
 
-/// `when` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), written here apart from the
-/// client's parser (Howard Hinnant's civil-from-days).
+/// `when` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
 fn http_date(when: SystemTime) -> String {
-    let secs = when
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs();
-    let days = i64::try_from(secs / 86_400).expect("fits");
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    let months = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{weekday}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
-        months[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    httpdate::fmt_http_date(when)
 }
 
 #[test]

@@ -116,7 +116,7 @@ pub(super) fn section(o: &mut String, data: &RunData) {
             } else {
                 String::new()
             },
-            ksearch_engine::asked_again(empty, truncated)
+            ksearch_run::asked_again(empty, truncated)
         ),
     );
     let best_round = data
@@ -156,6 +156,25 @@ pub(super) fn section(o: &mut String, data: &RunData) {
             .collect();
         fact("best latency", lat.join(" · "));
     }
+    // What makes the seed's numbers (and so every speedup over the baseline) less certain.
+    let seed_caveats = data
+        .attempt(0)
+        .and_then(|a| a.evaluation.as_ref())
+        .map(|e| e.caveats.as_slice())
+        .unwrap_or_default();
+    if !seed_caveats.is_empty() {
+        let items: Vec<String> = seed_caveats
+            .iter()
+            .map(|c| format!("<li>{}</li>", esc(c)))
+            .collect();
+        fact(
+            "caveats",
+            format!(
+                "when the seed was measured:<ul class=\"caveats\">{}</ul>",
+                items.concat()
+            ),
+        );
+    }
     o.push_str("</dl>\n</div>\n");
     headline(o, data);
     o.push_str("</header>\n");
@@ -168,8 +187,8 @@ pub(super) fn section(o: &mut String, data: &RunData) {
 fn headline(o: &mut String, data: &RunData) {
     let s = &data.summary;
     let production = data.task.baseline.is_some();
-    let over_baseline = if production {
-        format!("over the baseline ({})", esc(&truncate(&s.baseline, 40)))
+    let over_baseline = if let Some(b) = &data.task.baseline {
+        format!("over the baseline ({})", esc(&truncate(&b.name, 40)))
     } else {
         format!(
             "over the reference ({}), a deliberately simple implementation: the task has no \

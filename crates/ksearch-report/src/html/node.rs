@@ -152,11 +152,14 @@ pub(super) fn node_detail(o: &mut String, data: &RunData, n: &Node) {
                 .evaluation
                 .as_ref()
                 .map_or("evaluation not finished", |e| e.result.message.as_str());
-            let note = if a.note.is_empty() {
+            let mut note = if a.note.is_empty() {
                 String::new()
             } else {
                 format!("<div class=\"note\">{}</div>", esc(&truncate(&a.note, 300)))
             };
+            for caveat in a.evaluation.iter().flat_map(|e| &e.caveats) {
+                let _ = write!(note, "<div class=\"caveat\">{}</div>", esc(caveat));
+            }
             let _ = write!(
                 o,
                 "<tr class=\"attempt-row\" data-round=\"{}\"><td class=\"n\">{}</td><td>{}</td>\

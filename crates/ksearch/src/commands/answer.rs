@@ -12,7 +12,7 @@ const ANSWER_LIMIT: u64 = 4 << 20;
 
 pub(crate) fn run(run_dir: &Path, file: &Path) -> anyhow::Result<i32> {
     // The run must be one: a typo in RUN_DIR is not a run without a pending call.
-    ksearch_engine::open_run(run_dir)?;
+    ksearch_run::open_run(run_dir)?;
     let dir = super::run::manual_dir(run_dir);
     let call = ksearch_llm::pending_call(&dir)
         .with_context(|| format!("failed to read the model calls in {}", dir.display()))?

@@ -15,18 +15,19 @@ use crate::cli::{EvalArgs, EvalFlags};
 use crate::exit_codes;
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
-    let task = without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
+    let task = without_missing_libraries(crate::commands::load_task(&args.task)?);
     let candidate = match &args.candidate {
         Some(path) => ksearch_tasks::read_candidate(path)?,
         None => task.seed.clone(),
     };
     let settings = eval_settings(&args.eval)?;
-    let options = settings.options();
+    let options = ksearch_engine::eval_options(&settings, settings.timeout_s);
     let exe = std::env::current_exe()?;
     let mut evaluator = LocalEvaluator::new(backend_for(
         task.spec.backend,
         &backend_options(exe, &settings),
     )?);
+    evaluator.set_machine_check(ksearch_engine::builtin::machine::weak_baseline);
     let against = args
         .against
         .as_deref()
@@ -37,7 +38,17 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         incumbent: None,
         comparisons: true,
     };
-    let evaluation = evaluator.evaluate(&task, &candidate, compare, &options)?;
+    let progress = crate::progress::EvalProgress::new(&format!("{} · {}", task.id, candidate.file));
+    evaluator.set_phase_observer(progress.phase_observer());
+    let evaluation = evaluator.evaluate(&task, &candidate, compare, &options);
+    drop(progress);
+    let mut evaluation = evaluation?;
+    if evaluation.result.status == Status::Timeout && !settings.timeout_given {
+        evaluation
+            .result
+            .message
+            .push_str(" (the default limit; `--timeout` sets another)");
+    }
     let against_file = against.as_ref().map(|a| a.file.as_str());
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -83,8 +94,15 @@ pub(crate) fn backend_options(
 
 /// Evaluation settings from the command line.
 pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
-    if !(f.timeout.is_finite() && f.timeout > 0.0) {
-        anyhow::bail!("--timeout must be a positive number of seconds");
+    if let Some((_, w)) = f
+        .workloads
+        .iter()
+        .enumerate()
+        .find(|(i, w)| f.workloads[..*i].contains(w))
+    {
+        return crate::error::usage(format!(
+            "--workload `{w}` is given twice; each workload is evaluated once"
+        ));
     }
     Ok(EvalSettings {
         workloads: f.workloads.clone(),
@@ -95,9 +113,12 @@ pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
             min_runs: f.min_runs,
             min_time_ms: f.min_time_ms,
             max_time_ms: f.max_time_ms,
-            ..TimingPlan::default()
+            ..TimingPlan::DEFAULT
         }),
-        timeout_s: f.timeout,
+        timeout_s: f
+            .timeout
+            .unwrap_or(ksearch_eval::DEFAULT_TIMEOUT.as_secs_f64()),
+        timeout_given: f.timeout.is_some(),
         target: f.target.clone(),
         python: f.python.clone(),
         hardware: f.hardware.clone(),
@@ -113,7 +134,10 @@ struct EvalJson<'a> {
     message: &'a str,
     /// Geometric mean over workloads of baseline time / candidate time.
     speedup: Option<f64>,
-    baseline: &'a str,
+    /// What speedups are quoted against, with what it said it ran where it describes itself.
+    baseline: String,
+    /// What the baseline said it ran (`ksearch_describe`), where it describes itself.
+    baseline_description: Option<&'a str>,
     /// With `--against FILE`: the file, and the candidate's speedup over it (paired timing).
     against: Option<&'a str>,
     speedup_vs_against: Option<f64>,
@@ -129,6 +153,10 @@ struct EvalJson<'a> {
     output: &'a ksearch_core::protocol::CapturedOutput,
     /// How the candidate was confined (absent when it never ran).
     sandbox: Option<&'a ksearch_core::protocol::Confinement>,
+    /// The machine's load when the evaluation ended.
+    load: Option<&'a ksearch_core::caveats::HostLoad>,
+    /// What makes these numbers less trustworthy than they look, in words.
+    caveats: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -224,7 +252,8 @@ impl<'a> EvalJson<'a> {
             status: r.status,
             message: &r.message,
             speedup: e.speedup.as_ref().map(|s| s.geomean),
-            baseline: &e.baseline,
+            baseline: e.baseline_label(),
+            baseline_description: r.description_of(Role::Baseline),
             against,
             speedup_vs_against: e.speedup_vs_parent.as_ref().map(|s| s.geomean),
             vs_against: against
@@ -251,6 +280,8 @@ impl<'a> EvalJson<'a> {
             }),
             output: &r.output,
             sandbox: r.sandbox.as_ref(),
+            load: e.load.as_ref(),
+            caveats: &e.caveats,
         }
     }
 }
@@ -258,7 +289,7 @@ impl<'a> EvalJson<'a> {
 fn fmt_latency(t: Option<&TimingStats>) -> String {
     t.map_or_else(
         || "-".to_owned(),
-        |t| format!("{:.4} ({:.4}–{:.4})", t.median_ms, t.p10_ms, t.p90_ms),
+        |t| ksearch_core::units::time_ms_spread(t.median_ms, t.p10_ms, t.p90_ms),
     )
 }
 
@@ -284,8 +315,8 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
             "status",
             "max abs err",
             "max rel err",
-            "candidate ms (p10–p90)",
-            "baseline ms (p10–p90)",
+            "candidate (p10–p90)",
+            "baseline (p10–p90)",
             "speedup"
         );
         for w in &r.workloads {
@@ -317,7 +348,7 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
         let _ = writeln!(
             s,
             "\n  speedup over {}: {:.2}× (geometric mean of {} workloads)",
-            e.baseline,
+            e.baseline_label(),
             sp.geomean,
             sp.workloads.len()
         );
@@ -361,10 +392,16 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
     if let Some(c) = r.sandbox.as_ref().filter(|c| !c.is_full()) {
         let _ = writeln!(s, "\n  note: the candidate ran {}", c.summary());
     }
+    for caveat in &e.caveats {
+        let _ = writeln!(s, "\n  caveat: {caveat}");
+    }
     let p = &r.phases;
+    let load = e
+        .load
+        .map_or_else(String::new, |l| format!(" · {}", l.describe()));
     let _ = writeln!(
         s,
-        "\n  time: compile {:.2} s · check {:.2} s · timing {:.2} s · total {:.2} s",
+        "\n  time: compile {:.2} s · check {:.2} s · timing {:.2} s · total {:.2} s{load}",
         p.compile_s, p.check_s, p.timing_s, e.wall_s
     );
     s

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use crate::commands::report::fail;
 use crate::exit_codes;
 
 #[derive(Debug, Args)]
@@ -37,27 +36,15 @@ struct ExportJson<'a> {
 }
 
 pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<i32> {
-    let data = match ksearch_report::load(&args.run_dir) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
-    let id = match data.resolve(&args.node) {
-        Ok(id) => id,
-        Err(e) => return fail(e),
-    };
+    let data = ksearch_report::load(&args.run_dir)?;
+    let id = data.resolve(&args.node)?;
     let toml = ksearch_report::export::find_task_toml(&data.task);
-    let export = match ksearch_report::export::export_with(&data, id, toml.as_deref()) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
+    let export = ksearch_report::export::export_with(&data, id, toml.as_deref())?;
     let dir = args
         .output
         .clone()
         .unwrap_or_else(|| args.run_dir.join("export"));
-    let written = match ksearch_report::export::write(&export, &dir) {
-        Ok(w) => w,
-        Err(e) => return fail(e),
-    };
+    let written = ksearch_report::export::write(&export, &dir)?;
     let files: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -74,16 +74,13 @@ pub(crate) enum KnowledgeCommand {
 
 pub(crate) fn run(args: &KnowledgeArgs) -> anyhow::Result<i32> {
     let knowledge = match &args.dir {
-        Some(dir) => match Knowledge::load_dir(dir) {
-            Ok(k) => k,
-            Err(e) => return input_error(&e),
-        },
+        Some(dir) => Knowledge::load_dir(dir)?,
         None => Knowledge::builtin()
             .map_err(|e| anyhow::anyhow!("the built-in knowledge does not load:\n{e}"))?,
     };
     let ok = |stdout: String| CommandOutput {
         stdout,
-        code: exit_codes::OK,
+        violations: false,
     };
     let result = match &args.command {
         KnowledgeCommand::List { json } => Ok(ok(cli::list(&knowledge, *json))),
@@ -111,21 +108,13 @@ pub(crate) fn run(args: &KnowledgeArgs) -> anyhow::Result<i32> {
             *json,
         ),
     };
-    match result {
-        Ok(out) => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(out.stdout.as_bytes())?;
-            stdout.flush()?;
-            Ok(out.code)
-        }
-        Err(e) => input_error(&e),
-    }
-}
-
-/// Usage and input errors get exit code 3 (the caller's `exit_code_for` does not know these
-/// error types, so they are reported here).
-fn input_error(e: &dyn std::fmt::Display) -> anyhow::Result<i32> {
-    let mut stderr = std::io::stderr().lock();
-    writeln!(stderr, "error: {e}")?;
-    Ok(exit_codes::INPUT)
+    let out = result?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.stdout.as_bytes())?;
+    stdout.flush()?;
+    Ok(if out.violations {
+        exit_codes::CHECK_FAILED
+    } else {
+        exit_codes::OK
+    })
 }

@@ -54,6 +54,20 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
     }
 }
 
+/// A task by built-in name or directory. A directory here with a built-in task's name is the
+/// one loaded, and stderr says so.
+pub(crate) fn load_task(arg: &str) -> Result<ksearch_core::Task, LoadError> {
+    let task = ksearch_tasks::load_task(arg)?;
+    if ksearch_tasks::shadows_builtin(arg) {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "note: `{arg}` is the directory {arg}/ here, not the built-in task of that name (give `./{arg}` to say so)"
+        );
+    }
+    Ok(task)
+}
+
 /// The worker and runner this binary hosts for the backend named `name`.
 fn builtin(name: &str) -> Option<ksearch_eval::BuiltinProcesses> {
     name.parse::<BackendKind>()
@@ -108,32 +122,100 @@ pub(crate) fn paused_line(err: &anyhow::Error) -> Option<String> {
     ))
 }
 
-/// Errors in what the user gave us get their own exit code; a pause, its own.
+/// Whether `err` is a write to a pipe whose reader has gone (`ksearch report -o - | head`).
+pub(crate) fn broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+    })
+}
+
+/// An error and its causes in one line, each cause once: a cause whose text its error already
+/// quotes (`database error in …: attempt to write a readonly database`, then the SQLite error
+/// itself, then its code's) is not said again.
+pub(crate) fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+/// The exit code of a failed command: the one mapping from errors to `exit_codes`. Errors in
+/// what the user gave get their own code; a pause, and Ctrl-C, theirs.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
+    use ksearch_engine::{EngineError, ProposeError, RunError};
+    use ksearch_store::StoreError;
     if paused(err).is_some() {
         return exit_codes::PAUSED;
     }
+    // The code of a store error: a record holding NaN or infinity is a bug in ksearch, never
+    // the user's input; any other says what is wrong with the run directory given.
+    let store = |e: &StoreError| match e {
+        StoreError::NonFinite { .. } => exit_codes::INTERNAL,
+        _ => exit_codes::INPUT,
+    };
+    // An evaluation that could not be made for what the user gave (the task, the options).
+    let eval = |e: &EvalError| {
+        matches!(
+            e,
+            EvalError::UnknownWorkload { .. } | EvalError::Options(_) | EvalError::Task { .. }
+        )
+        .then_some(exit_codes::INPUT)
+    };
+    let run = |e: &RunError| match e {
+        RunError::Store(s) => store(s),
+        _ => exit_codes::INPUT,
+    };
     for cause in err.chain() {
-        // A record holding NaN or infinity is a bug in ksearch, never the user's input.
-        let non_finite = matches!(
-            cause.downcast_ref::<ksearch_store::StoreError>(),
-            Some(ksearch_store::StoreError::NonFinite { .. })
-        ) || matches!(
-            cause.downcast_ref::<ksearch_engine::EngineError>(),
-            Some(ksearch_engine::EngineError::Store(
-                ksearch_store::StoreError::NonFinite { .. }
-            ))
-        );
-        if non_finite {
-            return exit_codes::INTERNAL;
+        if cause.is::<crate::error::UsageError>() {
+            return exit_codes::USAGE;
         }
-        if cause.is::<LoadError>()
-            || cause.is::<ksearch_tasks::ReadError>()
-            || cause.is::<ksearch_store::StoreError>()
-        {
-            return exit_codes::INPUT;
+        // The engine's error is transparent: the errors it wraps are not in the chain.
+        if let Some(e) = cause.downcast_ref::<EngineError>() {
+            match e {
+                EngineError::InterruptedDuringSetup => return exit_codes::INTERRUPTED,
+                EngineError::Store(s) => return store(s),
+                EngineError::Run(r) => return run(r),
+                EngineError::Eval(e) => {
+                    if let Some(code) = eval(e) {
+                        return code;
+                    }
+                }
+                EngineError::Propose(ProposeError::Unsupported { .. })
+                | EngineError::Incomplete { .. }
+                | EngineError::NotReplayable { .. } => return exit_codes::INPUT,
+                _ => {}
+            }
         }
-        if let Some(ksearch_engine::ProposeError::Unsupported { .. }) = cause.downcast_ref() {
+        if let Some(s) = cause.downcast_ref::<StoreError>() {
+            return store(s);
+        }
+        if let Some(r) = cause.downcast_ref::<RunError>() {
+            return run(r);
+        }
+        if let Some(code) = cause.downcast_ref::<EvalError>().and_then(eval) {
+            return code;
+        }
+        if let Some(r) = cause.downcast_ref::<ksearch_report::ReportError>() {
+            return if r.is_input() {
+                exit_codes::INPUT
+            } else {
+                exit_codes::INTERNAL
+            };
+        }
+        if let Some(ProposeError::Unsupported { .. }) = cause.downcast_ref() {
             return exit_codes::INPUT;
         }
         if let Some(
@@ -144,21 +226,11 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         {
             return exit_codes::INPUT;
         }
-        if cause.is::<ksearch_core::location::FileError>() {
-            return exit_codes::INPUT;
-        }
-        // A run directory that holds no (complete) run is the user's input.
-        if let Some(
-            ksearch_engine::EngineError::Store(_)
-            | ksearch_engine::EngineError::Incomplete { .. }
-            | ksearch_engine::EngineError::Config { .. }
-            | ksearch_engine::EngineError::NotReplayable { .. },
-        ) = cause.downcast_ref()
-        {
-            return exit_codes::INPUT;
-        }
-        if let Some(EvalError::UnknownWorkload { .. } | EvalError::Options(_)) =
-            cause.downcast_ref::<EvalError>()
+        if cause.is::<LoadError>()
+            || cause.is::<ksearch_tasks::ReadError>()
+            || cause.is::<ksearch_core::location::FileError>()
+            || cause.is::<ksearch_knowledge::cli::CliError>()
+            || cause.is::<ksearch_knowledge::LoadError>()
         {
             return exit_codes::INPUT;
         }
@@ -168,7 +240,18 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{builtin, hosted};
+    use super::{builtin, error_text, hosted};
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let err = anyhow::anyhow!("attempt to write a readonly database")
+            .context("database error in run.sqlite: attempt to write a readonly database")
+            .context("failed to open the run");
+        assert_eq!(
+            error_text(&err),
+            "failed to open the run: database error in run.sqlite: attempt to write a readonly database"
+        );
+    }
 
     #[test]
     fn worker_and_runner_are_found_by_the_backends_exact_name() {

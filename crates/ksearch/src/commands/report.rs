@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use ksearch_report::ReportError;
 use serde::Serialize;
 
 use crate::exit_codes;
@@ -32,25 +31,11 @@ struct ReportJson<'a> {
     rounds: u64,
     attempts: usize,
     nodes: usize,
-    best: &'a ksearch_engine::Best,
-}
-
-/// A report error for the user: their input's fault gets exit code 3 and a one-line message,
-/// anything else goes up as an internal failure.
-pub(crate) fn fail(err: ReportError) -> anyhow::Result<i32> {
-    if err.is_input() {
-        let _ = writeln!(std::io::stderr().lock(), "error: {err}");
-        Ok(exit_codes::INPUT)
-    } else {
-        Err(err.into())
-    }
+    best: &'a ksearch_run::Best,
 }
 
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
-    let data = match ksearch_report::load(&args.run_dir) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
+    let data = ksearch_report::load(&args.run_dir)?;
     let html = ksearch_report::html::render(&data);
     let to_stdout = args.output.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let path = args

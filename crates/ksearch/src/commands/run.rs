@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use ksearch_core::record::LlmCallRecord;
 use ksearch_core::task::{Task, TaskSpec};
+use ksearch_core::units::time_ms;
 use ksearch_engine::builtin::BuiltinProposer;
 use ksearch_engine::builtin::machine;
 use ksearch_engine::llm::{KnowledgeSource, LlmProposer, LlmSettings, NoKnowledge, OfflineClient};
@@ -24,7 +25,7 @@ use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
 use crate::config::{self, Config};
 use crate::exit_codes;
 use crate::interrupt::stop_flag;
-use crate::progress::ProgressLine;
+use crate::progress::RunProgress;
 
 const DEFAULT_ITERATIONS: u64 = 30;
 
@@ -53,9 +54,11 @@ fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmM
         .unwrap_or_else(|| model.clone());
     match (reasoning == "builtin", codegen == "builtin") {
         (true, true) => return Ok(None),
-        (true, false) | (false, true) => anyhow::bail!(
-            "the builtin proposer works alone: give both roles a model, or use `--model builtin`"
-        ),
+        (true, false) | (false, true) => {
+            return crate::error::usage(
+                "the builtin proposer works alone: give both roles a model, or use `--model builtin`",
+            );
+        }
         (false, false) => {}
     }
     for m in [&reasoning, &codegen] {
@@ -284,10 +287,12 @@ fn proposer_for(
 
 fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
     let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
-    Ok(LocalEvaluator::new(backend_for(
+    let mut evaluator = LocalEvaluator::new(backend_for(
         task.spec.backend,
         &backend_options(exe, settings),
-    )?))
+    )?);
+    evaluator.set_machine_check(machine::weak_baseline);
+    Ok(evaluator)
 }
 
 /// One line about a CPU.
@@ -297,24 +302,15 @@ fn hardware(host: &HostCpu) -> String {
 
 /// `20261130-091502` in UTC.
 fn utc_stamp(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let rfc3339 = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs));
+    // `2026-11-30T09:15:02Z`, without its separators.
+    rfc3339
+        .to_string()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .enumerate()
+        .flat_map(|(i, c)| (i == 8).then_some('-').into_iter().chain([c]))
+        .collect()
 }
 
 fn time_budget(flag: Option<Duration>, cfg: &Config) -> anyhow::Result<Option<Duration>> {
@@ -368,7 +364,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         }
         None => {
             let task =
-                super::eval::without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
+                super::eval::without_missing_libraries(crate::commands::load_task(&args.task)?);
             let models = choose_models(&args.models, &cfg)?;
             let host = HostCpu::detect();
             let config = RunConfig {
@@ -390,10 +386,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let plan = match &replay {
         Some((dir, _, snap, state)) => {
             if args.iterations.is_some() || args.time.is_some() {
-                anyhow::bail!(
+                return crate::error::usage(format!(
                     "--replay reproduces {} as recorded, to its end: it takes no --iterations or --time",
                     dir.display()
-                );
+                ));
             }
             Some(ReplayPlan::of(dir, state, snap)?)
         }
@@ -425,6 +421,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     )?;
     config.proposer = proposer.name();
     let stop = stop_flag();
+    let mut observer = RunProgress::new(args.output.quiet, iterations);
+    observer.note(&format!("run directory: {}", run_dir.display()));
     let mut local;
     let mut replayed;
     let evaluator: &mut dyn Evaluator = match &replay {
@@ -435,10 +433,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         None => {
             local = evaluator_for(&task, &config.eval)?;
             local.set_cancel(stop.clone());
+            local.set_phase_observer(observer.phase_observer());
             &mut local
         }
     };
-    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, iterations);
     let until = match &plan {
         Some(_) => None,
         None => deadline(time_budget(args.time, &cfg)?),
@@ -459,6 +457,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
         .last()
         .map(std::path::Path::to_path_buf);
+    let held_a_run = run_dir.join(ksearch_store::DB_FILE).exists();
     let outcome = Engine::create(&run_dir, task, config, budget, parts)
         .with_context(|| format!("failed to start the run in {}", run_dir.display()))
         .and_then(|mut engine| {
@@ -481,17 +480,32 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             });
             // A paused one too: it waits for an answer.
             let paused = super::paused(&e).is_some();
-            if let Some(dir) = created
-                && !interrupted
-                && !paused
-                && ksearch_engine::read_summary(&run_dir).is_err()
-            {
-                let _ = std::fs::remove_dir_all(dir);
+            if !interrupted && !paused && ksearch_engine::read_summary(&run_dir).is_err() {
+                match created {
+                    Some(dir) => {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
+                    // A directory that was there before, and held no run: only what this run
+                    // put in it goes, so that the same command can run again into it.
+                    None if !held_a_run => {
+                        let db = ksearch_store::DB_FILE;
+                        for name in [
+                            db.to_owned(),
+                            format!("{db}-wal"),
+                            format!("{db}-shm"),
+                            ksearch_store::LOCK_FILE.to_owned(),
+                        ] {
+                            let _ = std::fs::remove_file(run_dir.join(name));
+                        }
+                        let _ = std::fs::remove_dir_all(run_dir.join(ksearch_store::ARTIFACTS_DIR));
+                    }
+                    None => {}
+                }
             }
             return Err(e);
         }
     };
-    report(&summary, &args.output)
+    report(&summary, &args.output, args.replay.is_none())
 }
 
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
@@ -534,7 +548,23 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         .state::<EngineState>()?
         .and_then(|s| s.round_budget);
     let shown_budget = args.iterations.map(|n| done + n).or(stored);
-    let mut observer = ProgressLine::new(args.output.quiet || args.output.json, shown_budget);
+    let mut observer = RunProgress::new(args.output.quiet, shown_budget);
+    evaluator.set_phase_observer(observer.phase_observer());
+    let budget_words = match shown_budget {
+        Some(b) => format!(
+            "{done} of {b} rounds done, {} to go",
+            b.saturating_sub(done)
+        ),
+        None => format!("{done} rounds done, no round budget"),
+    };
+    let cost_words = models
+        .as_ref()
+        .and_then(|m| m.max_cost_usd)
+        .map_or_else(String::new, |c| format!(", spending cap ${c:.2}"));
+    observer.note(&format!(
+        "resuming the run in {}: {budget_words}{cost_words}",
+        args.run_dir.display()
+    ));
     let until = deadline(time_budget(args.time, &cfg)?);
     let parts = Parts {
         proposer,
@@ -549,10 +579,12 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let mut engine = Engine::resume(run, budget, parts)
         .with_context(|| format!("failed to resume the run in {}", args.run_dir.display()))?;
     let summary = engine.run()?;
-    report(&summary, &args.output)
+    report(&summary, &args.output, true)
 }
 
-fn report(summary: &RunSummary, output: &OutputFlags) -> anyhow::Result<i32> {
+/// The result on stdout; the exit code says whether Ctrl-C stopped this session (`live`: not
+/// a replay, which reproduces a recorded interrupt without being interrupted).
+fn report(summary: &RunSummary, output: &OutputFlags, live: bool) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     if output.json {
         serde_json::to_writer(&mut out, summary)?;
@@ -560,7 +592,14 @@ fn report(summary: &RunSummary, output: &OutputFlags) -> anyhow::Result<i32> {
     } else {
         write!(out, "{}", render_summary(summary))?;
     }
-    Ok(exit_codes::OK)
+    // Stopped by Ctrl-C: saved, but not done; a script must not take it for a finished run.
+    Ok(
+        if live && summary.stop_reason == Some(StopReason::Interrupted) {
+            exit_codes::INTERRUPTED
+        } else {
+            exit_codes::OK
+        },
+    )
 }
 
 fn x(v: Option<f64>) -> String {
@@ -620,21 +659,30 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
             );
         }
     }
-    let _ = writeln!(
-        o,
-        "best: node {} `{}` — {} over {}, {} over the seed",
-        s.best.node,
-        s.best.title,
-        x(s.best.speedup),
-        s.baseline,
-        x(s.best.speedup_vs_seed)
-    );
+    // Without a production baseline, the speedup over the reference flatters (the reference is
+    // written to be correct, not fast): the speedup over the seed comes first.
+    let over = if s.baseline_is_reference {
+        format!(
+            "{} over the seed ({} over {}, a deliberately simple implementation: the task has no production baseline)",
+            x(s.best.speedup_vs_seed),
+            x(s.best.speedup),
+            s.baseline
+        )
+    } else {
+        format!(
+            "{} over {}, {} over the seed",
+            x(s.best.speedup),
+            s.baseline,
+            x(s.best.speedup_vs_seed)
+        )
+    };
+    let _ = writeln!(o, "best: node {} `{}` — {over}", s.best.node, s.best.title);
     for (w, ms) in &s.best.latency_ms {
         let seed = s
             .seed_latency_ms
             .get(w)
-            .map_or_else(|| "-".into(), |v| format!("{v:.4}"));
-        let _ = writeln!(o, "  {w:<12} {ms:>10.4} ms   (seed {seed} ms)");
+            .map_or_else(|| "-".into(), |v| time_ms(*v));
+        let _ = writeln!(o, "  {w:<12} {:>10}   (seed {seed})", time_ms(*ms));
     }
     let c = &s.calibration;
     if !c.points.is_empty() {

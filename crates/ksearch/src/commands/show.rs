@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::commands::report::fail;
 use crate::exit_codes;
 
 #[derive(Debug, Args)]
@@ -22,27 +21,15 @@ pub(crate) struct ShowArgs {
 }
 
 pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<i32> {
-    let data = match ksearch_report::load(&args.run_dir) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
-    let id = match data.resolve(&args.node) {
-        Ok(id) => id,
-        Err(e) => return fail(e),
-    };
+    let data = ksearch_report::load(&args.run_dir)?;
+    let id = data.resolve(&args.node)?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        let shown = match ksearch_report::show::json(&data, id) {
-            Ok(j) => j,
-            Err(e) => return fail(e),
-        };
+        let shown = ksearch_report::show::json(&data, id)?;
         serde_json::to_writer(&mut out, &shown)?;
         writeln!(out)?;
     } else {
-        let text = match ksearch_report::show::render(&data, id) {
-            Ok(t) => t,
-            Err(e) => return fail(e),
-        };
+        let text = ksearch_report::show::render(&data, id)?;
         out.write_all(text.as_bytes())?;
     }
     Ok(exit_codes::OK)

@@ -59,7 +59,7 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         write,
         set,
     } = &args.command;
-    let task = match ksearch_tasks::load_task(task) {
+    let task = match crate::commands::load_task(task) {
         Ok(t) => t,
         Err(e) => return input_error(&e),
     };

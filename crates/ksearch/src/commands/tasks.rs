@@ -11,8 +11,19 @@ struct TaskRow {
     backend: String,
     class: String,
     workloads: Vec<String>,
+    /// Each workload's axes, in the order the task declares its axes.
+    sizes: Vec<Size>,
     baseline: String,
     description: String,
+}
+
+#[derive(Serialize)]
+struct Size {
+    workload: String,
+    axes: std::collections::BTreeMap<String, i64>,
+    /// `small (rows=61 cols=1000)`: the axes in the order the task declares them.
+    #[serde(skip)]
+    text: String,
 }
 
 pub(crate) fn run(json: bool) -> anyhow::Result<i32> {
@@ -25,6 +36,24 @@ pub(crate) fn run(json: bool) -> anyhow::Result<i32> {
             backend: task.spec.backend.to_string(),
             class: task.spec.class.name().to_owned(),
             workloads: task.spec.workloads.iter().map(|w| w.name.clone()).collect(),
+            sizes: task
+                .spec
+                .workloads
+                .iter()
+                .map(|w| {
+                    let axes: Vec<String> = task
+                        .spec
+                        .axes
+                        .iter()
+                        .filter_map(|a| Some(format!("{a}={}", w.axes.get(a)?)))
+                        .collect();
+                    Size {
+                        workload: w.name.clone(),
+                        axes: w.axes.clone(),
+                        text: format!("{} ({})", w.name, axes.join(" ")),
+                    }
+                })
+                .collect(),
             baseline: task.baseline_name(),
             description: task.spec.description.clone(),
         });
@@ -50,6 +79,8 @@ pub(crate) fn run(json: bool) -> anyhow::Result<i32> {
                 r.workloads.join(", ")
             )?;
             writeln!(out, "{:width$}  {}", "", r.description)?;
+            let sizes: Vec<&str> = r.sizes.iter().map(|s| s.text.as_str()).collect();
+            writeln!(out, "{:width$}  sizes: {}", "", sizes.join(" · "))?;
         }
     }
     Ok(exit_codes::OK)

@@ -11,12 +11,12 @@ use crate::tree_view::render;
 
 #[derive(Serialize)]
 struct TreeJson<'a> {
-    summary: &'a ksearch_engine::RunSummary,
+    summary: &'a ksearch_run::RunSummary,
     nodes: Vec<&'a Node>,
 }
 
 pub(crate) fn run(dir: &Path, json: bool) -> anyhow::Result<i32> {
-    let (summary, tree, _) = ksearch_engine::read_summary(dir)?;
+    let (summary, tree, _) = ksearch_run::read_summary(dir)?;
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer(

@@ -172,6 +172,12 @@ impl Server {
             .map(views::attempt)
             .collect();
         match out.status.code() {
+            Some(exit_codes::INTERRUPTED) => Ok(CallToolResult::structured(json!({
+                "state": "interrupted",
+                "run_dir": run_dir,
+                "evaluated": evaluated,
+                "summary": read.as_ref().map(|(s, _, _)| views::summary(s)),
+            }))),
             Some(exit_codes::OK) => Ok(CallToolResult::structured(json!({
                 "state": "finished",
                 "run_dir": run_dir,
@@ -265,6 +271,8 @@ impl Server {
             "--run-dir".into(),
             run_dir.display().to_string(),
             "--json".into(),
+            // Its stderr is quoted as the error when it fails: errors only, no progress.
+            "--quiet".into(),
         ];
         if let Some(n) = a.iterations {
             args.extend(["--iterations".into(), n.to_string()]);
@@ -280,7 +288,12 @@ impl Server {
         &self,
         Parameters(a): Parameters<ResumeArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = vec!["resume".into(), a.run_dir.clone(), "--json".into()];
+        let mut args = vec![
+            "resume".into(),
+            a.run_dir.clone(),
+            "--json".into(),
+            "--quiet".into(),
+        ];
         if let Some(n) = a.iterations {
             args.extend(["--iterations".into(), n.to_string()]);
         }
@@ -329,7 +342,12 @@ impl Server {
             return Ok(failure("cannot write the answer", e.to_string()));
         }
         self.step(
-            vec!["resume".into(), a.run_dir.clone(), "--json".into()],
+            vec![
+                "resume".into(),
+                a.run_dir.clone(),
+                "--json".into(),
+                "--quiet".into(),
+            ],
             run_dir,
         )
         .await

@@ -5,8 +5,8 @@ use std::path::Path;
 use ksearch_core::protocol::Role;
 use ksearch_core::record::AttemptRecord;
 use ksearch_core::tree::{Node, Tree};
-use ksearch_engine::RunSummary;
 use ksearch_llm::ManualCall;
+use ksearch_run::RunSummary;
 use serde_json::{Value, json};
 
 /// Most characters of an evaluation's message quoted.
@@ -112,5 +112,5 @@ pub(super) fn pending(call: &ManualCall) -> Value {
 
 /// A run's summary, when it has one to read yet.
 pub(super) fn read(run_dir: &Path) -> Option<(RunSummary, Tree, Vec<AttemptRecord>)> {
-    ksearch_engine::read_summary(run_dir).ok()
+    ksearch_run::read_summary(run_dir).ok()
 }

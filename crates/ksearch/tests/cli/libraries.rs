@@ -182,19 +182,28 @@ fn a_run_that_cannot_start_leaves_no_directory() {
         "a half-made run was left in {}",
         runs.display()
     );
-    // A directory that was there before is never removed.
+    // A directory that was there before is never removed, and keeps only what it held: the
+    // same command runs into it again.
     std::fs::create_dir_all(&rd).unwrap();
-    let (code, _, _) = run(&mut ksearch(&[
-        "run",
-        task.to_str().unwrap(),
-        "--iterations",
-        "1",
-        "--no-timing",
-        "--run-dir",
-        rd.to_str().unwrap(),
-    ]));
-    assert_ne!(code, 0);
-    assert!(rd.exists());
+    std::fs::write(rd.join("mine.txt"), "kept").unwrap();
+    for _ in 0..2 {
+        let (code, _, stderr) = run(&mut ksearch(&[
+            "run",
+            task.to_str().unwrap(),
+            "--iterations",
+            "1",
+            "--no-timing",
+            "--run-dir",
+            rd.to_str().unwrap(),
+        ]));
+        assert_ne!(code, 0);
+        assert!(!stderr.contains("already holds a run"), "{stderr}");
+        let left: Vec<_> = std::fs::read_dir(&rd)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, ["mine.txt"]);
+    }
 }
 
 /// A C compiler that cannot find `-lopenblas` and is `cc` otherwise: OpenBLAS as missing, on
@@ -246,6 +255,16 @@ fn matmul_quotes_openblas_where_it_is_installed() {
     assert_eq!(code, 0, "{stderr}");
     let j: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(j["status"], "passed", "{j}");
-    assert_eq!(j["baseline"], "OpenBLAS cblas_sgemm (1 thread)");
+    // The baseline says what it ran: OpenBLAS's build and the kernels it picked for this CPU,
+    // in the label speedups are quoted against too.
+    let described = j["baseline_description"].as_str().expect("described");
+    assert!(
+        described.starts_with("OpenBLAS ") && described.contains("; core "),
+        "{described}"
+    );
+    assert_eq!(
+        j["baseline"],
+        format!("OpenBLAS cblas_sgemm (1 thread) [{described}]")
+    );
     assert!(!stderr.contains("note:"), "{stderr}");
 }

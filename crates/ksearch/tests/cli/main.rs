@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod baselines;
 mod fallback;
 mod import;
 #[path = "../common/softmax_kernels.rs"]
@@ -12,6 +13,7 @@ mod kernels;
 mod libraries;
 mod limits;
 mod space;
+mod task_build;
 
 fn ksearch(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ksearch"));
@@ -77,6 +79,11 @@ fn tasks_lists_the_builtin_cpu_tasks() {
     ] {
         assert!(stdout.contains(name), "{stdout}");
     }
+    // Each workload's size, the axes in the task's order.
+    assert!(
+        stdout.contains("sizes: small (m=67 n=45 k=83) · square1024 (m=1024 n=1024 k=1024)"),
+        "{stdout}"
+    );
     let (_, json, _) = run(&mut ksearch(&["tasks", "--json"]));
     let rows: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
@@ -84,6 +91,14 @@ fn tasks_lists_the_builtin_cpu_tasks() {
         15,
         "four cpu, three mlx and eight torch tasks"
     );
+    let matmul = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "cpu/matmul")
+        .unwrap();
+    assert_eq!(matmul["sizes"][1]["workload"], "square1024");
+    assert_eq!(matmul["sizes"][1]["axes"]["k"], 1024);
 }
 
 #[test]
@@ -226,6 +241,135 @@ fn usage_and_input_errors_have_their_exit_codes() {
     assert_eq!(code, 0);
     let (code, _, stderr) = run(&mut ksearch(&["eval", "cpu/softmax", "/nonexistent/x.c"]));
     assert_eq!(code, 3, "{stderr}");
+    // A reference that does not compile is the task's fault: named, with the compiler's line.
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("softmax");
+    std::fs::create_dir(&task).unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/cpu/softmax");
+    for f in ["task.toml", "seed.c", "reference.c"] {
+        std::fs::copy(from.join(f), task.join(f)).unwrap();
+    }
+    let reference = std::fs::read_to_string(task.join("reference.c")).unwrap();
+    std::fs::write(
+        task.join("reference.c"),
+        format!("{reference}int oops = ;\n"),
+    )
+    .unwrap();
+    let line = reference.lines().count() + 1;
+    let (code, _, stderr) = run(&mut ksearch(&[
+        "eval",
+        task.to_str().unwrap(),
+        "--no-timing",
+        "--workload",
+        "small",
+    ]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the task `{}` is at fault: the reference does not build",
+            task.display()
+        )) && stderr.contains(&format!("reference.c:{line}:")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn negative_numbers_and_repeated_workloads_are_refused_with_a_reason() {
+    for (args, expected) in [
+        (
+            vec!["run", "cpu/softmax", "--iterations", "-3"],
+            "`-3` is not a whole number of 0 or more",
+        ),
+        (
+            vec!["eval", "cpu/softmax", "--timeout", "-3"],
+            "it must be a number of seconds greater than 0",
+        ),
+        (
+            vec![
+                "eval",
+                "cpu/softmax",
+                "--workload",
+                "small",
+                "--workload",
+                "small",
+            ],
+            "--workload `small` is given twice",
+        ),
+    ] {
+        let (code, _, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("-- -3"), "no clap tip: {stderr}");
+    }
+}
+
+/// With `--json`, a failure is a JSON object on stdout too: a script reading stdout always
+/// reads JSON.
+#[test]
+fn with_json_errors_are_json_objects() {
+    for (args, code) in [
+        (vec!["eval", "cpu/nope", "--json"], 3),
+        (vec!["eval", "cpu/softmax", "--timeout", "abc", "--json"], 2),
+        (vec!["tree", "/nonexistent/run", "--json"], 3),
+    ] {
+        let (got, stdout, stderr) = run(&mut ksearch(&args));
+        assert_eq!(got, code, "{args:?}: {stderr}");
+        let j: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {stdout:?}"));
+        assert_eq!(j["exit_code"], code);
+        let message = j["error"].as_str().unwrap();
+        assert!(
+            !message.is_empty() && stderr.contains(message),
+            "{j} / {stderr}"
+        );
+    }
+}
+
+#[test]
+fn without_timing_a_pass_does_not_speak_of_timing() {
+    let (code, stdout, stderr) = run(&mut ksearch(&[
+        "eval",
+        "cpu/softmax",
+        "--no-timing",
+        "--workload",
+        "small",
+        "--json",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let j: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["status"], "passed");
+    assert_eq!(
+        j["message"],
+        "passed 1 workload(s) × 3 seed(s) and a re-check on fresh inputs (not timed)"
+    );
+}
+
+/// A directory here named like a built-in task is the one read, and that is said.
+#[test]
+fn a_directory_that_shadows_a_builtin_task_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("cpu/softmax");
+    std::fs::create_dir_all(&task).unwrap();
+    std::fs::write(task.join("task.toml"), "x\n").unwrap();
+    let (code, _, stderr) = run(ksearch(&["contract", "cpu/softmax"]).current_dir(dir.path()));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("`cpu/softmax` is the directory cpu/softmax/ here, which shadows the built-in task of that name")
+            && stderr.contains("cpu/softmax/task.toml:1:"),
+        "{stderr}"
+    );
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/cpu/softmax");
+    for f in ["task.toml", "seed.c", "reference.c"] {
+        std::fs::copy(from.join(f), task.join(f)).unwrap();
+    }
+    let (code, _, stderr) = run(ksearch(&["contract", "cpu/softmax"]).current_dir(dir.path()));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("note: `cpu/softmax` is the directory"),
+        "{stderr}"
+    );
+    let (_, _, stderr) = run(ksearch(&["contract", "./cpu/softmax"]).current_dir(dir.path()));
+    assert!(!stderr.contains("note:"), "{stderr}");
 }
 
 #[test]

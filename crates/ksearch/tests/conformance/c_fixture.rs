@@ -207,6 +207,7 @@ impl Fixture for CFixture {
 /// Attacks only a C source can make: at compile time.
 mod c_only {
     use super::*;
+    use ksearch_eval::Evaluator;
 
     /// A complete `passed` result line, as a forger would write it.
     const FORGED_LINE: &str = "{\"protocol\":2,\"type\":\"result\",\"id\":1,\"status\":\"passed\",\"message\":\"FORGED\",\"workloads\":[],\"phases\":{\"compile_s\":0,\"check_s\":0,\"timing_s\":0},\"output\":{\"bytes\":0,\"head\":\"\",\"tail\":\"\"}}\n";
@@ -301,6 +302,45 @@ mod c_only {
         assert!(!e.result.message.contains("FORGED"), "{}", e.result.message);
         let out = format!("{}{}", e.result.output.head, e.result.output.tail);
         assert!(out.contains("descriptors stolen 0"), "{out}");
+    }
+
+    /// A read 64 bytes past the end of an input lands in the guard page after it.
+    const READ_PAST_X: &str = "y[0] += 0.0f * ((volatile const float *)x)[rows * cols + 16];";
+
+    #[test]
+    fn reading_past_the_end_of_an_input_crashes_and_names_the_input() {
+        let e = evaluate(candidate(&format!("{ALL_ROWS}\n{READ_PAST_X}")));
+        assert_eq!(e.result.status, Status::Crashed, "{}", e.result.message);
+        assert!(
+            e.result.message.contains("past the end of input `x`"),
+            "{}",
+            e.result.message
+        );
+    }
+
+    /// A task whose reference reads past its input (shapes that do not hold what it reads) is
+    /// a fault of the task, named, not a pass and not the candidate's crash.
+    #[test]
+    fn a_reference_that_reads_past_its_input_is_the_tasks_fault() {
+        let mut f = CFixture::new();
+        f.task.reference.text = candidate(&format!("{ALL_ROWS}\n{READ_PAST_X}"));
+        let err = f
+            .evaluator()
+            .evaluate(
+                &f.task,
+                &Source {
+                    file: "candidate.c".into(),
+                    text: candidate(ALL_ROWS),
+                },
+                ksearch_eval::Compare::default(),
+                &crate::support::quick_options(),
+            )
+            .expect_err("the reference faults");
+        let message = err.to_string();
+        assert!(
+            message.contains("the reference read past the end of input `x` on workload `small`"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -47,6 +47,71 @@ fn a_full_run_on_a_cpu_task() {
     assert_eq!(j2["rounds"], 8, "{j2}");
 }
 
+/// A long run is heard from: its directory at once, then the seed's measurement and every
+/// round with its evaluation's phases and workloads, on stderr even with `--json` (stdout
+/// keeps the result alone); `--quiet` silences it.
+#[test]
+fn a_run_says_where_it_is_and_what_it_does_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let rd = run_dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = args(&[
+            "run",
+            "cpu/softmax",
+            "--model",
+            "builtin",
+            "--iterations",
+            "1",
+        ]);
+        a.extend_from_slice(extra);
+        crate::support::ksearch(&a).output().unwrap()
+    };
+    let out = run(&["--run-dir", rd, "--json"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines[0], format!("run directory: {rd}"), "{stderr}");
+    assert!(lines[1].starts_with("measuring the seed"), "{stderr}");
+    for phase in [
+        "  compiling (",
+        "  checking workload `small` (",
+        "  timing workload `small` (",
+        "  checking again after timing workload `small` (",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(phase)),
+            "{phase}: {stderr}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.starts_with("seed passed ")),
+        "{stderr}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("round 1/1 · ")),
+        "{stderr}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is the result");
+    assert_eq!(j["rounds"], 1);
+    // A resume says where the run stands and what this session may spend.
+    let out = crate::support::ksearch(&["resume", rd, "--iterations", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr.lines().next(),
+        Some(format!("resuming the run in {rd}: 1 of 2 rounds done, 1 to go").as_str()),
+        "{stderr}"
+    );
+
+    let quiet = dir.path().join("quiet");
+    let out = run(&["--run-dir", quiet.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
 #[test]
 fn a_time_budget_stops_the_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -215,8 +280,10 @@ fn ctrl_c_stops_cleanly_after_saving() {
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
+    // Saved, but not finished: the exit code says so (128 + SIGINT, as a shell reports it).
+    assert_eq!(
+        out.status.code(),
+        Some(130),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -406,8 +406,9 @@ fn an_interrupted_run_replays_to_the_interrupt_and_past_it_once_resumed() {
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
+    assert_eq!(
+        out.status.code(),
+        Some(130),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

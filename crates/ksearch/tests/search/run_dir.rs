@@ -339,7 +339,7 @@ fn a_stored_config_with_bad_numbers_is_an_error_naming_the_field() {
     for (what, edit, expected) in edits {
         let mut config = original.clone();
         edit(&mut config);
-        let mut store = RunStore::open(&rd).unwrap();
+        let mut store = RunStore::open_writer(&rd).unwrap();
         store
             .transaction(|tx| tx.set_meta("config", &config))
             .unwrap();
@@ -391,10 +391,187 @@ fn ctrl_c_during_the_seed_is_no_death_of_the_orchestrator() {
         stderr.contains("interrupted before the run was initialised"),
         "{stderr}"
     );
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
     let s = state(&rd).unwrap();
     assert_eq!(
         s.evaluating, None,
         "an abandoned evaluation is not a lost one"
     );
     assert_eq!(s.round_budget, Some(2));
+}
+
+/// A copy of `from` (a run directory) at `to`, every file and directory read-only.
+fn read_only_copy(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            read_only_copy(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444)).unwrap();
+        }
+    }
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o555)).unwrap();
+}
+
+/// `ksearch ARGS` as a user who cannot write the copy (root ignores permissions: the child
+/// drops to nobody).
+fn as_reader(args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = ksearch(args);
+    // SAFETY: setgid/setuid only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::geteuid() == 0 && (libc::setgid(65534) != 0 || libc::setuid(65534) != 0) {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+/// The viewers open a run read-only: they work on a copy nobody may write (an archived run),
+/// and write nothing there.
+#[test]
+fn viewers_work_on_a_read_only_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rd = dir.path().join("run");
+    run_ok(&args(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--quiet",
+    ]));
+    let ro = dir.path().join("archived");
+    read_only_copy(&rd, &ro);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let ros = ro.to_str().unwrap();
+    let report = out.join("report.html");
+    let exported = out.join("export");
+    for args in [
+        vec!["tree", ros],
+        vec!["tree", ros, "--json"],
+        vec!["show", ros, "best"],
+        vec!["report", ros, "-o", report.to_str().unwrap()],
+        vec!["export", ros, "-o", exported.to_str().unwrap()],
+    ] {
+        let o = as_reader(&args);
+        assert!(
+            o.status.success(),
+            "ksearch {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(report.is_file() && exported.join("provenance.json").is_file());
+    let mut left: Vec<_> = std::fs::read_dir(&ro)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["artifacts", "run.sqlite", "writer.lock"],
+        "nothing written"
+    );
+    // A directory the user may not read is said to be so, not to hold no run.
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let o = as_reader(&["tree", ros]);
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert!(!stderr.contains("holds no run"), "{stderr}");
+}
+
+/// A reader that stops reading (`ksearch report -o - | head -1`) is no error.
+#[test]
+fn output_cut_short_by_its_reader_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    run_ok(&args(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--quiet",
+    ]));
+    for args in [
+        vec!["report", rd.to_str().unwrap(), "-o", "-"],
+        vec!["tree", rd.to_str().unwrap(), "--json"],
+    ] {
+        let mut child = ksearch(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 1];
+        std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+        drop(stdout);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "ksearch {args:?}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    }
+}
+
+/// A run written by a newer ksearch (a newer run format) is refused by every reader and by
+/// resume, saying so, before its records are read as this version's.
+#[test]
+fn a_newer_run_format_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let rds = rd.to_str().unwrap();
+    run_ok(&args(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--no-timing",
+        "--run-dir",
+        rds,
+        "--quiet",
+    ]));
+    let mut store = RunStore::open_writer(&rd).unwrap();
+    let mut config: serde_json::Value = store.meta("config").unwrap().unwrap();
+    config["format"] = (ksearch_engine::RUN_FORMAT + 1).into();
+    config["a_field_of_the_future"] = true.into();
+    store
+        .transaction(|tx| tx.set_meta("config", &config))
+        .unwrap();
+    drop(store);
+    for cmd in [
+        vec!["tree", rds],
+        vec!["report", rds, "-o", "-"],
+        vec!["resume", rds, "--iterations", "1"],
+    ] {
+        let out = ksearch(&cmd).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "was written by a newer ksearch (run format {}; this ksearch reads up to {})",
+                ksearch_engine::RUN_FORMAT + 1,
+                ksearch_engine::RUN_FORMAT
+            )),
+            "{cmd:?}: {stderr}"
+        );
+    }
 }

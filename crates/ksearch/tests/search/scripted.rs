@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use ksearch_core::protocol::TimingPlan;
+use ksearch_core::protocol::{Status, TimingPlan};
 use ksearch_core::record::{AttemptKind, CycleOutcome};
 use ksearch_core::task::{Source, Task};
 use ksearch_core::tree::{Action, NewNode, ROOT};
@@ -252,6 +252,37 @@ fn a_cycle_ends_after_the_stagnation_window_and_the_solved_node_gets_a_continuat
             .count(),
         1
     );
+}
+
+/// Without `--timeout`, a round's limit follows the seed's measured evaluation time (with a
+/// floor), not the 300 s of an evaluation nothing is known about: a hang costs seconds, and the
+/// result says which limit applied.
+#[test]
+fn a_hang_is_stopped_at_a_limit_derived_from_the_seed() {
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let hang = kernels::softmax_candidate("for (volatile int spin = 1; spin;) {}");
+    let p = Scripted::new(hang, log);
+    let (dir, _) = run(p, 2, 1);
+    let snap = snapshot(&dir);
+    let seed = snap.attempts[0].evaluation.as_ref().unwrap();
+    let hung = snap.attempts[1].evaluation.as_ref().unwrap();
+    assert_eq!(
+        hung.result.status,
+        Status::Timeout,
+        "{}",
+        hung.result.message
+    );
+    let limit = ksearch_engine::round_timeout_s(seed.wall_s);
+    assert!(limit < 300.0, "{limit}");
+    assert!(
+        hung.result
+            .message
+            .contains(&format!("within its limit of {limit:.1} s"))
+            && hung.result.message.contains("× the seed's evaluation"),
+        "{}",
+        hung.result.message
+    );
+    assert!(hung.wall_s < limit + 20.0, "{} s", hung.wall_s);
 }
 
 #[test]

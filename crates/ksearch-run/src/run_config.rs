@@ -1,11 +1,8 @@
 //! What a run is configured with and the engine's persistent state; both are stored in the run
 //! store so `resume` continues exactly where a run stopped.
 
-use std::time::Duration;
-
 use ksearch_core::protocol::TimingPlan;
 use ksearch_core::tree::NodeId;
-use ksearch_eval::EvalOptions;
 use serde::{Deserialize, Serialize};
 
 /// Version of the run's stored meta documents.
@@ -18,6 +15,23 @@ pub const DEFAULT_WINDOW: u32 = 5;
 pub const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
 /// The longest warm-up, minimum or maximum timing time per workload, in milliseconds (an hour).
 pub const MAX_TIMING_MS: f64 = 3_600_000.0;
+
+/// Without `--timeout`, a round's evaluation may take this many times the seed's (which built,
+/// checked and timed the same workloads)...
+pub const ROUND_TIMEOUT_FACTOR: f64 = 4.0;
+/// ...and at least this long, in seconds.
+pub const ROUND_TIMEOUT_FLOOR_S: f64 = 30.0;
+
+/// The wall-clock limit of a round's evaluation when the user set none, derived from the seed's
+/// evaluation: [`ROUND_TIMEOUT_FACTOR`] times its wall time, at least [`ROUND_TIMEOUT_FLOOR_S`].
+pub fn round_timeout_s(seed_wall_s: f64) -> f64 {
+    let derived = ROUND_TIMEOUT_FACTOR * seed_wall_s;
+    if derived.is_finite() {
+        derived.clamp(ROUND_TIMEOUT_FLOOR_S, MAX_TIMEOUT_S)
+    } else {
+        MAX_TIMEOUT_S
+    }
+}
 
 /// A configuration value out of its range: names the field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -63,7 +77,13 @@ pub struct EvalSettings {
     pub seeds: usize,
     pub base_seed: u64,
     pub timing: Option<TimingPlan>,
+    /// The wall-clock limit of one evaluation: of every one when `timeout_given`, else of the
+    /// seed's alone (later rounds get [`round_timeout_s`] of the seed's measured time).
     pub timeout_s: f64,
+    /// The user set `timeout_s` (`--timeout`): it applies to every evaluation. (Left out of
+    /// the stored record when false, so that a run's record, and its id, read as before.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timeout_given: bool,
     /// mlx backend: `metal` or `cuda` (the GPU MLX finds when unset).
     #[serde(default)]
     pub target: Option<String>,
@@ -80,10 +100,11 @@ impl Default for EvalSettings {
     fn default() -> Self {
         Self {
             workloads: Vec::new(),
-            seeds: 3,
-            base_seed: 1,
-            timing: Some(TimingPlan::default()),
-            timeout_s: 300.0,
+            seeds: ksearch_core::protocol::DEFAULT_SEEDS,
+            base_seed: ksearch_core::protocol::DEFAULT_BASE_SEED,
+            timing: Some(TimingPlan::DEFAULT),
+            timeout_s: ksearch_core::protocol::DEFAULT_TIMEOUT_S as f64,
+            timeout_given: false,
             target: None,
             python: None,
             hardware: None,
@@ -92,22 +113,22 @@ impl Default for EvalSettings {
 }
 
 impl EvalSettings {
-    /// What the evaluator is given. Never panics: a timeout out of range (which [`validate`]
-    /// refuses before a run starts or resumes) becomes the longest one allowed.
-    ///
-    /// [`validate`]: EvalSettings::validate
-    pub fn options(&self) -> EvalOptions {
-        let timeout = if self.timeout_s.is_finite() && self.timeout_s > 0.0 {
-            self.timeout_s.min(MAX_TIMEOUT_S)
-        } else {
-            MAX_TIMEOUT_S
-        };
-        EvalOptions {
-            workloads: self.workloads.clone(),
-            seeds: self.seeds,
-            base_seed: self.base_seed,
-            timing: self.timing,
-            timeout: Duration::from_secs_f64(timeout),
+    /// The limit of a round's evaluation, and where it comes from in words, given the seed's
+    /// evaluation time (`None` while the seed has not been measured: the seed's own limit).
+    pub fn round_timeout(&self, seed_wall_s: Option<f64>) -> (f64, String) {
+        match seed_wall_s.filter(|_| !self.timeout_given) {
+            Some(wall) => (
+                round_timeout_s(wall),
+                format!(
+                    "{ROUND_TIMEOUT_FACTOR} × the seed's evaluation ({wall:.1} s), at least {ROUND_TIMEOUT_FLOOR_S} s; `--timeout` sets another"
+                ),
+            ),
+            None if self.timeout_given => (self.timeout_s, "set by `--timeout`".to_owned()),
+            None => (
+                self.timeout_s,
+                "the first evaluation's default; later rounds get a limit from its time, or `--timeout`'s"
+                    .to_owned(),
+            ),
         }
     }
 
@@ -473,18 +494,26 @@ mod tests {
     }
 
     #[test]
-    fn options_never_panic_whatever_the_timeout() {
-        for v in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1e20, 5.0] {
-            let s = EvalSettings {
-                timeout_s: v,
-                ..EvalSettings::default()
-            };
-            let t = s.options().timeout;
-            assert!(
-                t.as_secs_f64() > 0.0 && t.as_secs_f64() <= MAX_TIMEOUT_S,
-                "{v}"
-            );
-        }
+    fn a_rounds_limit_follows_the_seed_unless_the_user_set_one() {
+        let s = EvalSettings::default();
+        assert_eq!(s.round_timeout(Some(2.0)).0, ROUND_TIMEOUT_FLOOR_S);
+        assert_eq!(s.round_timeout(Some(95.0)).0, 380.0);
+        assert!(
+            s.round_timeout(Some(95.0))
+                .1
+                .contains("the seed's evaluation (95.0 s)")
+        );
+        assert_eq!(s.round_timeout(None).0, s.timeout_s);
+        assert_eq!(round_timeout_s(f64::INFINITY), MAX_TIMEOUT_S);
+        let given = EvalSettings {
+            timeout_s: 7.0,
+            timeout_given: true,
+            ..EvalSettings::default()
+        };
+        assert_eq!(
+            given.round_timeout(Some(95.0)),
+            (7.0, "set by `--timeout`".to_owned())
+        );
     }
 
     #[test]

@@ -28,7 +28,17 @@ pub struct RunSummary {
     pub run_dir: PathBuf,
     pub task: String,
     pub proposer: String,
+    /// What speedups are quoted against: the baseline's name, with what it said it ran when
+    /// it describes itself (see `baseline_description`).
     pub baseline: String,
+    /// What the baseline said it ran when the seed was measured (an OpenBLAS baseline: its
+    /// build and the kernels it picked for this CPU), where it describes itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_description: Option<String>,
+    /// The task names no production baseline: speedups "over the baseline" are over its
+    /// reference, written to be obviously correct rather than fast.
+    #[serde(default)]
+    pub baseline_is_reference: bool,
     /// Rounds done: candidates generated and evaluated (the seed is round 0 and not counted).
     pub rounds: u64,
     pub nodes: usize,
@@ -135,11 +145,25 @@ pub fn summarize(
     let speedup = |n: &ksearch_core::tree::Node| n.solution.as_ref().and_then(|s| s.speedup);
     let best_speedup = speedup(best);
     let orchestrator_s = (state.wall_s - state.eval_s).max(0.0);
+    let baseline_description = attempts
+        .iter()
+        .find(|a| a.round == 0)
+        .and_then(|a| a.evaluation.as_ref())
+        .and_then(|e| {
+            e.result
+                .description_of(ksearch_core::protocol::Role::Baseline)
+        })
+        .map(str::to_owned);
     RunSummary {
         run_dir: dir.to_owned(),
         task: task.id.clone(),
         proposer: config.proposer.clone(),
-        baseline: task.baseline_name(),
+        baseline: ksearch_core::record::baseline_label(
+            &task.baseline_name(),
+            baseline_description.as_deref(),
+        ),
+        baseline_description,
+        baseline_is_reference: task.baseline.is_none(),
         rounds: attempts
             .iter()
             .filter(|a| a.round > 0 && a.evaluation.is_some())
