@@ -6,6 +6,7 @@ pub mod backend;
 pub mod calibration;
 pub mod contract;
 pub mod dtype;
+pub mod external_worker;
 pub mod gate;
 pub mod location;
 pub mod platform;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::axis_expr::AxisExpr;
 pub use crate::backend::BackendKind;
 use crate::dtype::Dtype;
+pub use crate::external_worker::{ExternalWorker, WorkerRef};
 use crate::location::FieldPath;
 
 /// The task format this build reads and writes.
@@ -210,6 +211,9 @@ pub struct TaskSpec {
     /// Where an imported task came from (`ksearch import`), so that an export can go back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// A worker of the task's own, started instead of the backend's (`external_worker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerRef>,
 }
 
 /// The benchmark suite an imported task came from, and its name there.
@@ -523,6 +527,9 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     for (i, c) in spec.comparisons.iter().enumerate() {
         validate_implementation(&root.key("comparisons").index(i), c, "comparison")?;
     }
+    if let Some(w) = &spec.worker {
+        crate::external_worker::validate(&root.key("worker"), w)?;
+    }
     Ok(())
 }
 
@@ -676,6 +683,9 @@ pub struct Task {
     /// The task's template space, with its templates, when it ships one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<crate::space::TaskSpace>,
+    /// The task's own worker (`[worker]`), its program found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<ExternalWorker>,
 }
 
 impl Task {
@@ -1074,6 +1084,7 @@ pub mod tests_support {
             comparisons: Vec::new(),
             space: None,
             origin: None,
+            worker: None,
         }
     }
 }

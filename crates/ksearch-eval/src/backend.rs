@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ksearch_core::static_check::{Violation, check_candidate};
-use ksearch_core::task::{BackendKind, TaskSpec};
+use ksearch_core::task::{BackendKind, Task, TaskSpec};
 
 use crate::error::EvalError;
 use crate::worker_process::WorkerCommand;
@@ -51,6 +51,7 @@ impl BackendEval for CBackend {
             args: vec!["worker".into(), BackendKind::C.name().into()],
             env: Vec::new(),
             startup_timeout: Duration::from_secs(30),
+            current_dir: None,
         }
     }
 }
@@ -70,12 +71,18 @@ pub struct BackendOptions {
     pub hardware: Option<String>,
 }
 
-/// The evaluation side of a task's backend, chosen at run time.
+/// The evaluation side of a task's backend, chosen at run time: the task's own worker where it
+/// names one (`[worker]`; the options do not apply to it), else the backend's.
 pub fn backend_for(
-    kind: BackendKind,
+    task: &Task,
     options: &BackendOptions,
 ) -> Result<Box<dyn BackendEval>, EvalError> {
-    match kind {
+    if let Some(worker) = &task.worker {
+        return Ok(Box::new(crate::external_backend::ExternalBackend {
+            worker: worker.clone(),
+        }));
+    }
+    match task.spec.backend {
         BackendKind::C => Ok(Box::new(CBackend {
             ksearch_exe: options.ksearch_exe.clone(),
         })),

@@ -8,6 +8,7 @@ pub mod c_worker;
 mod env_scrub;
 mod error;
 mod evaluator;
+mod external_backend;
 mod knowledge_checks;
 pub mod libraries;
 mod mlx_backend;
@@ -28,6 +29,7 @@ pub use error::EvalError;
 pub use evaluator::{
     Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS, build_request,
 };
+pub use external_backend::{ExternalBackend, TASK_DIR_VAR};
 pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
 pub use supervisor::Supervisor;

@@ -329,6 +329,7 @@ mod tests {
             baseline,
             comparisons,
             space: None,
+            worker: None,
         }
     }
 

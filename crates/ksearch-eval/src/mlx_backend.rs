@@ -162,6 +162,7 @@ pub(crate) fn harness_command(
         ],
         // Importing MLX or PyTorch and initialising the GPU can take a while on a cold machine.
         startup_timeout: Duration::from_secs(120),
+        current_dir: None,
     }
 }
 

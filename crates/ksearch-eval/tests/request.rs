@@ -18,6 +18,7 @@ fn task() -> Task {
         baseline: None,
         comparisons: Vec::new(),
         space: None,
+        worker: None,
     }
 }
 

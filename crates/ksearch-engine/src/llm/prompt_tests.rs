@@ -68,6 +68,7 @@ fn task() -> Task {
         baseline: None,
         comparisons: Vec::new(),
         space: None,
+        worker: None,
     }
 }
 

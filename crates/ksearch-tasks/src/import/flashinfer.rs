@@ -775,6 +775,7 @@ pub fn import(
             name: p.name.clone(),
             file: "definition.json".into(),
         }),
+        worker: None,
     };
     let header = format!(
         "# Imported by `ksearch import flashinfer-bench` from the FlashInfer-Bench definition `{}`\n# (definition.json beside this file). Const axes are derived constants.",

@@ -405,6 +405,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
             name: stem.to_owned(),
             file: "problem.py".into(),
         }),
+        worker: None,
     };
     let header = format!(
         "# Imported by `ksearch import kernelbench` from {stem}.py (problem.py beside this file)."

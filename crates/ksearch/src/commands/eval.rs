@@ -21,10 +21,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     let settings = eval_settings(&args.eval)?;
     let options = settings.options();
     let exe = std::env::current_exe()?;
-    let mut evaluator = LocalEvaluator::new(backend_for(
-        task.spec.backend,
-        &backend_options(exe, &settings),
-    )?);
+    let mut evaluator = LocalEvaluator::new(backend_for(&task, &backend_options(exe, &settings))?);
     let against = args
         .against
         .as_deref()

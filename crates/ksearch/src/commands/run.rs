@@ -276,7 +276,7 @@ fn proposer_for(
 fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
     let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
     Ok(LocalEvaluator::new(backend_for(
-        task.spec.backend,
+        task,
         &backend_options(exe, settings),
     )?))
 }

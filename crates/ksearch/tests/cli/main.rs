@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod external_worker;
 mod fallback;
 mod import;
 #[path = "../common/softmax_kernels.rs"]
