@@ -57,7 +57,7 @@ impl Backend for Mlx {
     }
 
     fn export_layout(&self) -> ExportLayout {
-        ExportLayout::PythonPackage
+        ExportLayout::MlxPackage
     }
 
     fn kernel_library(&self) -> Option<&'static str> {

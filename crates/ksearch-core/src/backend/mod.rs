@@ -92,8 +92,13 @@ pub struct CandidateFormat {
 pub enum ExportLayout {
     /// `NAME.h` (the prototype and the contract) and `NAME.c` (the kernel).
     CHeaderAndSource,
-    /// A Python package `NAME/`: `__init__.py` (documented entry point) and `_candidate.py`.
-    PythonPackage,
+    /// A Python package `NAME/` on MLX: `__init__.py` (documented entry point) and
+    /// `_candidate.py`.
+    MlxPackage,
+    /// A Python package `NAME/` on PyTorch: `__init__.py` (the op, calling the candidate as the
+    /// harness does), `_candidate.py`, `_calling.py` (the harness's calling convention) and,
+    /// where the reference gives models their constructor arguments, `_reference.py`.
+    TorchPackage,
 }
 
 /// Everything specific to one backend that is a plain fact: no IO, no processes. The evaluation

@@ -60,7 +60,7 @@ impl Backend for Torch {
     }
 
     fn export_layout(&self) -> ExportLayout {
-        ExportLayout::PythonPackage
+        ExportLayout::TorchPackage
     }
 
     fn kernel_library(&self) -> Option<&'static str> {
