@@ -8,6 +8,7 @@ pub mod contract;
 pub mod dtype;
 pub mod external_worker;
 pub mod gate;
+pub mod implementation;
 pub mod location;
 pub mod platform;
 pub mod protocol;

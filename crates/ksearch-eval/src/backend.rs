@@ -13,11 +13,19 @@ use ksearch_core::task::{BackendKind, Task, TaskSpec};
 use crate::error::EvalError;
 use crate::worker_process::WorkerCommand;
 
+/// The Python the Python backends run when none is named (`--python`).
+pub(crate) const DEFAULT_PYTHON: &str = "python3";
+
 /// What the orchestrator needs to evaluate a backend's candidates; the work itself happens in
 /// its worker.
 pub trait BackendEval: std::fmt::Debug {
     /// How to start a worker for this backend.
     fn worker_command(&self) -> WorkerCommand;
+    /// The Python its worker runs Python implementations in, where it has one: the baselines'
+    /// modules are asked of it (`crate::dependencies`).
+    fn python(&self) -> Option<&Path> {
+        None
+    }
     /// Checks made before a candidate is sent to a worker.
     fn static_check(&self, spec: &TaskSpec, source: &str) -> Vec<Violation> {
         check_candidate(spec, source)

@@ -5,12 +5,12 @@
 
 mod backend;
 pub mod c_worker;
+pub mod dependencies;
 mod env_scrub;
 mod error;
 mod evaluator;
 mod external_backend;
 mod knowledge_checks;
-pub mod libraries;
 mod mlx_backend;
 mod output_capture;
 pub mod sandbox;

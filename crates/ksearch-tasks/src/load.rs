@@ -182,6 +182,7 @@ fn resolve(
                 name: b.name.clone(),
                 source: load(path, &b.file)?,
                 libs: b.libs.clone(),
+                modules: b.modules.clone(),
                 install: b.install.clone(),
                 env: b.env.clone(),
             })

@@ -101,6 +101,17 @@ pub enum ExportLayout {
     TorchPackage,
 }
 
+/// What a baseline or comparison of a backend may need that a machine can lack (`libs` or
+/// `modules` in `task.toml`); where it is missing, the implementation is left out and the user
+/// is told how to install it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dependency {
+    /// Libraries it links, as `-l<name>` (`libs`): the C compiler is asked.
+    Library,
+    /// Python modules it imports (`modules`): the worker's Python is asked.
+    PythonModule,
+}
+
 /// Everything specific to one backend that is a plain fact: no IO, no processes. The evaluation
 /// side (how its worker starts, which rules run before it) is `ksearch-eval`'s `BackendEval`.
 pub trait Backend: fmt::Debug + Sync {
@@ -139,6 +150,9 @@ pub trait Backend: fmt::Debug + Sync {
 
     /// What `ksearch export` writes.
     fn export_layout(&self) -> ExportLayout;
+
+    /// What its baselines and comparisons may need that a machine can lack.
+    fn dependency(&self) -> Dependency;
 
     /// The library the kernel itself runs on, when the worker reports its version in the
     /// compile step's `compiler` line as `NAME VERSION …` (the export's provenance names it).

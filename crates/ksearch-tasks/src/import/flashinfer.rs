@@ -176,6 +176,7 @@ pub fn import(
             name: "cuBLAS (torch.matmul)".into(),
             file: "baseline.py".into(),
             libs: Vec::new(),
+            modules: Vec::new(),
             install: BTreeMap::new(),
             env: BTreeMap::new(),
         }),

@@ -374,6 +374,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
         name: n.into(),
         file: f.into(),
         libs: Vec::new(),
+        modules: Vec::new(),
         install: BTreeMap::new(),
         env: BTreeMap::new(),
     };

@@ -368,8 +368,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             (run.task.clone(), config)
         }
         None => {
-            let task =
-                super::eval::without_missing_libraries(ksearch_tasks::load_task(&args.task)?);
+            let task = super::eval::without_missing_dependencies(
+                ksearch_tasks::load_task(&args.task)?,
+                args.eval.python.as_deref(),
+            );
             let models = choose_models(&args.models, &cfg)?;
             let config = RunConfig {
                 format: RUN_FORMAT,
@@ -497,7 +499,10 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let run = open_run_writer(&args.run_dir)?;
     // The run's speedups are quoted against its baseline: without the baseline's libraries it
     // cannot go on (the error says how to install them).
-    ksearch_eval::libraries::require_available(&run.task)?;
+    ksearch_eval::dependencies::require_available(
+        &run.task,
+        run.config.eval.python.as_deref().map(std::path::Path::new),
+    )?;
     let mut models = run.config.llm.clone();
     if let Some(m) = models.as_mut() {
         if args.max_cost.is_some() {

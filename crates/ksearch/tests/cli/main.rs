@@ -73,6 +73,7 @@ fn tasks_lists_the_builtin_cpu_tasks() {
         "cpu/linear_recurrence",
         "cpu/rmsnorm",
         "torch/gemm",
+        "torch/gemm_bf16",
         "torch/gqa_paged_decode",
         "torch/kb_l1_softmax",
     ] {
@@ -82,8 +83,8 @@ fn tasks_lists_the_builtin_cpu_tasks() {
     let rows: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
         rows.as_array().unwrap().len(),
-        15,
-        "four cpu, three mlx and eight torch tasks"
+        16,
+        "four cpu, three mlx and nine torch tasks"
     );
 }
 
