@@ -130,8 +130,10 @@ pub(crate) fn validate_implementation(
         }
         // A PyPI name, optionally with extras (`mlx[cuda13]`); it is shown in a command to run.
         if let Some(pkg) = &hint.pip {
+            // PyPI's rule: letters, digits, `-_.`, beginning and ending with a letter or digit.
             let word = |s: &str| {
-                !s.is_empty()
+                s.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && s.ends_with(|c: char| c.is_ascii_alphanumeric())
                     && s.chars()
                         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             };
@@ -251,7 +253,14 @@ mod tests {
         assert_eq!(e.field, "comparisons[0].install.flashinfer", "{e}");
         assert!(e.message.contains("comparison's `modules` (other)"), "{e}");
         let text = with_comparison(BackendKind::Torch, &[], &["flashinfer"]);
-        for bad in ["flashinfer python", "x; rm -rf ~", "mlx[cuda", "[x]"] {
+        for bad in [
+            "flashinfer python",
+            "x; rm -rf ~",
+            "mlx[cuda",
+            "[x]",
+            "-e",
+            "--index-url",
+        ] {
             let e = err(&text.replace("\"flashinfer-python\"", &format!("{bad:?}")));
             assert_eq!(e.field, "comparisons[0].install.flashinfer.pip", "{e}");
             assert!(e.location.is_some(), "{e}");
