@@ -1,31 +1,141 @@
 #!/usr/bin/env bash
-# The torch backend on an NVIDIA H200 (torch 2.11, triton 3.6, nvcc 13): NOT YET RUN.
-# 1. The conformance behaviours on the GPU: the seed, a Triton point of torch/gemm's space and
-#    a hostile module per fault (illegal address, out of memory, a kernel that never ends).
-# 2. Every built-in torch task's seed against its baselines and comparisons (`ksearch eval`).
-# 3. The cross-check the issue asks for: the same kernels timed by triton.testing.do_bench.
-# 4. The builtin proposer on torch/gemm (target: 0.8x of torch.matmul at M=4096).
-# Results go to bench/results/torch-h200/ as JSON beside their logs; summarise them in
-# bench/RESULTS.md with the date, the GPU (nvidia-smi) and these commands.
-set -euo pipefail
+# The torch backend on an NVIDIA H200 (torch 2.11, triton 3.6, nvcc 13 preinstalled; no cargo), in
+# steps that each fit one device call (well under 9 minutes of wall time):
+#   evals [TASK...]  every built-in torch task's seed (or the TASKs named) with `ksearch eval
+#                    --target cuda --json`, short timing: against its baselines and comparisons
+#   faults           torch/gemm_bf16 candidates from bench/torch_faults/ that must come to a
+#                    stated status (an illegal address, out of memory, a kernel that never ends,
+#                    a written input: the gauntlet on the GPU), a `.cu` through load_cu and a
+#                    load_inline extension (both must pass), and a Triton point of the GEMM space
+#   dobench          the timing cross-check: bench/torch_do_bench.py times the same kernels with
+#                    triton.testing.do_bench and with the harness (agreement within 5% asked on
+#                    kernels of 50 us and more)
+#   search           the builtin proposer on torch/gemm_bf16's M4096 workload (4096^3 bf16, the
+#                    Triton space; target: 0.8x of cuBLAS), stopped by SEARCH_TIME (default
+#                    6m30s) and, as Ctrl-C would, by BUDGET_S (default 470); then tree, report and
+#                    export. It resumes the run in $RUNS/gemm_bf16 (default .device/runs) when one
+#                    is there: carry it back from an earlier call's tgz to go on
+# The ksearch binary is .device/bin/ksearch (a release build made where cargo is; KSEARCH
+# overrides); PYTHON (default python3) is the Python with torch; TARGET=cpu tries the evals and
+# dobench steps on PyTorch's CPU build where no GPU is (a test of the script, no GPU number). Each step writes exactly two
+# files to ${OUT:-/tmp/out}: torch-STEP.tgz (every raw result) and torch-STEP.txt (the summary it
+# also prints). Record results in bench/RESULTS.md with the date, the GPU and these commands.
+# Usage: bash bench/torch_h200.sh STEP [ARGS]
+set -uo pipefail
 cd "$(dirname "$0")/.."
-out=bench/results/torch-h200
-mkdir -p "$out"
-nvidia-smi | tee "$out/nvidia-smi.txt"
-python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())' | tee "$out/versions.txt"
-cargo build --release --locked
-K=target/release/ksearch
+K=${KSEARCH:-.device/bin/ksearch}
+PY=${PYTHON:-python3}
+# `cpu` (PyTorch's CPU build) only to try the script where no GPU is: no number from it counts.
+TARGET=${TARGET:-cuda}
+step=${1:?usage: bash bench/torch_h200.sh evals|faults|dobench|search [ARGS]}
+shift
+OUTDIR=${OUT:-/tmp/out}
+work=$OUTDIR/torch-$step
+summary=$OUTDIR/torch-$step.txt
+rm -rf "$work"
+mkdir -p "$work"
+started=$SECONDS
+# Short but honest timing: one seed for the check, at least 5 samples per contender.
+QUICK=(--seeds 1 --min-runs 5 --min-time-ms 50 --warmup-ms 20 --max-time-ms 3000 --target "$TARGET" --python "$PY")
 
-for task in torch/gemm torch/rmsnorm torch/gqa_paged_decode torch/kb_l1_softmax torch/kb_l1_rmsnorm \
-  torch/kb_l1_matmul torch/kb_l2_conv2d_relu_biasadd torch/kb_l2_gemm_multiply_leakyrelu; do
-  name=${task#torch/}
-  $K eval "$task" --target cuda --json > "$out/eval-$name.json" 2> "$out/eval-$name.log" || true
-done
+if [ ! -x "$K" ]; then
+  echo "no ksearch binary at $K: build one where cargo is (cargo build --release --locked -p ksearch), copy it to .device/bin/ksearch and carry .device/bin" | tee "$summary"
+  exit 2
+fi
 
-# A Triton point of the GEMM space, evaluated like any candidate, then timed by do_bench.
-$K space check torch/gemm --limit 200 > "$out/space-check.txt" 2>&1 || true
-python3 bench/torch_do_bench.py "$out" > "$out/do_bench.json" 2> "$out/do_bench.log" || true
+{
+  echo "== torch_h200.sh $step $* · $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader 2>&1
+  "$PY" -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else "NO GPU")' 2>&1
+  (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null || echo "nvcc: not found") | tail -1
+  "$K" --version 2>&1
+} > "$work/machine.txt"
+cat "$work/machine.txt" > "$summary"
 
-$K run torch/gemm --model builtin --iterations 30 --target cuda --run-dir "$out/runs" --json \
-  > "$out/run-gemm.json" 2> "$out/run-gemm.log" || true
-echo "done: $out (write bench/RESULTS.md from it)"
+# `ksearch eval` of CANDIDATE (empty: the seed) on TASK into $work/$dir/NAME.{json,err}, held to
+# LIMIT seconds of wall time (default 100); not started where it could run past HARD_S (default
+# 520) seconds of the step, so that every step ends inside one device call.
+eval_one() {
+  local dir=$1 name=$2 task=$3 candidate=$4 limit=${LIMIT:-100}
+  shift 4
+  mkdir -p "$work/$dir"
+  if [ $((SECONDS - started + limit)) -gt "${HARD_S:-520}" ]; then
+    echo "skipped for time: $dir/$name" | tee -a "$work/skipped.txt"
+    return 1
+  fi
+  timeout -s KILL "$limit" "$K" eval "$task" ${candidate:+"$candidate"} --json "$@" \
+    > "$work/$dir/$name.json" 2> "$work/$dir/$name.err"
+}
+
+case "$step" in
+  evals)
+    if [ $# -gt 0 ]; then
+      tasks=("$@")
+    else
+      mapfile -t tasks < <("$K" tasks --json | "$PY" -c 'import json, sys; print("\n".join(t["name"] for t in json.load(sys.stdin) if t["backend"] == "torch"))')
+    fi
+    for task in "${tasks[@]}"; do
+      eval_one evals "${task//\//_}" "$task" "" "${QUICK[@]}" --timeout 90
+    done
+    "$PY" bench/torch_summary.py evals "$work/evals" | tee -a "$summary"
+    [ -f "$work/skipped.txt" ] && tee -a "$summary" < "$work/skipped.txt"
+    ;;
+  faults)
+    task=tasks/torch/gemm_bf16
+    f=bench/torch_faults
+    M256=(--workload M256)
+    eval_one faults incorrect--writes_input "$task" "$f/writes_input.py" "${M256[@]}" "${QUICK[@]}" --no-timing
+    eval_one faults runtime_error--out_of_memory "$task" "$f/out_of_memory.py" "${M256[@]}" "${QUICK[@]}" --no-timing
+    eval_one faults crashed--illegal_address "$task" "$f/illegal_address.py" "${M256[@]}" "${QUICK[@]}" --no-timing
+    # The evaluation's own limit ends it; the outer one only guards the step.
+    eval_one faults timeout--hang "$task" "$f/hang.py" "${M256[@]}" "${QUICK[@]}" --timeout 45
+    # After the faults, a fresh evaluation: the seed still passes.
+    eval_one faults passed--seed_after_faults "$task" "" "${M256[@]}" "${QUICK[@]}"
+    eval_one faults passed--load_cu "$task" "$f/load_cu.py" "${M256[@]}" "${QUICK[@]}"
+    "$PY" bench/torch_do_bench.py --render-point "$work/triton_point.py" >> "$summary"
+    eval_one faults passed--triton_point "$task" "$work/triton_point.py" "${QUICK[@]}"
+    LIMIT=240 eval_one faults passed--load_inline "$task" "$f/load_inline.py" "${M256[@]}" "${QUICK[@]}" --timeout 230
+    if [ $((SECONDS - started)) -lt 440 ]; then
+      timeout -s KILL 60 "$K" space check "$task" --hardware h200 --limit 16 > "$work/space-check.txt" 2>&1
+      tail -2 "$work/space-check.txt" | tee -a "$summary"
+    fi
+    "$PY" bench/torch_summary.py faults "$work/faults" | tee -a "$summary"
+    [ -f "$work/skipped.txt" ] && tee -a "$summary" < "$work/skipped.txt"
+    ;;
+  dobench)
+    timeout -s KILL "${HARD_S:-520}" "$PY" bench/torch_do_bench.py --ksearch "$K" --target "$TARGET" --out "$work/dobench" \
+      > "$work/do_bench.txt" 2> "$work/do_bench.err"
+    cat "$work/do_bench.txt" >> "$summary"
+    cat "$work/do_bench.txt"
+    tail -3 "$work/do_bench.err"
+    ;;
+  search)
+    rd=${RUNS:-.device/runs}/gemm_bf16
+    common=(--time "${SEARCH_TIME:-6m30s}" --json)
+    if [ -f "$rd/run.sqlite" ]; then
+      echo "resuming $rd" >> "$summary"
+      timeout -s INT "${BUDGET_S:-470}" "$K" resume "$rd" --iterations "${ITERS:-60}" "${common[@]}" \
+        > "$work/search.json" 2> "$work/search.err"
+    else
+      timeout -s INT "${BUDGET_S:-470}" "$K" run torch/gemm_bf16 --model builtin --hardware h200 \
+        --workload M4096 --iterations "${ITERS:-60}" --seed 0 --run-dir "$rd" "${common[@]}" "${QUICK[@]}" \
+        > "$work/search.json" 2> "$work/search.err"
+    fi
+    echo "search exit $?" >> "$summary"
+    "$K" tree "$rd" > "$work/tree.txt" 2>&1
+    "$K" report "$rd" -o "$work/report.html" -q 2>> "$work/search.err"
+    "$K" export "$rd" -o "$work/export" > "$work/export.txt" 2>&1
+    tar czf "$work/run-gemm_bf16.tgz" -C "$(dirname "$rd")" "$(basename "$rd")"
+    "$PY" bench/torch_summary.py search "$work/search.json" | tee -a "$summary"
+    tail -25 "$work/tree.txt" | tee -a "$summary"
+    tail -3 "$work/search.err"
+    ;;
+  *)
+    echo "unknown step $step (evals, faults, dobench or search)" >&2
+    exit 2
+    ;;
+esac
+
+tar czf "$OUTDIR/torch-$step.tgz" -C "$OUTDIR" "torch-$step"
+rm -rf "$work"
+echo "== $step done in $((SECONDS - started)) s: $OUTDIR/torch-$step.tgz, $summary"

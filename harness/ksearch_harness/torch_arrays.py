@@ -16,9 +16,6 @@ STORAGE = {
     "i32": np.int32, "i64": np.int64, "f8e4m3": np.uint8, "f8e5m2": np.uint8,
     "i8": np.int8, "i16": np.int16, "bool": np.bool_,
 }
-# The seed every model is built after (`torch.manual_seed`), in the judge and in every runner,
-# so that a `Model` and a `ModelNew` creating the same parameters in the same order agree.
-MODEL_SEED = 42
 
 
 def torch_dtypes(torch):

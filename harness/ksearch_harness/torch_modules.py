@@ -10,12 +10,26 @@ runner (candidates, baselines): its `run`, else its KernelBench-style `ModelNew`
 Outputs may be one tensor, a tuple or list in the task's order, or a dict keyed by output name.
 A task's reference module may also define `make_inputs(seed, device, **axes)` (the inputs of one
 call, for inputs a random `init` cannot describe: page tables, indices) and `init_inputs(**axes)`
-(a model's constructor arguments)."""
+(a model's constructor arguments).
+
+`ksearch export` ships this file as it is in the Python package of a torch task (as
+`_calling.py`), so that the exported op calls the candidate exactly as it was measured: it
+imports nothing of the harness's but `CandidateError`, and stands in its own where that is
+absent."""
 
 import inspect
 
-from .candidates import CandidateError
-from .torch_arrays import MODEL_SEED
+try:
+    from .candidates import CandidateError
+except ImportError:  # `_calling.py` of an exported package
+
+    class CandidateError(Exception):
+        """A module that does not meet the candidate contract."""
+
+
+# The seed every model is built after (`torch.manual_seed`), in the judge and in every runner,
+# so that a `Model` and a `ModelNew` creating the same parameters in the same order agree.
+MODEL_SEED = 42
 
 
 class Entry:

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::axis_expr::AxisExpr;
 pub use crate::backend::BackendKind;
 use crate::dtype::Dtype;
+pub use crate::external_worker::{ExternalWorker, WorkerRef};
+use crate::implementation::validate_implementation;
+pub use crate::implementation::{Baseline, BaselineRef, InstallHint};
 use crate::location::FieldPath;
 
 /// The task format this build reads and writes.
@@ -143,39 +146,6 @@ pub struct SourceRef {
     pub file: String,
 }
 
-/// How a user gets a library a baseline or comparison links, for the message shown when the
-/// library is missing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InstallHint {
-    /// What the library is called, e.g. "OpenBLAS"; on systems without a known package, the
-    /// user is told to install it by this name.
-    pub name: String,
-    /// The Debian and Ubuntu package that provides `-l<lib>`, e.g. `libopenblas-dev`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub debian: Option<String>,
-}
-
-/// The production implementation speedups are quoted against.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BaselineRef {
-    /// A name a user recognises, e.g. "OpenBLAS sgemm (1 thread)".
-    pub name: String,
-    pub file: String,
-    /// Extra libraries to link (`m` for `-lm` is always linked). They are optional at run time:
-    /// where one is missing, the implementation is left out (a baseline gives way to the
-    /// reference) and the user is told how to install it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub libs: Vec<String>,
-    /// How to install each of `libs`, by library name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub install: BTreeMap<String, InstallHint>,
-    /// Environment the worker sets before loading the baseline, e.g. thread counts.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-}
-
 /// `task.toml` as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -213,6 +183,9 @@ pub struct TaskSpec {
     /// How a c task's sources are built beyond the contract: C++, extra flags and libraries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<crate::build::BuildSpec>,
+    /// A worker of the task's own, started instead of the backend's (`external_worker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerRef>,
 }
 
 /// The benchmark suite an imported task came from, and its name there.
@@ -520,67 +493,17 @@ fn validate(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
     if let Some(origin) = &spec.origin {
         check_relative_file(&root.key("origin").key("file"), &origin.file)?;
     }
+    let needs = spec.backend.backend().dependency();
     if let Some(b) = &spec.baseline {
-        validate_implementation(&root.key("baseline"), b, "baseline")?;
+        validate_implementation(&root.key("baseline"), b, "baseline", needs)?;
     }
     for (i, c) in spec.comparisons.iter().enumerate() {
-        validate_implementation(&root.key("comparisons").index(i), c, "comparison")?;
+        validate_implementation(&root.key("comparisons").index(i), c, "comparison", needs)?;
+    }
+    if let Some(w) = &spec.worker {
+        crate::external_worker::validate(&root.key("worker"), w)?;
     }
     crate::build::validate(spec, &root)
-}
-
-/// A baseline or comparison: its file, name, libraries and their install hints.
-fn validate_implementation(
-    path: &FieldPath,
-    b: &BaselineRef,
-    what: &str,
-) -> Result<(), (FieldPath, String)> {
-    check_relative_file(&path.key("file"), &b.file)?;
-    if b.name.trim().is_empty() {
-        return Err((path.key("name"), format!("give the {what} a name")));
-    }
-    for (i, lib) in b.libs.iter().enumerate() {
-        if !crate::build::is_library_name(lib) {
-            return Err((
-                path.key("libs").index(i),
-                format!("`{lib}` is not a library name (as in `-l<name>`)"),
-            ));
-        }
-    }
-    for (lib, hint) in &b.install {
-        let at = path.key("install").key(lib);
-        if !b.libs.contains(lib) {
-            return Err((
-                at,
-                format!(
-                    "`{lib}` is not one of this {what}'s `libs` ({})",
-                    if b.libs.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        b.libs.join(", ")
-                    }
-                ),
-            ));
-        }
-        if hint.name.trim().is_empty() {
-            return Err((at.key("name"), "give the library a name".into()));
-        }
-        // Debian's rule for package names; the name is shown in a command to run.
-        if let Some(pkg) = &hint.debian {
-            let ok = pkg.len() >= 2
-                && pkg.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && pkg
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
-            if !ok {
-                return Err((
-                    at.key("debian"),
-                    format!("`{pkg}` is not a Debian package name"),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn sizes_a_tensor(spec: &TaskSpec, axis: &str) -> bool {
@@ -627,7 +550,7 @@ fn validate_init(init: Init, dtype: Dtype) -> Result<(), String> {
     Ok(())
 }
 
-fn check_relative_file(path: &FieldPath, file: &str) -> Result<(), (FieldPath, String)> {
+pub(crate) fn check_relative_file(path: &FieldPath, file: &str) -> Result<(), (FieldPath, String)> {
     let bad = file.is_empty()
         || file.starts_with('/')
         || file.split(['/', '\\']).any(|part| part == "..");
@@ -648,19 +571,6 @@ pub struct Source {
     pub text: String,
 }
 
-/// The production baseline with its source loaded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Baseline {
-    pub name: String,
-    pub source: Source,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub libs: Vec<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub install: BTreeMap<String, InstallHint>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-}
-
 /// A task with every file it names loaded: what the engine and workers use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
@@ -675,6 +585,9 @@ pub struct Task {
     /// The task's template space, with its templates, when it ships one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<crate::space::TaskSpace>,
+    /// The task's own worker (`[worker]`), its program found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<ExternalWorker>,
 }
 
 impl Task {
@@ -952,6 +865,7 @@ debian = "libopenblas-dev"
             InstallHint {
                 name: "OpenBLAS".into(),
                 debian: Some("libopenblas-dev".into()),
+                pip: None,
             }
         );
         let written = toml::to_string(&spec).unwrap();
@@ -1074,6 +988,7 @@ pub mod tests_support {
             space: None,
             origin: None,
             build: None,
+            worker: None,
         }
     }
 }

@@ -8,16 +8,24 @@ use std::process::Command;
 use std::time::Duration;
 
 use ksearch_core::static_check::{Violation, check_candidate};
-use ksearch_core::task::{BackendKind, TaskSpec};
+use ksearch_core::task::{BackendKind, Task, TaskSpec};
 
 use crate::error::EvalError;
 use crate::worker_process::WorkerCommand;
+
+/// The Python the Python backends run when none is named (`--python`).
+pub(crate) const DEFAULT_PYTHON: &str = "python3";
 
 /// What the orchestrator needs to evaluate a backend's candidates; the work itself happens in
 /// its worker.
 pub trait BackendEval: std::fmt::Debug {
     /// How to start a worker for this backend.
     fn worker_command(&self) -> WorkerCommand;
+    /// The Python its worker runs Python implementations in, where it has one: the baselines'
+    /// modules are asked of it (`crate::dependencies`).
+    fn python(&self) -> Option<&Path> {
+        None
+    }
     /// Checks made before a candidate is sent to a worker.
     fn static_check(&self, spec: &TaskSpec, source: &str) -> Vec<Violation> {
         check_candidate(spec, source)
@@ -51,6 +59,7 @@ impl BackendEval for CBackend {
             args: vec!["worker".into(), BackendKind::C.name().into()],
             env: Vec::new(),
             startup_timeout: Duration::from_secs(30),
+            current_dir: None,
         }
     }
 }
@@ -70,12 +79,18 @@ pub struct BackendOptions {
     pub hardware: Option<String>,
 }
 
-/// The evaluation side of a task's backend, chosen at run time.
+/// The evaluation side of a task's backend, chosen at run time: the task's own worker where it
+/// names one (`[worker]`; the options do not apply to it), else the backend's.
 pub fn backend_for(
-    kind: BackendKind,
+    task: &Task,
     options: &BackendOptions,
 ) -> Result<Box<dyn BackendEval>, EvalError> {
-    match kind {
+    if let Some(worker) = &task.worker {
+        return Ok(Box::new(crate::external_backend::ExternalBackend {
+            worker: worker.clone(),
+        }));
+    }
+    match task.spec.backend {
         BackendKind::C => Ok(Box::new(CBackend {
             ksearch_exe: options.ksearch_exe.clone(),
         })),

@@ -33,12 +33,15 @@ pub enum EvalError {
     Cancelled,
     #[error("invalid evaluation options: {0}")]
     Options(String),
-    /// The task names a baseline or comparison that links a library missing here (see
-    /// [`crate::libraries`]).
-    #[error("`{name}` needs {libraries}, which the linker does not find on this machine; {advice}")]
-    MissingLibrary {
+    /// The task names a baseline or comparison that links a library (or imports a Python
+    /// module) missing here (see [`crate::dependencies`]).
+    #[error("`{name}` needs {needs}, which {finder} does not find on this machine; {advice}")]
+    MissingDependency {
         name: String,
-        libraries: String,
+        /// What is missing, as said to a user: "OpenBLAS (-lopenblas)".
+        needs: String,
+        /// Who was asked: the linker, or the worker's Python.
+        finder: String,
         advice: String,
     },
 }

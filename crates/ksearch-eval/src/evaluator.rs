@@ -142,7 +142,6 @@ pub fn build_request(
             options.seeds
         )));
     }
-    crate::libraries::require_available(task)?;
     let spec = &task.spec;
     let workloads = if options.workloads.is_empty() {
         spec.workloads.clone()
@@ -229,6 +228,7 @@ impl Evaluator for LocalEvaluator {
         let started = Instant::now();
         let id = self.next_id;
         self.next_id += 1;
+        crate::dependencies::require_available(task, self.backend.python())?;
         let request = build_request(id, task, candidate, compare, options)?;
         let violations = self.backend.static_check(&task.spec, &candidate.text);
         let result = if violations.is_empty() {

@@ -5,11 +5,12 @@
 
 mod backend;
 pub mod c_worker;
+pub mod dependencies;
 mod env_scrub;
 mod error;
 mod evaluator;
+mod external_backend;
 mod knowledge_checks;
-pub mod libraries;
 mod mlx_backend;
 mod output_capture;
 pub mod sandbox;
@@ -29,6 +30,7 @@ pub use evaluator::{
     Compare, DEFAULT_TIMEOUT, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS,
     MachineCheck, build_request,
 };
+pub use external_backend::{ExternalBackend, TASK_DIR_VAR};
 pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
 pub use supervisor::{PhaseObserver, Supervisor};

@@ -88,7 +88,7 @@ impl MlxBackend {
             )));
         }
         Ok(Self {
-            python: python.unwrap_or_else(|| PathBuf::from("python3")),
+            python: python.unwrap_or_else(|| PathBuf::from(crate::backend::DEFAULT_PYTHON)),
             target,
             harness_root: unpack_harness(&cache_root())?,
             hardware,
@@ -113,6 +113,10 @@ impl BackendEval for MlxBackend {
             ));
         }
         v
+    }
+
+    fn python(&self) -> Option<&Path> {
+        Some(&self.python)
     }
 
     fn worker_command(&self) -> WorkerCommand {
@@ -162,6 +166,7 @@ pub(crate) fn harness_command(
         ],
         // Importing MLX or PyTorch and initialising the GPU can take a while on a cold machine.
         startup_timeout: Duration::from_secs(120),
+        current_dir: None,
     }
 }
 

@@ -221,6 +221,7 @@ mod tests {
             args: vec!["-c".into(), script],
             env: Vec::new(),
             startup_timeout: Duration::from_secs(10),
+            current_dir: None,
         })
     }
 

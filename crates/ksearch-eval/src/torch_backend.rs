@@ -2,7 +2,7 @@
 //! through `torch.utils.cpp_extension`, or a `.cu` file's C ABI). The worker is the same Python
 //! harness as the `mlx` backend's, started with `--backend torch` (`docs/torch.md`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ksearch_core::task::BackendKind;
 
@@ -38,7 +38,7 @@ impl TorchBackend {
             )));
         }
         Ok(Self {
-            python: python.unwrap_or_else(|| PathBuf::from("python3")),
+            python: python.unwrap_or_else(|| PathBuf::from(crate::backend::DEFAULT_PYTHON)),
             target,
             harness_root: unpack_harness(&cache_root())?,
             sandbox_exe,
@@ -49,6 +49,10 @@ impl TorchBackend {
 /// The core checks only: the knowledge layer's CUDA rules read CUDA C++ sources, and a torch
 /// candidate is a Python module whose kernels are strings or Triton functions.
 impl BackendEval for TorchBackend {
+    fn python(&self) -> Option<&Path> {
+        Some(&self.python)
+    }
+
     fn worker_command(&self) -> WorkerCommand {
         harness_command(
             &self.python,

@@ -65,6 +65,8 @@ pub struct WorkerCommand {
     pub env: Vec<(String, String)>,
     /// How long the worker may take to say hello.
     pub startup_timeout: Duration,
+    /// Where it runs; `None`: its fresh temporary directory (always its `TMPDIR`).
+    pub current_dir: Option<PathBuf>,
 }
 
 impl WorkerCommand {
@@ -128,7 +130,7 @@ impl WorkerProcess {
         let mut command = Command::new(&cmd.program);
         command
             .args(&cmd.args)
-            .current_dir(dir.path())
+            .current_dir(cmd.current_dir.as_deref().unwrap_or(dir.path()))
             .env_clear()
             .envs(scrubbed(std::env::vars_os()))
             .env("TMPDIR", dir.path())

@@ -1,9 +1,12 @@
-//! What `build_request` accepts before anything is allocated or started.
+//! What `build_request` (and the evaluator before it) accepts before anything is allocated or
+//! started.
 
 use ksearch_core::protocol::Role;
 use ksearch_core::task::tests_support::matmul_spec;
 use ksearch_core::task::{Source, Task};
-use ksearch_eval::{Compare, EvalError, EvalOptions, MAX_SEEDS, build_request};
+use ksearch_eval::{
+    CBackend, Compare, EvalError, EvalOptions, Evaluator, LocalEvaluator, MAX_SEEDS, build_request,
+};
 
 fn task() -> Task {
     let source = |file: &str| Source {
@@ -18,6 +21,7 @@ fn task() -> Task {
         baseline: None,
         comparisons: Vec::new(),
         space: None,
+        worker: None,
     }
 }
 
@@ -58,26 +62,33 @@ fn a_task_naming_a_missing_library_is_refused_with_how_to_install_it() {
         name: "Some BLAS".into(),
         source: t.seed.clone(),
         libs: vec!["ksearchnosuchlibrary".into()],
+        modules: Vec::new(),
         install: [(
             "ksearchnosuchlibrary".to_owned(),
             ksearch_core::task::InstallHint {
                 name: "NoSuchBLAS".into(),
                 debian: Some("libnosuchblas-dev".into()),
+                pip: None,
             },
         )]
         .into(),
         env: Default::default(),
     });
-    let e = build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default())
+    // Refused before any worker starts (this one's program does not exist).
+    let mut evaluator = LocalEvaluator::new(Box::new(CBackend {
+        ksearch_exe: "/nonexistent/ksearch".into(),
+    }));
+    let e = evaluator
+        .evaluate(&t, &t.seed, Compare::default(), &EvalOptions::default())
         .expect_err("refused before the worker fails to link");
-    assert!(matches!(e, EvalError::MissingLibrary { .. }), "{e}");
+    assert!(matches!(e, EvalError::MissingDependency { .. }), "{e}");
     let text = e.to_string();
     assert!(
         text.contains("`Some BLAS` needs NoSuchBLAS (-lksearchnosuchlibrary)"),
         "{text}"
     );
     // Once it is left out, the request is built against the reference.
-    let dropped = ksearch_eval::libraries::drop_unavailable(&mut t);
+    let dropped = ksearch_eval::dependencies::drop_unavailable(&mut t, None);
     assert_eq!(dropped.len(), 1);
     let r =
         build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default()).expect("built");
@@ -92,6 +103,7 @@ fn comparisons_are_timed_only_when_asked() {
         name: "another way".into(),
         source: t.seed.clone(),
         libs: Vec::new(),
+        modules: Vec::new(),
         install: Default::default(),
         env: Default::default(),
     });

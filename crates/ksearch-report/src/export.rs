@@ -1,8 +1,9 @@
 //! The best kernel of a run as something a user can drop into a project (`ksearch export`):
 //!
 //! - backend `c`: `<name>.h` (the documented prototype) and `<name>.c` (the kernel);
-//! - backend `mlx`: a Python package `<name>/` whose `__init__.py` exposes the op as a function
-//!   with the reference's arguments, calling the candidate module's `run(*inputs)`;
+//! - backends `mlx` and `torch`: a Python package `<name>/` whose `__init__.py` exposes the op as
+//!   a function with the reference's arguments, calling the candidate module as the harness
+//!   does (`python`);
 //!
 //! plus `provenance.json`: where the kernel comes from and what it measured.
 
@@ -18,6 +19,10 @@ use ksearch_core::tree::{NodeId, ROOT};
 use serde::Serialize;
 
 use crate::data::{ReportError, RunData, run_id};
+
+mod python;
+
+pub use python::{mlx_init, torch_init};
 
 /// One file of an export, with its path relative to the export directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -210,16 +215,17 @@ pub fn export_with(
                 text: c_source(spec, &provenance, source),
             },
         ],
-        ExportLayout::PythonPackage => vec![
+        ExportLayout::MlxPackage => vec![
             ExportFile {
                 path: format!("{}/__init__.py", spec.name),
-                text: mlx_init(spec, &provenance),
+                text: python::mlx_init(spec, &provenance),
             },
             ExportFile {
                 path: format!("{}/_candidate.py", spec.name),
                 text: source.clone(),
             },
         ],
+        ExportLayout::TorchPackage => python::torch_package(&data.task, &provenance, source),
     };
     // A task imported from FlashInfer-Bench goes back as a Solution, too.
     if let Some(solution) = ksearch_tasks::import::flashinfer::solution(
@@ -516,143 +522,5 @@ pub fn c_source(spec: &TaskSpec, p: &Provenance, source: &str) -> String {
     if !source.ends_with('\n') {
         o.push('\n');
     }
-    o
-}
-
-/// Python string literal text (for a docstring).
-fn py_doc(s: &str) -> String {
-    s.replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"")
-}
-
-/// A Python identifier from a task or tensor name.
-fn py_ident(s: &str) -> String {
-    let mut id: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if id.is_empty() || id.starts_with(|c: char| c.is_ascii_digit()) {
-        id.insert(0, '_');
-    }
-    id
-}
-
-/// `<name>/__init__.py`: the op as a function with the reference's arguments (the inputs, then
-/// the axes as keywords; an axis that sizes an input defaults to that input's extent), calling
-/// the candidate's `run`. The candidate module is loaded as the harness loads it, with the
-/// global `KSEARCH_TARGET` set: the `KSEARCH_TARGET` environment variable, else the target the
-/// run measured on, else `cuda` when MLX has CUDA and `metal` otherwise. Importing without MLX
-/// fails with an ImportError that says so.
-pub fn mlx_init(spec: &TaskSpec, p: &Provenance) -> String {
-    let name = py_ident(&spec.name);
-    let inputs: Vec<String> = spec.inputs.iter().map(|t| py_ident(&t.name)).collect();
-    // For each axis, the first input it sizes, and where.
-    let sized_by = |axis: &str| {
-        spec.inputs.iter().find_map(|t| {
-            t.shape
-                .iter()
-                .position(|a| a == axis)
-                .map(|i| (py_ident(&t.name), i))
-        })
-    };
-    let mut params = inputs.clone();
-    if !spec.axes.is_empty() {
-        params.push("*".into());
-    }
-    for a in &spec.axes {
-        let a_id = py_ident(a);
-        params.push(if sized_by(a).is_some() {
-            format!("{a_id}=None")
-        } else {
-            a_id
-        });
-    }
-    let mut call = inputs.clone();
-    call.extend(spec.axes.iter().map(|a| format!("{0}={0}", py_ident(a))));
-    let target = match &p.toolchain.target {
-        Some(t) => serde_json::to_string(t).unwrap_or_else(|_| "None".into()),
-        None => "None".into(),
-    };
-
-    let mut o = String::new();
-    let _ = writeln!(o, "\"\"\"{}", py_doc(&spec.description));
-    let _ = writeln!(o);
-    for l in summary_lines(p) {
-        let _ = writeln!(o, "{}", py_doc(&l));
-    }
-    let _ = writeln!(o, "\"\"\"\n");
-    o.push_str(
-        "import importlib.util as _util
-import os as _os
-
-try:
-    import mlx.core as _mx
-except ModuleNotFoundError as _err:
-    raise ImportError(
-",
-    );
-    let _ = writeln!(
-        o,
-        "        \"{name} needs MLX: pip install mlx (Apple silicon) or \\\"mlx[cuda13]\\\" (Linux, NVIDIA)\""
-    );
-    o.push_str("    ) from _err\n\n");
-    let _ = writeln!(o, "__all__ = [\"{name}\"]\n");
-    let _ = writeln!(
-        o,
-        "# The target the kernel was measured on (None: the GPU MLX found)."
-    );
-    let _ = writeln!(o, "MEASURED_TARGET = {target}\n");
-    o.push_str(
-        "
-def _target():
-    env = _os.environ.get(\"KSEARCH_TARGET\")
-    if env:
-        return env
-    if MEASURED_TARGET:
-        return MEASURED_TARGET
-    cuda = getattr(_mx, \"cuda\", None)
-    return \"cuda\" if cuda is not None and cuda.is_available() else \"metal\"
-
-
-def _load_candidate():
-    path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), \"_candidate.py\")
-    spec = _util.spec_from_file_location(__name__ + \"._candidate\", path)
-    module = _util.module_from_spec(spec)
-    module.KSEARCH_TARGET = _target()
-    spec.loader.exec_module(module)
-    return module
-
-
-_candidate = _load_candidate()
-
-",
-    );
-    let _ = writeln!(o, "\ndef {name}({}):", params.join(", "));
-    let _ = writeln!(o, "    \"\"\"{}.", py_doc(&spec.name));
-    let _ = writeln!(o);
-    let _ = writeln!(o, "    Inputs (mx.array, row-major):");
-    for t in &spec.inputs {
-        let _ = writeln!(o, "        {}: {}[{}]", t.name, t.dtype, t.shape.join(", "));
-    }
-    let _ = writeln!(o, "    Returns:");
-    for t in &spec.outputs {
-        let _ = writeln!(o, "        {}: {}[{}]", t.name, t.dtype, t.shape.join(", "));
-    }
-    let _ = writeln!(o, "    \"\"\"");
-    for a in &spec.axes {
-        if let Some((input, i)) = sized_by(a) {
-            let a_id = py_ident(a);
-            let _ = writeln!(
-                o,
-                "    if {a_id} is None:\n        {a_id} = {input}.shape[{i}]"
-            );
-        }
-    }
-    let _ = writeln!(o, "    return _candidate.run({})", call.join(", "));
     o
 }

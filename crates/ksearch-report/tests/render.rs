@@ -73,6 +73,26 @@ fn export_of_an_mlx_kernel() {
 }
 
 #[test]
+fn export_of_a_torch_kernel() {
+    let data = run_data(BackendKind::Torch);
+    let x = export::export_with(&data, 4, None).unwrap();
+    let names: Vec<&str> = x.files.iter().map(|f| f.path.as_str()).collect();
+    // No `_reference.py`: the sample's reference builds no model.
+    assert_eq!(
+        names,
+        [
+            "softmax/__init__.py",
+            "softmax/_candidate.py",
+            "softmax/_calling.py",
+            "provenance.json"
+        ]
+    );
+    assert_eq!(x.files[1].text, data.solution_source(4).unwrap());
+    assert!(x.files[2].text.contains("class Entry:"));
+    insta::assert_snapshot!("export_torch_init", x.files[0].text);
+}
+
+#[test]
 fn export_of_another_node_or_the_seed_says_so() {
     let data = run_data(BackendKind::C);
     let c = |id| {

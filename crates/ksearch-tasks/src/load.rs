@@ -1,8 +1,11 @@
 use std::path::Path;
 
+use ksearch_core::external_worker::Program;
 use ksearch_core::location::{FieldPath, locate};
 use ksearch_core::space::{TaskSpace, parse_space};
-use ksearch_core::task::{Baseline, Source, Task, TaskError, parse_task};
+use ksearch_core::task::{
+    Baseline, ExternalWorker, Source, Task, TaskError, WorkerRef, parse_task,
+};
 use thiserror::Error;
 
 use crate::files::{MAX_SOURCE_BYTES, MAX_TOML_BYTES, ReadError, read_text};
@@ -98,24 +101,78 @@ pub fn load_builtin(name: &str) -> Result<Task, LoadError> {
         builtins: builtin_names().join(", "),
     })?;
     let file = format!("<built-in>/{name}/task.toml");
-    resolve(name, &file, toml, |rel| {
-        builtin_file(&format!("{name}/{rel}"))
-            .map(str::to_owned)
-            .ok_or_else(|| "not in the built-in catalog".to_owned())
-    })
+    resolve(
+        name,
+        &file,
+        toml,
+        |rel| {
+            builtin_file(&format!("{name}/{rel}"))
+                .map(str::to_owned)
+                .ok_or_else(|| "not in the built-in catalog".to_owned())
+        },
+        |_| {
+            Err((
+                FieldPath::root().key("worker"),
+                "a built-in task has no directory for a worker of its own".into(),
+            ))
+        },
+    )
 }
 
 pub fn load_dir(dir: &Path, id: &str) -> Result<Task, LoadError> {
     let toml_path = dir.join("task.toml");
     let text = read_text(&toml_path, MAX_TOML_BYTES, "a task file")?;
-    resolve(id, &toml_path.display().to_string(), &text, |rel| {
-        read_text(&dir.join(rel), MAX_SOURCE_BYTES, "a source file").map_err(|e| {
-            use std::error::Error as _;
-            match e.source() {
-                Some(cause) => format!("{e}: {cause}"),
-                None => e.to_string(),
-            }
-        })
+    resolve(
+        id,
+        &toml_path.display().to_string(),
+        &text,
+        |rel| {
+            read_text(&dir.join(rel), MAX_SOURCE_BYTES, "a source file").map_err(|e| {
+                use std::error::Error as _;
+                match e.source() {
+                    Some(cause) => format!("{e}: {cause}"),
+                    None => e.to_string(),
+                }
+            })
+        },
+        |w| find_worker(dir, w),
+    )
+}
+
+/// The program of a task's `[worker]`: in the task directory, at its absolute path, or on
+/// `PATH`; it must be an executable file. An error names `worker.command[0]`.
+fn find_worker(dir: &Path, w: &WorkerRef) -> Result<ExternalWorker, (FieldPath, String)> {
+    let at = || FieldPath::root().key("worker").key("command").index(0);
+    let task_dir = dir
+        .canonicalize()
+        .map_err(|e| (at(), format!("cannot resolve the task directory: {e}")))?;
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let program = match w.program() {
+        Program::InTask(p) => Some(task_dir.join(p)).filter(|p| executable(p)).ok_or_else(|| {
+            format!(
+                "`{p}` is not an executable file in the task directory (make it executable, or name its interpreter first: [\"python3\", \"{}\"])",
+                p.trim_start_matches("./")
+            )
+        }),
+        Program::Absolute(p) => Some(Path::new(p).to_owned())
+            .filter(|p| executable(p))
+            .ok_or_else(|| format!("`{p}` is not an executable file")),
+        Program::OnPath(name) => std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(name))
+            .find(|p| executable(p))
+            .ok_or_else(|| format!("`{name}` is not found on PATH")),
+    }
+    .map_err(|m| (at(), m))?;
+    Ok(ExternalWorker {
+        program,
+        args: w.args().to_vec(),
+        task_dir,
     })
 }
 
@@ -125,8 +182,17 @@ fn resolve(
     file: &str,
     text: &str,
     read: impl Fn(&str) -> Result<String, String>,
+    find_worker: impl Fn(&WorkerRef) -> Result<ExternalWorker, (FieldPath, String)>,
 ) -> Result<Task, LoadError> {
     let spec = parse_task(text, file)?;
+    let at_field = |path: FieldPath, message: String| {
+        LoadError::Task(TaskError {
+            file: file.to_owned(),
+            location: locate(text, &path),
+            field: path.to_string(),
+            message,
+        })
+    };
     // A file that cannot be read is reported at the field that names it.
     let load = |path: FieldPath, rel: &str| -> Result<Source, LoadError> {
         read(rel)
@@ -134,14 +200,7 @@ fn resolve(
                 file: rel.to_owned(),
                 text,
             })
-            .map_err(|message| {
-                LoadError::Task(TaskError {
-                    file: file.to_owned(),
-                    location: locate(text, &path),
-                    field: path.to_string(),
-                    message,
-                })
-            })
+            .map_err(|message| at_field(path, message))
     };
     let root = FieldPath::root();
     let reference = load(root.key("reference").key("file"), &spec.reference.file)?;
@@ -152,6 +211,7 @@ fn resolve(
                 name: b.name.clone(),
                 source: load(path, &b.file)?,
                 libs: b.libs.clone(),
+                modules: b.modules.clone(),
                 install: b.install.clone(),
                 env: b.env.clone(),
             })
@@ -172,6 +232,11 @@ fn resolve(
         .as_ref()
         .map(|s| load_space(file, &s.file, &read))
         .transpose()?;
+    let worker = spec
+        .worker
+        .as_ref()
+        .map(|w| find_worker(w).map_err(|(path, message)| at_field(path, message)))
+        .transpose()?;
     Ok(Task {
         id: id.to_owned(),
         spec,
@@ -180,6 +245,7 @@ fn resolve(
         baseline,
         comparisons,
         space,
+        worker,
     })
 }
 

@@ -1,7 +1,7 @@
 //! The `c` backend: one C function per candidate, compiled by the system compiler, run on the
 //! CPU by a Rust runner.
 
-use super::{Backend, BackendKind, CandidateFormat, ExportLayout};
+use super::{Backend, BackendKind, CandidateFormat, Dependency, ExportLayout};
 use crate::dtype::Dtype;
 use crate::platform::{Language, Target};
 use crate::static_check::Violation;
@@ -56,6 +56,10 @@ impl Backend for C {
 
     fn export_layout(&self) -> ExportLayout {
         ExportLayout::CHeaderAndSource
+    }
+
+    fn dependency(&self) -> Dependency {
+        Dependency::Library
     }
 
     fn kernel_library(&self) -> Option<&'static str> {

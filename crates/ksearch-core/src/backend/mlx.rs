@@ -1,7 +1,7 @@
 //! The `mlx` backend: Python modules whose `run` builds kernels with `mx.fast.metal_kernel`
 //! (Apple GPUs) or `mx.fast.cuda_kernel` (NVIDIA GPUs), judged by the Python harness.
 
-use super::{Backend, BackendKind, CandidateFormat, ExportLayout};
+use super::{Backend, BackendKind, CandidateFormat, Dependency, ExportLayout};
 use crate::dtype::Dtype;
 use crate::platform::{Language, Target};
 use crate::static_check::Violation;
@@ -57,7 +57,11 @@ impl Backend for Mlx {
     }
 
     fn export_layout(&self) -> ExportLayout {
-        ExportLayout::PythonPackage
+        ExportLayout::MlxPackage
+    }
+
+    fn dependency(&self) -> Dependency {
+        Dependency::PythonModule
     }
 
     fn kernel_library(&self) -> Option<&'static str> {

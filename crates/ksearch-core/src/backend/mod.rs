@@ -92,8 +92,24 @@ pub struct CandidateFormat {
 pub enum ExportLayout {
     /// `NAME.h` (the prototype and the contract) and `NAME.c` (the kernel).
     CHeaderAndSource,
-    /// A Python package `NAME/`: `__init__.py` (documented entry point) and `_candidate.py`.
-    PythonPackage,
+    /// A Python package `NAME/` on MLX: `__init__.py` (documented entry point) and
+    /// `_candidate.py`.
+    MlxPackage,
+    /// A Python package `NAME/` on PyTorch: `__init__.py` (the op, calling the candidate as the
+    /// harness does), `_candidate.py`, `_calling.py` (the harness's calling convention) and,
+    /// where the reference gives models their constructor arguments, `_reference.py`.
+    TorchPackage,
+}
+
+/// What a baseline or comparison of a backend may need that a machine can lack (`libs` or
+/// `modules` in `task.toml`); where it is missing, the implementation is left out and the user
+/// is told how to install it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dependency {
+    /// Libraries it links, as `-l<name>` (`libs`): the C compiler is asked.
+    Library,
+    /// Python modules it imports (`modules`): the worker's Python is asked.
+    PythonModule,
 }
 
 /// Everything specific to one backend that is a plain fact: no IO, no processes. The evaluation
@@ -134,6 +150,9 @@ pub trait Backend: fmt::Debug + Sync {
 
     /// What `ksearch export` writes.
     fn export_layout(&self) -> ExportLayout;
+
+    /// What its baselines and comparisons may need that a machine can lack.
+    fn dependency(&self) -> Dependency;
 
     /// The library the kernel itself runs on, when the worker reports its version in the
     /// compile step's `compiler` line as `NAME VERSION …` (the export's provenance names it).

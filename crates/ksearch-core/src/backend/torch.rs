@@ -3,7 +3,7 @@
 //! `.cu` file's C ABI; judged by the Python harness on NVIDIA GPUs (and on PyTorch's CPU build
 //! for tests).
 
-use super::{Backend, BackendKind, CandidateFormat, ExportLayout};
+use super::{Backend, BackendKind, CandidateFormat, Dependency, ExportLayout};
 use crate::dtype::Dtype;
 use crate::platform::{Language, Target};
 use crate::static_check::Violation;
@@ -60,7 +60,11 @@ impl Backend for Torch {
     }
 
     fn export_layout(&self) -> ExportLayout {
-        ExportLayout::PythonPackage
+        ExportLayout::TorchPackage
+    }
+
+    fn dependency(&self) -> Dependency {
+        Dependency::PythonModule
     }
 
     fn kernel_library(&self) -> Option<&'static str> {

@@ -71,6 +71,7 @@ fn task() -> Task {
         baseline: None,
         comparisons: Vec::new(),
         space: None,
+        worker: None,
     }
 }
 

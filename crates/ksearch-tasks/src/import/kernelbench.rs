@@ -374,6 +374,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
         name: n.into(),
         file: f.into(),
         libs: Vec::new(),
+        modules: Vec::new(),
         install: BTreeMap::new(),
         env: BTreeMap::new(),
     };
@@ -405,6 +406,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
             name: stem.to_owned(),
             file: "problem.py".into(),
         }),
+        worker: None,
     };
     let header = format!(
         "# Imported by `ksearch import kernelbench` from {stem}.py (problem.py beside this file)."

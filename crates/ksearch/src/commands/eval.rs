@@ -15,7 +15,10 @@ use crate::cli::{EvalArgs, EvalFlags};
 use crate::exit_codes;
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
-    let task = without_missing_libraries(crate::commands::load_task(&args.task)?);
+    let task = without_missing_dependencies(
+        crate::commands::load_task(&args.task)?,
+        args.eval.python.as_deref(),
+    );
     let candidate = match &args.candidate {
         Some(path) => ksearch_tasks::read_candidate(path)?,
         None => task.seed.clone(),
@@ -23,10 +26,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     let settings = eval_settings(&args.eval)?;
     let options = ksearch_engine::eval_options(&settings, settings.timeout_s);
     let exe = std::env::current_exe()?;
-    let mut evaluator = LocalEvaluator::new(backend_for(
-        task.spec.backend,
-        &backend_options(exe, &settings),
-    )?);
+    let mut evaluator = LocalEvaluator::new(backend_for(&task, &backend_options(exe, &settings))?);
     evaluator.set_machine_check(ksearch_engine::builtin::machine::weak_baseline);
     let against = args
         .against
@@ -68,12 +68,15 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
 }
 
 /// The task as this machine can evaluate it: a baseline or comparison whose libraries the
-/// linker does not find is left out (the reference becomes the baseline), and the user is told
-/// once, on stderr, what is missing, what speedups are quoted against and how to install it.
-pub(crate) fn without_missing_libraries(mut task: Task) -> Task {
-    let installer = ksearch_eval::libraries::Installer::here();
+/// linker does not find (or whose modules `python` does not) is left out (the reference becomes
+/// the baseline), and the user is told once, on stderr, what is missing, what speedups are
+/// quoted against and how to install it.
+pub(crate) fn without_missing_dependencies(mut task: Task, python: Option<&str>) -> Task {
+    let installer = ksearch_eval::dependencies::Installer::here();
     let mut stderr = std::io::stderr().lock();
-    for u in ksearch_eval::libraries::drop_unavailable(&mut task) {
+    for u in
+        ksearch_eval::dependencies::drop_unavailable(&mut task, python.map(std::path::Path::new))
+    {
         let _ = writeln!(stderr, "note: {}", u.notice(installer));
     }
     task

@@ -288,7 +288,7 @@ fn proposer_for(
 fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
     let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
     let mut evaluator = LocalEvaluator::new(backend_for(
-        task.spec.backend,
+        task,
         &backend_options(exe, settings),
     )?);
     evaluator.set_machine_check(machine::weak_baseline);
@@ -363,8 +363,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             (run.task.clone(), config)
         }
         None => {
-            let task =
-                super::eval::without_missing_libraries(crate::commands::load_task(&args.task)?);
+            let task = super::eval::without_missing_dependencies(
+                crate::commands::load_task(&args.task)?,
+                args.eval.python.as_deref(),
+            );
             let models = choose_models(&args.models, &cfg)?;
             let host = HostCpu::detect();
             let config = RunConfig {
@@ -513,7 +515,10 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let run = open_run_writer(&args.run_dir)?;
     // The run's speedups are quoted against its baseline: without the baseline's libraries it
     // cannot go on (the error says how to install them).
-    ksearch_eval::libraries::require_available(&run.task)?;
+    ksearch_eval::dependencies::require_available(
+        &run.task,
+        run.config.eval.python.as_deref().map(std::path::Path::new),
+    )?;
     let mut models = run.config.llm.clone();
     if let Some(m) = models.as_mut() {
         if args.max_cost.is_some() {

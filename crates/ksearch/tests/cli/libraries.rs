@@ -1,6 +1,7 @@
 //! Optional libraries (issue 18): a baseline whose library is missing gives way to the
 //! reference, said once; a run that cannot start leaves nothing behind; a stored run whose
-//! baseline library went missing refuses to resume and says how to install it.
+//! baseline library went missing refuses to resume and says how to install it. The Python
+//! backends' baselines name the modules they import instead, optional the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -266,5 +267,64 @@ fn matmul_quotes_openblas_where_it_is_installed() {
         j["baseline"],
         format!("OpenBLAS cblas_sgemm (1 thread) [{described}]")
     );
+    assert!(!stderr.contains("note:"), "{stderr}");
+}
+
+/// The torch test task (`tests/fixtures/torch_softmax`) with a baseline that imports `module`,
+/// whose PyPI package is `ksearch-fake-blas`.
+fn torch_task_with_baseline_importing(dir: &Path, module: &str) -> PathBuf {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_softmax");
+    let task = dir.join("torch_softmax");
+    std::fs::create_dir_all(&task).unwrap();
+    for f in ["reference.py", "seed.py"] {
+        std::fs::copy(from.join(f), task.join(f)).unwrap();
+    }
+    let reference = std::fs::read_to_string(from.join("reference.py")).unwrap();
+    std::fs::write(
+        task.join("baseline.py"),
+        format!("import {module}\n{reference}"),
+    )
+    .unwrap();
+    let toml = std::fs::read_to_string(from.join("task.toml")).unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        format!(
+            "{toml}\n[baseline]\nname = \"FakeBLAS softmax\"\nfile = \"baseline.py\"\nmodules = [\"{module}\"]\n\n[baseline.install.{module}]\nname = \"FakeBLAS\"\npip = \"ksearch-fake-blas\"\n"
+        ),
+    )
+    .unwrap();
+    task
+}
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn a_torch_baseline_whose_module_is_missing_gives_way_to_the_reference_with_its_pip_package() {
+    let dir = tempfile::tempdir().unwrap();
+    let eval = |task: &Path| {
+        let mut args = vec!["eval", task.to_str().unwrap(), "--target", "cpu", "--json"];
+        args.extend_from_slice(QUICK);
+        let (code, stdout, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 0, "{stderr}");
+        let j: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(j["status"], "passed", "{j}");
+        (j, stderr)
+    };
+    let missing =
+        torch_task_with_baseline_importing(&dir.path().join("missing"), "ksearchfakeblas");
+    let (j, stderr) = eval(&missing);
+    assert_eq!(j["baseline"], "reference (reference.py)", "{j}");
+    assert_eq!(stderr.matches("note:").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("note: the baseline `FakeBLAS softmax` needs FakeBLAS (Python module `ksearchfakeblas`), which `python3` does not find on this machine: speedups are quoted against the reference (reference.py) instead. To measure against it, install it with `python3 -m pip install ksearch-fake-blas`."),
+        "{stderr}"
+    );
+
+    // A module the worker's Python has: the baseline is the task's.
+    let present = torch_task_with_baseline_importing(&dir.path().join("present"), "json");
+    let (j, stderr) = eval(&present);
+    assert_eq!(j["baseline"], "FakeBLAS softmax", "{j}");
     assert!(!stderr.contains("note:"), "{stderr}");
 }

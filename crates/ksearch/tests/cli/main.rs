@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 mod baselines;
+mod external_worker;
 mod fallback;
 mod import;
 #[path = "../common/softmax_kernels.rs"]
@@ -74,6 +75,7 @@ fn tasks_lists_the_builtin_cpu_tasks() {
         "cpu/linear_recurrence",
         "cpu/rmsnorm",
         "torch/gemm",
+        "torch/gemm_bf16",
         "torch/gqa_paged_decode",
         "torch/kb_l1_softmax",
     ] {
@@ -88,8 +90,8 @@ fn tasks_lists_the_builtin_cpu_tasks() {
     let rows: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
         rows.as_array().unwrap().len(),
-        15,
-        "four cpu, three mlx and eight torch tasks"
+        16,
+        "four cpu, three mlx and nine torch tasks"
     );
     let matmul = rows
         .as_array()

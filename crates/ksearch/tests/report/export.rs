@@ -258,3 +258,95 @@ fn the_exported_mlx_package_is_valid_python_and_calls_the_candidate() {
         );
     }
 }
+
+/// The torch package `ksearch export` writes for `task` (a built-in) when node 4's candidate is
+/// `candidate`, under `dir`.
+fn torch_export(dir: &Path, task: &str, candidate: &str) {
+    let mut data = ksearch_report::sample::run_data(BackendKind::Torch);
+    data.task = ksearch_tasks::load_task(task).unwrap();
+    let hash = data
+        .tree
+        .get(4)
+        .unwrap()
+        .solution
+        .as_ref()
+        .unwrap()
+        .source_hash
+        .clone();
+    data.sources.insert(hash, candidate.to_owned());
+    let export = ksearch_report::export::export_with(&data, 4, None).unwrap();
+    ksearch_report::export::write(&export, dir).unwrap();
+}
+
+fn torch_python(dir: &Path, code: &str) -> String {
+    run_cmd(
+        Command::new("python3")
+            .args(["-c", code])
+            .current_dir(dir)
+            .env("KSEARCH_DEVICE", "cpu"),
+    )
+}
+
+#[test]
+#[cfg_attr(not(has_torch), ignore = "needs python3 with PyTorch")]
+fn the_exported_torch_package_calls_run_with_the_axes_its_signature_takes() {
+    let tmp = tempfile::tempdir().unwrap();
+    // FlashInfer-Bench's `run(A, B)`, which takes no axes and returns a dict.
+    let bare = tmp.path().join("bare");
+    torch_export(
+        &bare,
+        "torch/gemm",
+        "import torch\n\ndef run(A, B):\n    return {\"C\": torch.matmul(A, B.T)}\n",
+    );
+    // A `run` naming two of the three axes, as keywords.
+    let named = tmp.path().join("named");
+    torch_export(
+        &named,
+        "torch/gemm",
+        "import torch\n\ndef run(A, B, *, M, K):\n    assert (M, K) == tuple(A.shape), (M, K)\n    return torch.matmul(A, B.T) + KSEARCH_TARGET.count('cpu')\n",
+    );
+    let code = "import torch, gemm_n_4096_k_4096 as g\n\
+                torch.manual_seed(0)\n\
+                A, B = torch.randn(8, 16), torch.randn(4, 16)\n\
+                C = g.gemm_n_4096_k_4096(A, B)\n\
+                print(type(C).__name__, tuple(C.shape), round(float((C - A @ B.T).abs().max()), 4))";
+    assert_eq!(torch_python(&bare, code), "Tensor (8, 4) 0.0\n");
+    // The candidate saw KSEARCH_TARGET = "cpu" and its two axes.
+    assert_eq!(torch_python(&named, code), "Tensor (8, 4) 1.0\n");
+    assert!(!bare.join("gemm_n_4096_k_4096/_reference.py").exists());
+}
+
+#[test]
+#[cfg_attr(not(has_torch), ignore = "needs python3 with PyTorch")]
+fn the_exported_torch_package_builds_model_new_as_the_harness_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A ModelNew computing the problem's Gemm, multiply and LeakyReLU its own way, from the
+    // same parameters made in the same order: it has the Model's weights only when it is built
+    // with the task's constructor arguments right after torch.manual_seed(42).
+    let candidate = "import torch\n\n\
+        class ModelNew(torch.nn.Module):\n\
+        \x20   def __init__(self, in_features, out_features, multiplier, negative_slope):\n\
+        \x20       super().__init__()\n\
+        \x20       self.gemm = torch.nn.Linear(in_features, out_features)\n\
+        \x20       self.multiplier, self.slope = multiplier, negative_slope\n\n\
+        \x20   def forward(self, x):\n\
+        \x20       y = torch.addmm(self.gemm.bias, x, self.gemm.weight.T) * self.multiplier\n\
+        \x20       return torch.where(y > 0, y, y * self.slope)\n";
+    torch_export(tmp.path(), "torch/kb_l2_gemm_multiply_leakyrelu", candidate);
+    let pkg = "kernelbench_12_gemm_multiply_leakyrelu";
+    assert!(tmp.path().join(pkg).join("_reference.py").exists());
+    let code = format!(
+        "import torch, {pkg} as k\n\
+         import importlib.util as u\n\
+         spec = u.spec_from_file_location('problem', '{pkg}/_reference.py')\n\
+         p = u.module_from_spec(spec); spec.loader.exec_module(p)\n\
+         x = torch.rand(4, 64)\n\
+         y = k.{pkg}(x)\n\
+         p.in_features = 64\n\
+         torch.manual_seed(42)\n\
+         want = p.Model(*p.get_init_inputs())(x)\n\
+         other = k.{pkg}(x, in_features=64)\n\
+         print(tuple(y.shape), bool(torch.allclose(y, want, atol=1e-5)), bool(torch.equal(y, other)))"
+    );
+    assert_eq!(torch_python(tmp.path(), &code), "(4, 8192) True True\n");
+}

@@ -1,12 +1,13 @@
-//! The optional libraries of a task's baseline and comparisons (`libs` in `task.toml`): whether
-//! the linker finds them on this machine, decided in the orchestrator before any request is
-//! built, and what to tell the user when one is missing.
+//! What a task's baseline and comparisons need that a machine may lack (`libs` in `task.toml`,
+//! linked as `-l<name>`; `modules` on the Python backends, imported): whether this machine has
+//! it, decided in the orchestrator before any request is built, and what to tell the user when
+//! it does not. Libraries are asked of the C compiler, modules of the worker's Python.
 //!
-//! A missing library is not an error for a new run or an evaluation: [`drop_unavailable`] takes
-//! the implementations that need it out of the task (a baseline gives way to the reference), and
-//! the caller says once what is missing, what the speedups are quoted against instead, and the
-//! command that installs it. A request for a task that still names a missing library is refused
-//! ([`EvalError::MissingLibrary`]) rather than failing to link in the worker.
+//! A missing dependency is not an error for a new run or an evaluation: [`drop_unavailable`]
+//! takes the implementations that need it out of the task (a baseline gives way to the
+//! reference), and the caller says once what is missing, what the speedups are quoted against
+//! instead, and the command that installs it. A request for a task that still names a missing
+//! one is refused ([`EvalError::MissingDependency`]) rather than failing in the worker.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,28 +15,53 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
+use ksearch_core::backend::Dependency;
 use ksearch_core::task::{Baseline, InstallHint, Task};
 
+use crate::backend::DEFAULT_PYTHON;
 use crate::error::EvalError;
 
-/// Whether the C compiler (`$CC`, else `cc`) links `-l<name>` here. Probed once per process by
-/// linking an empty shared object, as the worker links a baseline.
-pub fn available(name: &str) -> bool {
+/// `probe()`'s answer for `key`, asked once per process.
+fn once(key: String, probe: impl FnOnce() -> bool) -> bool {
     static PROBED: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
     let probed = PROBED.get_or_init(Default::default);
     if let Some(&known) = probed
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(name)
+        .get(&key)
     {
         return known;
     }
-    let found = link_probe(name);
+    let found = probe();
     probed
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(name.to_owned(), found);
+        .insert(key, found);
     found
+}
+
+/// Whether the C compiler (`$CC`, else `cc`) links `-l<name>` here. Probed once per process by
+/// linking an empty shared object, as the worker links a baseline.
+pub fn library_available(name: &str) -> bool {
+    once(format!("-l{name}"), || link_probe(name))
+}
+
+/// Whether `python` finds the module `name` (`importlib.util.find_spec`, which does not import
+/// it). Asked once per process and interpreter.
+pub fn module_available(python: &Path, name: &str) -> bool {
+    once(format!("{}\0{name}", python.display()), || {
+        Command::new(python)
+            .args([
+                "-c",
+                "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)",
+                name,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 fn link_probe(name: &str) -> bool {
@@ -90,19 +116,35 @@ impl Installer {
     }
 }
 
-/// A library the linker does not find, and how to get it.
+/// A library the linker does not find, or a module the worker's Python does not, and how to get
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingLibrary {
-    /// As in `-l<name>`.
+pub struct MissingDependency {
+    /// As in `-l<name>`, or `import <name>`.
     pub name: String,
+    pub dependency: Dependency,
     pub install: Option<InstallHint>,
 }
 
-impl fmt::Display for MissingLibrary {
+impl MissingDependency {
+    /// How it is named to a user without its common name: `-lopenblas`, `the Python module
+    /// flashinfer`.
+    fn technical(&self) -> String {
+        match self.dependency {
+            Dependency::Library => format!("-l{}", self.name),
+            Dependency::PythonModule => format!("the Python module `{}`", self.name),
+        }
+    }
+}
+
+impl fmt::Display for MissingDependency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.install {
-            Some(h) => write!(f, "{} (-l{})", h.name, self.name),
-            None => write!(f, "-l{}", self.name),
+        match (&self.install, self.dependency) {
+            (Some(h), Dependency::Library) => write!(f, "{} (-l{})", h.name, self.name),
+            (Some(h), Dependency::PythonModule) => {
+                write!(f, "{} (Python module `{}`)", h.name, self.name)
+            }
+            (None, _) => f.write_str(&self.technical()),
         }
     }
 }
@@ -114,15 +156,17 @@ pub enum Part {
     Comparison,
 }
 
-/// A baseline or comparison that needs libraries missing here.
+/// A baseline or comparison that needs libraries or modules missing here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable {
     pub part: Part,
     /// The implementation's name, e.g. "OpenBLAS cblas_sgemm (1 thread)".
     pub name: String,
-    pub missing: Vec<MissingLibrary>,
+    pub missing: Vec<MissingDependency>,
     /// What speedups are quoted against without it, e.g. "reference (reference.c)".
     pub quoted_against: String,
+    /// The Python that was asked for modules.
+    pub python: String,
 }
 
 fn list(items: &[String]) -> String {
@@ -134,52 +178,65 @@ fn list(items: &[String]) -> String {
 }
 
 impl Unavailable {
-    /// The libraries, as said to a user: "OpenBLAS (-lopenblas)".
-    pub fn libraries(&self) -> String {
-        list(
-            &self
-                .missing
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>(),
-        )
+    /// What is missing, as said to a user: "OpenBLAS (-lopenblas)", "FlashInfer (Python module
+    /// `flashinfer`)".
+    pub fn needs(&self) -> String {
+        self.each(ToString::to_string)
     }
 
-    /// How to install what is missing: the one command where the system's packages are known,
-    /// else the names to look for.
+    /// Who was asked and did not find it: the linker, or the worker's Python.
+    pub fn finder(&self) -> String {
+        match self.missing.first().map(|m| m.dependency) {
+            Some(Dependency::PythonModule) => format!("`{}`", self.python),
+            _ => "the linker".into(),
+        }
+    }
+
+    /// How to install what is missing: the one command where the packages are known, else the
+    /// names to look for.
     pub fn install_advice(&self, installer: Installer) -> String {
-        let packages: Option<Vec<String>> = self
+        if self
             .missing
             .iter()
-            .map(|m| m.install.as_ref().and_then(|h| h.debian.clone()))
-            .collect();
-        match (installer, packages) {
+            .all(|m| m.dependency == Dependency::PythonModule)
+        {
+            return match self.packages(|h| h.pip.as_deref()) {
+                Some(p) => format!("install it with `{} -m pip install {p}`", self.python),
+                None => format!(
+                    "install the Python package that provides {} for `{}`",
+                    self.each(MissingDependency::technical),
+                    self.python
+                ),
+            };
+        }
+        match (installer, self.packages(|h| h.debian.as_deref())) {
             (Installer::Apt { root }, Some(p)) => format!(
-                "install it with `{}apt-get install {}`",
+                "install it with `{}apt-get install {p}`",
                 if root { "" } else { "sudo " },
-                p.join(" ")
             ),
             _ => format!(
                 "install {} (the development package that provides {}) with your system's package manager",
-                list(
-                    &self
-                        .missing
-                        .iter()
-                        .map(|m| m
-                            .install
-                            .as_ref()
-                            .map_or_else(|| format!("the library {}", m.name), |h| h.name.clone()))
-                        .collect::<Vec<_>>()
-                ),
-                list(
-                    &self
-                        .missing
-                        .iter()
-                        .map(|m| format!("-l{}", m.name))
-                        .collect::<Vec<_>>()
-                ),
+                self.each(|m| m
+                    .install
+                    .as_ref()
+                    .map_or_else(|| format!("the library {}", m.name), |h| h.name.clone())),
+                self.each(MissingDependency::technical),
             ),
         }
+    }
+
+    /// The packages that provide what is missing, space-separated, where every one is known.
+    fn packages(&self, package: impl Fn(&InstallHint) -> Option<&str>) -> Option<String> {
+        self.missing
+            .iter()
+            .map(|m| m.install.as_ref().and_then(&package))
+            .collect::<Option<Vec<_>>>()
+            .map(|p| p.join(" "))
+    }
+
+    /// `say` of each missing dependency, as a list: "a, b and c".
+    fn each(&self, say: impl Fn(&MissingDependency) -> String) -> String {
+        list(&self.missing.iter().map(say).collect::<Vec<_>>())
     }
 
     /// The message for a run or evaluation that goes on without the implementation.
@@ -199,85 +256,89 @@ impl Unavailable {
             ),
         };
         format!(
-            "the {what} `{}` needs {}, which the linker does not find on this machine: {instead}. To measure against it, {}.",
+            "the {what} `{}` needs {}, which {} does not find on this machine: {instead}. To measure against it, {}.",
             self.name,
-            self.libraries(),
+            self.needs(),
+            self.finder(),
             self.install_advice(installer)
         )
     }
 }
 
-fn missing_of(b: &Baseline) -> Vec<MissingLibrary> {
-    b.libs
-        .iter()
-        .filter(|l| !available(l))
-        .map(|l| MissingLibrary {
-            name: l.clone(),
-            install: b.install.get(l).cloned(),
+/// What `b` needs that this machine lacks; modules are asked of `python`.
+fn missing_of(b: &Baseline, python: &Path) -> Vec<MissingDependency> {
+    let libs = b.libs.iter().map(|l| (l, Dependency::Library));
+    let modules = b.modules.iter().map(|m| (m, Dependency::PythonModule));
+    libs.chain(modules)
+        .filter(|(name, dependency)| match dependency {
+            Dependency::Library => !library_available(name),
+            Dependency::PythonModule => !module_available(python, name),
+        })
+        .map(|(name, dependency)| MissingDependency {
+            name: name.clone(),
+            dependency,
+            install: b.install.get(name).cloned(),
         })
         .collect()
 }
 
 /// Takes out of `task` the baseline and the comparisons whose libraries the linker does not find
-/// here: the baseline gives way to the reference. Returns what was taken out, for the caller to
-/// say once; empty when everything is available.
-pub fn drop_unavailable(task: &mut Task) -> Vec<Unavailable> {
+/// here, or whose modules `python` (`--python`; `python3` when `None`) does not: the baseline
+/// gives way to the reference. Returns what was taken out, for the caller to say once; empty
+/// when everything is available.
+pub fn drop_unavailable(task: &mut Task, python: Option<&Path>) -> Vec<Unavailable> {
+    let python = python.unwrap_or(Path::new(DEFAULT_PYTHON));
+    let unavailable = |part, b: &Baseline, missing, quoted_against| Unavailable {
+        part,
+        name: b.name.clone(),
+        missing,
+        quoted_against,
+        python: python.display().to_string(),
+    };
     let mut out = Vec::new();
-    if let Some(b) = &task.baseline {
-        let missing = missing_of(b);
-        if !missing.is_empty() {
-            let name = b.name.clone();
-            task.baseline = None;
-            out.push(Unavailable {
-                part: Part::Baseline,
-                name,
+    if let Some(b) = task.baseline.take() {
+        let missing = missing_of(&b, python);
+        if missing.is_empty() {
+            task.baseline = Some(b);
+        } else {
+            out.push(unavailable(
+                Part::Baseline,
+                &b,
                 missing,
-                quoted_against: task.baseline_name(),
-            });
+                task.baseline_name(),
+            ));
         }
     }
     let quoted_against = task.baseline_name();
     task.comparisons.retain(|c| {
-        let missing = missing_of(c);
+        let missing = missing_of(c, python);
         if missing.is_empty() {
             return true;
         }
-        out.push(Unavailable {
-            part: Part::Comparison,
-            name: c.name.clone(),
+        out.push(unavailable(
+            Part::Comparison,
+            c,
             missing,
-            quoted_against: quoted_against.clone(),
-        });
+            quoted_against.clone(),
+        ));
         false
     });
     out
 }
 
-/// Refuses a task that still names an implementation whose libraries are missing here (a stored
-/// run's, say): it would fail to link in the worker.
-pub fn require_available(task: &Task) -> Result<(), EvalError> {
-    let parts = task
-        .baseline
-        .iter()
-        .map(|b| (Part::Baseline, b))
-        .chain(task.comparisons.iter().map(|c| (Part::Comparison, c)));
-    for (part, b) in parts {
-        let missing = missing_of(b);
-        if !missing.is_empty() {
-            let u = Unavailable {
-                part,
-                name: b.name.clone(),
-                missing,
-                quoted_against: task.baseline_name(),
-            };
-            return Err(EvalError::MissingLibrary {
-                name: u.name.clone(),
-                libraries: u.libraries(),
-                advice: u.install_advice(Installer::here()),
-            });
-        }
+/// Refuses a task that still names an implementation whose libraries or modules are missing
+/// here (a stored run's, say): it would fail in the worker.
+pub fn require_available(task: &Task, python: Option<&Path>) -> Result<(), EvalError> {
+    let mut task = task.clone();
+    match drop_unavailable(&mut task, python).into_iter().next() {
+        None => Ok(()),
+        Some(u) => Err(EvalError::MissingDependency {
+            name: u.name.clone(),
+            needs: u.needs(),
+            finder: u.finder(),
+            advice: u.install_advice(Installer::here()),
+        }),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -298,6 +359,7 @@ mod tests {
             name: name.into(),
             source: source("baseline.c"),
             libs: libs.iter().map(|l| (*l).to_owned()).collect(),
+            modules: Vec::new(),
             install: hint
                 .map(|(n, deb)| {
                     (
@@ -305,6 +367,7 @@ mod tests {
                         InstallHint {
                             name: n.into(),
                             debian: deb.map(Into::into),
+                            pip: None,
                         },
                     )
                 })
@@ -327,17 +390,18 @@ mod tests {
             baseline,
             comparisons,
             space: None,
+            worker: None,
         }
     }
 
     #[test]
     fn the_linker_is_asked_once_per_library() {
-        assert!(available(PRESENT));
-        assert!(!available(MISSING));
+        assert!(library_available(PRESENT));
+        assert!(!library_available(MISSING));
         // Cached: the answer stands without the compiler.
         let started = std::time::Instant::now();
         for _ in 0..100 {
-            assert!(!available(MISSING));
+            assert!(!library_available(MISSING));
         }
         assert!(started.elapsed() < std::time::Duration::from_millis(50));
     }
@@ -350,16 +414,16 @@ mod tests {
             Some(("BLAS", Some("libblas-dev"))),
         );
         let mut t = task(Some(blas.clone()), Vec::new());
-        assert!(require_available(&t).is_err());
-        let dropped = drop_unavailable(&mut t);
+        assert!(require_available(&t, None).is_err());
+        let dropped = drop_unavailable(&mut t, None);
         assert!(t.baseline.is_none());
         assert_eq!(t.baseline_name(), "reference (reference.c)");
-        assert!(require_available(&t).is_ok());
+        assert!(require_available(&t, None).is_ok());
         assert_eq!(dropped.len(), 1);
         let u = &dropped[0];
         assert_eq!(u.part, Part::Baseline);
         assert_eq!(u.quoted_against, "reference (reference.c)");
-        assert_eq!(u.libraries(), format!("BLAS (-l{MISSING})"));
+        assert_eq!(u.needs(), format!("BLAS (-l{MISSING})"));
         let notice = u.notice(Installer::Apt { root: false });
         assert_eq!(
             notice,
@@ -380,7 +444,7 @@ mod tests {
         );
         // Available libraries change nothing.
         let mut t = task(Some(implementation("libm", &[PRESENT], None)), Vec::new());
-        assert!(drop_unavailable(&mut t).is_empty());
+        assert!(drop_unavailable(&mut t, None).is_empty());
         assert!(t.baseline.is_some());
     }
 
@@ -393,7 +457,7 @@ mod tests {
                 implementation("gone", &[PRESENT, MISSING], None),
             ],
         );
-        let dropped = drop_unavailable(&mut t);
+        let dropped = drop_unavailable(&mut t, None);
         assert_eq!(t.comparisons.len(), 1);
         assert_eq!(t.comparisons[0].name, "kept");
         assert_eq!(dropped.len(), 1);
@@ -410,6 +474,41 @@ mod tests {
         assert!(
             notice.contains(&format!("install the library {MISSING}")),
             "{notice}"
+        );
+    }
+
+    #[test]
+    fn a_missing_python_module_is_named_with_its_pip_package() {
+        let mut flashinfer = implementation("FlashInfer decode", &[], None);
+        flashinfer.modules = vec!["flashinfer".into()];
+        flashinfer.install = [(
+            "flashinfer".to_owned(),
+            InstallHint {
+                name: "FlashInfer".into(),
+                debian: None,
+                pip: Some("flashinfer-python".into()),
+            },
+        )]
+        .into();
+        let mut bare = flashinfer.clone();
+        bare.name = "bare".into();
+        bare.install.clear();
+        let mut t = task(None, vec![flashinfer, bare]);
+        // An interpreter that is not there finds nothing.
+        let python = Path::new("/nonexistent/bin/python3");
+        assert!(require_available(&t, Some(python)).is_err());
+        let dropped = drop_unavailable(&mut t, Some(python));
+        assert!(t.comparisons.is_empty());
+        assert_eq!(
+            dropped[0].notice(Installer::Apt { root: false }),
+            "the comparison `FlashInfer decode` needs FlashInfer (Python module `flashinfer`), which `/nonexistent/bin/python3` does not find on this machine: it is left out (speedups are quoted against reference (reference.c) as before). To measure against it, install it with `/nonexistent/bin/python3 -m pip install flashinfer-python`."
+        );
+        assert!(
+            dropped[1].notice(Installer::Other).ends_with(
+                "needs the Python module `flashinfer`, which `/nonexistent/bin/python3` does not find on this machine: it is left out (speedups are quoted against reference (reference.c) as before). To measure against it, install the Python package that provides the Python module `flashinfer` for `/nonexistent/bin/python3`."
+            ),
+            "{}",
+            dropped[1].notice(Installer::Other)
         );
     }
 
