@@ -4,7 +4,7 @@
 (a) mlx-lm as installed, (b) mlx-lm with kernels exported by ksearch (adapters/mlx_lm_mamba.py),
 (c) mamba.py on PyTorch (CUDA, f16; skipped and said so where torch or CUDA is missing).
 
-    python3 bench/mamba_e2e.py --scan EXPORT_DIR --step EXPORT_DIR --out OUT.json
+    python3 bench/mamba_e2e.py (--scan EXPORT_DIR --step EXPORT_DIR | --only-mamba-py) --out OUT.json
         [--lengths 512,1024,2048,4096] [--decode 128] [--prompt 512] [--reps 3] [--tiny]
 
 Before timing, (b) is checked against (a): logits of a prompt of the shortest verified length
@@ -156,8 +156,9 @@ def torch_side(config, lengths, prompt_len, decode, reps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scan", required=True)
-    ap.add_argument("--step", required=True)
+    ap.add_argument("--scan")
+    ap.add_argument("--step")
+    ap.add_argument("--only-mamba-py", action="store_true", help="time mamba.py alone (no exports needed)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--lengths", default="512,1024,2048,4096")
     ap.add_argument("--prompt", type=int, default=512)
@@ -167,6 +168,14 @@ def main():
     args = ap.parse_args()
     lengths = [int(n) for n in args.lengths.split(",")]
     config = TINY if args.tiny else MAMBA_370M
+    if args.only_mamba_py:
+        result = {"config": config, "tiny": args.tiny, "mamba_py": torch_side(config, lengths, args.prompt, args.decode, args.reps)}
+        print("mamba_py", json.dumps(result["mamba_py"]), flush=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        return
+    if not (args.scan and args.step):
+        ap.error("--scan and --step name the exports (or --only-mamba-py)")
     scan = mlx_lm_mamba.load_export(args.scan)
     step = mlx_lm_mamba.load_export(args.step)
     model = build_mlx(config, 0)

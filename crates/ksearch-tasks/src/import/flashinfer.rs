@@ -188,6 +188,7 @@ pub fn import(
             file: "definition.json".into(),
         }),
         worker: None,
+        build: None,
     };
     let header = format!(
         "# Imported by `ksearch import flashinfer-bench` from the FlashInfer-Bench definition `{}`\n# (definition.json beside this file). Const axes are derived constants.",

@@ -407,6 +407,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
             file: "problem.py".into(),
         }),
         worker: None,
+        build: None,
     };
     let header = format!(
         "# Imported by `ksearch import kernelbench` from {stem}.py (problem.py beside this file)."
