@@ -238,7 +238,10 @@ def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):
     pool = TorchPool(arrays, task, w, 1, reference.ns.get("make_inputs"))
     names = [s["name"] for s in task["outputs"]]
     try:
-        candidate.map_pool(pool)
+        try:
+            candidate.map_pool(pool)
+        except (CandidateError, RunnerLost) as e:
+            raise lost("the candidate", e, phase, w) from None
         run = reference.bind(torch, arrays.device, w["name"], axes, reference.init_args.get(w["name"], []), [s["name"] for s in task["inputs"]])
         worst = None
         for seed in seeds:
@@ -285,7 +288,10 @@ def check_workload(arrays, task, tol, w, seeds, reference, candidate, graph, pha
     pool = None if graph else Pool(task, w, 1)
     try:
         if pool is not None:
-            candidate.map_pool(pool)
+            try:
+                candidate.map_pool(pool)
+            except (CandidateError, RunnerLost) as e:
+                raise lost("the candidate", e, phase, w) from None
         worst = None
         for seed in seeds:
             inputs = make_inputs(arrays, task, w, seed)

@@ -912,7 +912,7 @@ debian = "libopenblas-dev"
                 "[baseline.install.openblas]\nname = \"OpenBLAS\"",
                 "[baseline.install.openblas]\nname = \" \"",
                 "baseline.install.openblas.name",
-                "give the library a name",
+                "the name users know it by",
             ),
         ];
         for (from, to, field, message) in cases {

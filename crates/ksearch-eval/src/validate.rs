@@ -186,6 +186,14 @@ pub(crate) fn validated(req: &EvaluateRequest, mut result: EvaluateResult) -> Ev
     }
     result.described.retain(|d| !d.text.is_empty());
     match check(req, &result) {
+        // A task's own worker is trusted as the user's code: its message stands, said to be its.
+        Ok(()) if result.status == Status::Passed && req.task.worker.is_some() => EvaluateResult {
+            message: format!(
+                "{} (the task's own worker: its checks and timing are its own)",
+                result.message
+            ),
+            ..result
+        },
         Ok(()) if result.status == Status::Passed => EvaluateResult {
             message: req.passed_message(),
             ..result

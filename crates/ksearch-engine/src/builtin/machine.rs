@@ -234,6 +234,7 @@ mod tests {
                 name: "OpenBLAS".into(),
                 source: source("baseline.c"),
                 libs: vec!["openblas".into()],
+                modules: Vec::new(),
                 install: Default::default(),
                 env: Default::default(),
             }),
@@ -241,6 +242,7 @@ mod tests {
             seed: source("seed.c"),
             comparisons: Vec::new(),
             space: None,
+            worker: None,
             spec,
         }
     }

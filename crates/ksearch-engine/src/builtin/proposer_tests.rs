@@ -28,6 +28,7 @@ fn softmax() -> Task {
         baseline: None,
         comparisons: Vec::new(),
         space: None,
+        worker: None,
     }
 }
 

@@ -290,10 +290,17 @@ impl FileSpace {
             let (name, value) = s
                 .split_once('=')
                 .ok_or_else(|| format!("`{s}`: write a setting as KNOB=VALUE"))?;
-            let knob = self.knobs.iter().find(|k| k.name == name.trim()).ok_or_else(|| {
-                let names: Vec<&str> = self.knobs.iter().map(|k| k.name.as_str()).collect();
-                format!("`{s}`: the space has no knob `{name}` (knobs: {})", names.join(", "))
-            })?;
+            let knob = self
+                .knobs
+                .iter()
+                .find(|k| k.name == name.trim())
+                .ok_or_else(|| {
+                    let names: Vec<&str> = self.knobs.iter().map(|k| k.name.as_str()).collect();
+                    format!(
+                        "`{s}`: the space has no knob `{name}` (knobs: {})",
+                        names.join(", ")
+                    )
+                })?;
             let value: i64 = value
                 .trim()
                 .parse()

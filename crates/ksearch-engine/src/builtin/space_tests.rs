@@ -218,11 +218,11 @@ fn pinned_knobs_hold_in_every_point_and_bad_settings_are_named() {
     let f = FileSpace::new(&spec(), &space(SPACE, TEMPLATE), Some(&hw)).unwrap();
     let pinned = f.pin(&["warps=4".to_string()]).unwrap();
     let points = f.points(100, &pinned);
-    assert_eq!(points.len(), 2, "{points:?}");
+    assert_eq!(points.len(), 3, "{points:?}");
     assert!(points.iter().all(|p| p["warps"] == 4), "{points:?}");
-    assert_eq!(f.size_with(&pinned), 2);
+    assert_eq!(f.size_with(&pinned), 3);
     let report = f.check(100, &pinned, |_, _| Ok(()));
-    assert_eq!(report.total, 2);
+    assert_eq!(report.total, 3);
     let e = f.pin(&["wraps=4".to_string()]).unwrap_err();
     assert!(e.contains("no knob `wraps`") && e.contains("warps"), "{e}");
     let e = f.pin(&["warps=3".to_string()]).unwrap_err();

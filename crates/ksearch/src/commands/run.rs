@@ -287,10 +287,7 @@ fn proposer_for(
 
 fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
     let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
-    let mut evaluator = LocalEvaluator::new(backend_for(
-        task,
-        &backend_options(exe, settings),
-    )?);
+    let mut evaluator = LocalEvaluator::new(backend_for(task, &backend_options(exe, settings))?);
     evaluator.set_machine_check(machine::weak_baseline);
     Ok(evaluator)
 }

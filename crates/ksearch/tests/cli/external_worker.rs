@@ -58,7 +58,9 @@ fn a_tasks_own_worker_checks_and_times_candidates_in_the_task_directory() {
     // Its working directory and KSEARCH_TASK_DIR are the task directory.
     assert_eq!(
         json["message"],
-        format!("passed by the task's own worker in {canonical} ({canonical})")
+        format!(
+            "passed by the task's own worker in {canonical} ({canonical}) (the task's own worker: its checks and timing are its own)"
+        )
     );
     let speedup = json["speedup"].as_f64().unwrap();
     assert!(speedup.is_finite() && speedup > 0.0, "{json}");

@@ -448,22 +448,30 @@ fn four_times_slower_impl<F: Fixture>(f: &F) {
     }
     let good = f.source(&Behaviour::Good);
     let mut ev = f.evaluator();
-    let slow = f.evaluate_with(&mut ev, &Behaviour::FourTimesSlower, Some(&good), &opts);
-    assert_eq!(
-        slow.result.status,
-        Status::Passed,
-        "{}",
-        slow.result.message
-    );
-    let vs_parent = slow
-        .speedup_vs_parent
-        .expect("timed against the parent")
-        .geomean;
     // Ideal is 0.25; the Python harnesses' per-call overhead on the small workload brings it
     // to about 0.46 (measured on the 2-core CI machine); the bound leaves room for load noise.
-    assert!(
-        vs_parent < f.slower_bound(),
-        "the 4× slower variant measured {vs_parent:.2}× of the good one (at most {} expected)",
+    // A machine busy with the rest of the suite can still blur one measurement: a second one
+    // is taken before failing, and a variant that does not measure slower fails both.
+    let mut measured = Vec::new();
+    for _ in 0..2 {
+        let slow = f.evaluate_with(&mut ev, &Behaviour::FourTimesSlower, Some(&good), &opts);
+        assert_eq!(
+            slow.result.status,
+            Status::Passed,
+            "{}",
+            slow.result.message
+        );
+        let vs_parent = slow
+            .speedup_vs_parent
+            .expect("timed against the parent")
+            .geomean;
+        if vs_parent < f.slower_bound() {
+            return;
+        }
+        measured.push(vs_parent);
+    }
+    panic!(
+        "the 4× slower variant measured {measured:.2?}× of the good one, twice (at most {} expected)",
         f.slower_bound()
     );
 }

@@ -129,14 +129,18 @@ fn answer_pending(rd: &Path, turn: usize) -> ManualCall {
     call
 }
 
-/// The pause's one line names both files.
+/// The pause is the last line on stderr (after the progress lines), said once, naming both files.
 fn assert_paused(out: &Output, rd: &Path) {
     let all = text(out);
     assert_eq!(out.status.code(), Some(PAUSED), "{all}");
     let call = pending_call(&rd.join("manual")).unwrap().unwrap();
-    let line = String::from_utf8_lossy(&out.stderr);
-    let line = line.trim();
-    assert!(!line.contains('\n'), "one line: {line}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.trim().lines().last().unwrap_or_default();
+    assert_eq!(
+        stderr.matches("paused: ").count(),
+        1,
+        "one pause line: {stderr}"
+    );
     assert!(
         line.starts_with("paused: model call")
             && line.contains(&call.prompt.display().to_string())
