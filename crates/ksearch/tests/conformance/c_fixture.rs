@@ -77,6 +77,12 @@ impl Fixture for CFixture {
                     "if (KSQ_TIMED) {{ for (int64_t i = 0; i < {n}; i++) y[i] = 0.5f; }} else {{ {ALL_ROWS} }}"
                 ),
             ),
+            Behaviour::HalfTheRowsWhenTimed => with_prelude(
+                TIMED,
+                &format!(
+                    "if (KSQ_TIMED) {{ int64_t h = rows / 2; for (int64_t r = 0; r < h; r++) row(x + r * cols, y + r * cols, cols); for (int64_t i = h * cols; i < {n}; i++) y[i] = 1.0f / (float)cols; }} else {{ {ALL_ROWS} }}"
+                ),
+            ),
             Behaviour::CopiesAnEarlierAnswer => with_prelude(
                 &format!(
                     "{TIMED}#include <stdlib.h>\nstatic float *ksq_last; static int64_t ksq_len;\n"

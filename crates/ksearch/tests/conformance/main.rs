@@ -83,6 +83,12 @@ macro_rules! conformance_suite {
             }
             #[test]
             $(#[$attr])*
+            fn computing_half_the_rows_while_timed_is_caught() {
+                let f = fixture();
+                outcome(&f, &Behaviour::HalfTheRowsWhenTimed);
+            }
+            #[test]
+            $(#[$attr])*
             fn exiting_the_process_is_a_runtime_error() {
                 let f = fixture();
                 outcome(&f, &Behaviour::Exits);

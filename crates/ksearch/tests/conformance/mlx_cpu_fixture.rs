@@ -77,6 +77,7 @@ impl Fixture for MlxCpuFixture {
             | Behaviour::CachesByAddress
             | Behaviour::GarbageWhenTimed
             | Behaviour::CopiesAnEarlierAnswer
+            | Behaviour::HalfTheRowsWhenTimed
             | Behaviour::WorkAfterDone
             | Behaviour::BackgroundWork => Expect::Status(Status::Passed, "passed"),
             other => default_expect(other),

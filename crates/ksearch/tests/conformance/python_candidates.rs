@@ -66,6 +66,11 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             TIMED,
             "return _softmax(x) * (0.5 if _timed() else 1.0)",
         ),
+        Behaviour::HalfTheRowsWhenTimed => module(
+            lib,
+            TIMED,
+            "if _timed():\n    y = x * 0.0 + 1.0 / cols\n    h = rows // 2\n    y[:h] = _softmax(x[:h])\n    return y\nreturn _softmax(x)",
+        ),
         Behaviour::CopiesAnEarlierAnswer => module(
             lib,
             &format!("{TIMED}_last = [None]\n_copies = [0]\n"),

@@ -34,6 +34,10 @@ pub(crate) enum Behaviour {
     /// computes one call in eight and returns a copy of its last honest answer from the other
     /// seven, finite and shaped like a softmax (rows sum to one), about eight times faster.
     CopiesAnEarlierAnswer,
+    /// Once timed, computes only the first half of the rows and fills the rest with the uniform
+    /// distribution (finite, each row summing to one): half the work, an answer that looks
+    /// like a softmax to any check that only asks for finite values or row sums.
+    HalfTheRowsWhenTimed,
     /// Says "done" at once when called back to back and computes on a thread afterwards.
     WorkAfterDone,
     /// Correct, but keeps a thread busy between calls.
@@ -150,9 +154,10 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         B::Nan | B::PartialWrite => Expect::Status(Status::Incorrect, "non-finite"),
         B::MutatesInput => Expect::Status(Status::Incorrect, "modified input"),
         B::CachesFirstAnswer => Expect::Status(Status::Incorrect, "seed"),
-        B::CachesByAddress | B::GarbageWhenTimed | B::CopiesAnEarlierAnswer => {
-            Expect::Status(Status::Incorrect, "while timed")
-        }
+        B::CachesByAddress
+        | B::GarbageWhenTimed
+        | B::CopiesAnEarlierAnswer
+        | B::HalfTheRowsWhenTimed => Expect::Status(Status::Incorrect, "while timed"),
         // Caught either in its outputs while timed, as an output that changed after "done", or
         // as CPU used outside its timed calls: every message says "timed".
         B::WorkAfterDone => Expect::Status(Status::Incorrect, "timed"),
