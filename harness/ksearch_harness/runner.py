@@ -362,10 +362,10 @@ def execute(sock, target):
                 # Only the workload being timed keeps its sets; when the workload changes, the
                 # memory MLX keeps cached for the last one goes back to the device, which the
                 # other contenders' processes share.
-                if w not in rounds and rounds:
-                    rounds.clear()
-                    mx.clear_cache()
+                other_workload = bool(rounds) and w not in rounds
                 rounds.clear()
+                if other_workload:
+                    mx.clear_cache()
                 arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * h["sets"])
                 sets = round_inputs(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"])
                 mx.eval(sets)

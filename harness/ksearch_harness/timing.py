@@ -22,6 +22,7 @@ import numpy as np
 from .contenders import BadOutput, GraphContender, Pool
 from .gauntlet import compare, index_name
 from .stats import batch_size, timing_stats
+from .torch_arrays import STORAGE
 
 MIN_SAMPLES_FLOOR = 3
 # A graph runner (MLX) holds a whole round of input sets on the device, with its outputs and the
@@ -29,7 +30,6 @@ MIN_SAMPLES_FLOOR = 3
 # candidate's processes fit on one GPU together (rounds of 64 sets of mlx/attention's n4096,
 # every workload's kept, took tens of GB a runner and ran an H200 out of memory).
 GRAPH_ROUND_BYTES = 8 << 30
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "i64": 8}
 # A batch lasts at least this long, so the synchronisation is a small part of it.
 MIN_BATCH_MS = 10.0
 MAX_CALLS = 64
@@ -78,9 +78,11 @@ def graph_round_calls(task, axes, max_calls):
     def elements(spec):
         return int(np.prod([axes[a] for a in spec["shape"]], dtype=np.int64))
 
-    ins = [elements(s) * DTYPE_BYTES.get(s["dtype"], 8) for s in task["inputs"]]
+    def nbytes(spec):
+        return elements(spec) * np.dtype(STORAGE[spec["dtype"]]).itemsize
+
     draw = max((elements(s) * 4 for s in task["inputs"]), default=0)
-    per_set = sum(ins) + draw + sum(2 * elements(s) * DTYPE_BYTES.get(s["dtype"], 8) for s in task["outputs"])
+    per_set = sum(nbytes(s) for s in task["inputs"]) + draw + sum(2 * nbytes(s) for s in task["outputs"])
     return int(max(2, min(max_calls, GRAPH_ROUND_BYTES // max(per_set, 1))))
 
 
