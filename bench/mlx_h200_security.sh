@@ -8,6 +8,10 @@
 #   wall    after the timing changes: wall time of `eval mlx/attention baseline.py` by the new and
 #           the old evaluator, the direct SDPA measurement, the selective_state_update seed
 #   hostile bench/mlx_hostile.py against mlx/selective_state_update (workload b16)
+#   profile wall time of `eval mlx/attention baseline.py` and of the selective_state_update seed
+#           by the new and the old evaluator, alternately, twice, starting from an empty MLX
+#           kernel cache (the first new evaluation fills it, as the first of a search does), with
+#           the judge's requests and steps profiled (bench/judge_profile, JSON lines)
 # Usage: bash bench/mlx_h200_security.sh STEP   (results in $OUT/STEP.tgz)
 set -uo pipefail
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
@@ -66,6 +70,24 @@ PY
     "$K" eval mlx/selective_state_update --target cuda --json > "$R/seed-ssu.json"
     echo "wall ssu seed $(( ($(date +%s%N) - s) / 1000000 )) ms"
     python3 -c "import json; j=json.load(open('$R/seed-ssu.json')); print(j['status']); [print(' ', w['name'], w['latency_ms'], w['baseline_latency_ms']['median']) for w in j['workloads']]"
+    ;;
+  profile)
+    rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/ksearch/mlx-kernels"
+    export JUDGE_PROFILE_OUT="$R/judge-profile.jsonl" PYTHONPATH="$PWD/bench/judge_profile:$PYTHONPATH"
+    for i in 1 2; do
+      for b in ${BINS:-"$K" "$OLD"}; do
+        for t in attention selective_state_update; do
+          args=(--seeds 1)
+          [ "$t" = attention ] && args+=(tasks/mlx/attention/baseline.py)
+          s=$(date +%s%N)
+          "$b" eval "mlx/$t" "${args[@]}" --target cuda --json > "$R/$t-$(basename "$b")-$i.json" 2> "$R/$t-$(basename "$b")-$i.err"
+          ms=$(( ($(date +%s%N) - s) / 1000000 ))
+          echo "{\"task\": \"$t\", \"bin\": \"$(basename "$b")\", \"pass\": $i, \"wall_ms\": $ms}" >> "$R/wall.jsonl"
+          echo "$t $(basename "$b") $i: $ms ms"
+          python3 -c "import json; j=json.load(open('$R/$t-$(basename "$b")-$i.json')); print(' ', j['status'], j.get('time_s')); [print('   ', w['name'], w['latency_ms']['median'], w['latency_ms']['runs'], w['latency_ms'].get('calls_per_sample')) for w in j['workloads']]" || tail -5 "$R/$t-$(basename "$b")-$i.err"
+        done
+      done
+    done
     ;;
   hostile)
     python3 bench/mlx_hostile.py "$K" mlx/selective_state_update cuda "$R/hostile" b16 | tee "$R/hostile.txt"

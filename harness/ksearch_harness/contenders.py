@@ -222,8 +222,10 @@ class GraphContender:
             return arrays
         return reply
 
-    def check(self, task, workload, seed):
-        reply, payload = self.runner.request({
+    def begin_check(self, task, workload, seed):
+        """Ask for one call on fresh inputs from `seed`, drawn in the runner; `end_check()`
+        reads the outputs. In between, the judge computes the reference."""
+        self.runner.send({
             "op": "check",
             "workload": workload["name"],
             "seed": seed,
@@ -231,6 +233,9 @@ class GraphContender:
             "shapes": [list(s) for s in self.shapes[workload["name"]]],
             "outputs": self.out_specs[workload["name"]],
         })
+
+    def end_check(self):
+        reply, payload = self.runner.receive()
         got = self._answer(reply, payload)
         if not isinstance(got, list):
             raise self.runner.lose(f"it answered {reply!r}")

@@ -19,6 +19,12 @@ MAX_PAYLOAD = 1 << 34
 SANDBOX_EXE_VAR = "KSEARCH_SANDBOX_EXE"
 # The kernel stamps each message on a clock socket with the time it was sent (Linux).
 SO_TIMESTAMPNS = 35
+# A runner answers "done" right after its clock byte. An answer that comes later than this (or
+# than LATE_REPLY_SHARE of the batch) means work went on after the clock stopped, which a
+# candidate sharing the runner's interpreter can arrange (it can send the byte early, or leave
+# one queued for the next batch): the batch then counts up to the answer.
+LATE_REPLY_S = 200e-6
+LATE_REPLY_SHARE = 0.02
 # Variables a runner may inherit from the judge (whose environment ksearch already scrubbed).
 PASS_ENV = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LANG", "LC_ALL")
 PASS_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "MLX_", "OMP_", "OPENBLAS_")
@@ -281,7 +287,14 @@ class Runner:
     def timed(self, header):
         """Send `header` (a timed batch) and wait for the answer. The seconds from the send to
         the kernel's stamp of the runner's "done" on the clock socket (or, without stamps, to
-        its arrival here)."""
+        its arrival here); to the answer's arrival when the answer comes late."""
+        # Clock bytes left over from an earlier batch say nothing about this one.
+        while True:
+            try:
+                if not self.clock.recv(16, socket.MSG_DONTWAIT):
+                    break
+            except OSError:
+                break
         t0 = time.time_ns()
         p0 = time.perf_counter()
         self.send(header)
@@ -297,10 +310,13 @@ class Runner:
                     sec, nsec = struct.unpack("qq", raw[:16])
                     stamp = sec * 1_000_000_000 + nsec
         reply, payload = self.receive()
+        replied = time.perf_counter()
         if stamp is not None and stamp > t0:
             seconds = (stamp - t0) / 1e9
         else:
             seconds = arrived - p0
+        if replied - arrived > max(LATE_REPLY_S, LATE_REPLY_SHARE * seconds):
+            seconds = replied - p0
         return seconds, reply, payload
 
     def kill(self):

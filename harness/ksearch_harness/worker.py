@@ -217,6 +217,10 @@ def load_torch_reference(arrays, req):
 
 
 def timing_options(arrays, reference, task, w):
+    if arrays.name == "mlx":
+        from .timing import GRAPH_MAX_CALLS, graph_round_bytes
+
+        return {"max_calls": GRAPH_MAX_CALLS, "round_bytes": graph_round_bytes(arrays)}
     if arrays.name != "torch":
         return {}
     from .timing import MAX_CALLS
@@ -294,6 +298,12 @@ def check_workload(arrays, task, tol, w, seeds, reference, candidate, graph, pha
                 raise lost("the candidate", e, phase, w) from None
         worst = None
         for seed in seeds:
+            if graph:
+                # The executor draws the same inputs and runs while the reference is computed.
+                try:
+                    candidate.begin_check(task, w, seed)
+                except RunnerLost as e:
+                    raise lost("the candidate", e, phase, w) from None
             inputs = make_inputs(arrays, task, w, seed)
             try:
                 expected = call(reference, inputs, axes, len(task["outputs"]), "the reference")
@@ -301,8 +311,9 @@ def check_workload(arrays, task, tol, w, seeds, reference, candidate, graph, pha
             except CandidateError as e:
                 raise TaskFault(str(e)) from None
             expected = [arrays.to_numpy(e) for e in expected]
+            del inputs
             try:
-                got = candidate.check(task, w, seed) if graph else candidate.check(pool, task, w, seed)
+                got = candidate.end_check() if graph else candidate.check(pool, task, w, seed)
             except BadOutput as e:
                 return merge(worst, zero_errors()), (seed, str(e))
             except (CandidateError, RunnerLost) as e:

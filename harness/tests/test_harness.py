@@ -268,6 +268,41 @@ class TimingArithmetic(unittest.TestCase):
                 r.stop()
         self.assertIn("while timed", e.exception.message)
 
+    def test_a_clock_stopped_early_does_not_hide_the_work_after_it(self):
+        # The candidate shares the direct runner's interpreter: it says "done" on the clock
+        # socket at the start of every call, then works (sleeping, as a GPU kernel's wait looks
+        # to the CPU, so no CPU is used outside the timed calls either).
+        early = ("import time\nimport numpy as np\nimport __main__ as runner\n_tick = runner.tick\nrunner.tick = lambda: None\n"
+                 "def run(x, *, r, c):\n    _tick()\n    time.sleep(0.004)\n    return (x * 2).astype(np.float32)\n")
+        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        runs = [direct(early), direct(REF, trusted=True)]
+        try:
+            cheat, honest = timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
+        finally:
+            for r in runs:
+                r.stop()
+        self.assertGreaterEqual(cheat["p10_ms"], 3.5)
+        self.assertLess(honest["median_ms"], 1.0)
+
+    def test_the_quick_whole_output_check_passes_only_what_the_full_one_would(self):
+        spec = {"name": "o", "dtype": "f16"}
+        tol = {"atol": 3e-3, "rtol": 3e-3, "norm_rtol": 3e-3}
+        want = np.random.default_rng(1).standard_normal(4096).astype(np.float16)
+        close = (want.astype(np.float32) * 1.0005).astype(np.float16)
+        self.assertTrue(timing.close_enough(spec, close, want, tol))
+        self.assertIsNone(gauntlet.compare(spec, close, want.astype(np.float64), tol)[1])
+        for broken in ("nan", "one", "all"):
+            got = close.copy()
+            if broken == "nan":
+                got[5] = np.nan
+            elif broken == "one":
+                got[7] += 1
+            else:
+                # Every element inside its bound, the norm of the difference not.
+                got = (want.astype(np.float32) + 0.9 * (3e-3 + 3e-3 * np.abs(want.astype(np.float32)))).astype(np.float16)
+            self.assertFalse(timing.close_enough(spec, got, want, tol), broken)
+            self.assertIsNotNone(gauntlet.compare(spec, got, want.astype(np.float64), tol)[1], broken)
+
     def test_sampled_positions_cover_every_call_and_output_unpredictably(self):
         rng = np.random.Generator(np.random.PCG64(1))
         pos = timing.sample_positions(rng, list(range(5)), [100, 3])
