@@ -276,6 +276,16 @@ pub(crate) struct ResumeArgs {
     /// Base URL of an OpenAI-compatible server, if it moved since the run started.
     #[arg(long)]
     pub(crate) base_url: Option<String>,
+    /// Another model for both roles in this session (a model run only; the tree, the budget and
+    /// the paid answers stay); the run keeps its own for later sessions.
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Another reasoning model in this session, overriding --model.
+    #[arg(long)]
+    pub(crate) reasoning_model: Option<String>,
+    /// Another code model in this session, overriding --model.
+    #[arg(long)]
+    pub(crate) codegen_model: Option<String>,
     #[command(flatten)]
     pub(crate) output: OutputFlags,
 }

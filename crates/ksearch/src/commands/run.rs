@@ -507,6 +507,26 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     report(&summary, &args.output, args.replay.is_none())
 }
 
+/// A resume's `--model`, `--reasoning-model` and `--codegen-model`, for this session.
+fn change_models(m: &mut LlmModels, args: &ResumeArgs) -> anyhow::Result<()> {
+    let both = args.model.as_ref();
+    for (role, new) in [
+        (&mut m.reasoning, args.reasoning_model.as_ref().or(both)),
+        (&mut m.codegen, args.codegen_model.as_ref().or(both)),
+    ] {
+        let Some(new) = new else { continue };
+        if new == "builtin" {
+            return crate::error::usage(
+                "a model run cannot go on with the builtin proposer: resume it with a model, or start a new run with --model builtin",
+            );
+        }
+        new.parse::<ModelSpec>()
+            .with_context(|| format!("invalid model `{new}`"))?;
+        role.clone_from(new);
+    }
+    Ok(())
+}
+
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let cfg = config::load()?;
     let run = open_run_writer(&args.run_dir)?;
@@ -524,6 +544,12 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         if args.base_url.is_some() {
             m.base_url.clone_from(&args.base_url);
         }
+        change_models(m, args)?;
+    } else if args.model.is_some() || args.reasoning_model.is_some() || args.codegen_model.is_some()
+    {
+        return crate::error::usage(
+            "this run's proposer is the builtin one, which a resume cannot give a model: start a new run with --model",
+        );
     }
     let proposer = proposer_for(
         &run.task,
@@ -563,8 +589,18 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         .as_ref()
         .and_then(|m| m.max_cost_usd)
         .map_or_else(String::new, |c| format!(", spending cap ${c:.2}"));
+    let model_words = models.as_ref().map_or_else(String::new, |m| {
+        if m.reasoning == m.codegen {
+            format!(", model {}", m.reasoning)
+        } else {
+            format!(
+                ", models {} (reasoning) and {} (code)",
+                m.reasoning, m.codegen
+            )
+        }
+    });
     observer.note(&format!(
-        "resuming the run in {}: {budget_words}{cost_words}",
+        "resuming the run in {}: {budget_words}{cost_words}{model_words}",
         args.run_dir.display()
     ));
     let until = deadline(time_budget(args.time, &cfg)?);

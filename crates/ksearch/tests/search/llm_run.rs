@@ -724,3 +724,126 @@ fn a_command_is_the_model_and_the_run_replays_without_it() {
     assert_eq!(j2["rounds"], j["rounds"]);
     assert!(!log.exists(), "the replay ran the command");
 }
+
+#[test]
+fn a_resume_can_change_the_model_and_a_builtin_run_cannot_take_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = dir.path().join("kernel.c");
+    std::fs::write(&kernel, kernels::good()).unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/exec_model/model.sh");
+    let model = |log: &std::path::Path| {
+        format!(
+            "exec:sh {} {} {}",
+            script.display(),
+            kernel.display(),
+            log.display()
+        )
+    };
+    let (first_log, second_log) = (dir.path().join("first.log"), dir.path().join("second.log"));
+    let (first, second) = (model(&first_log), model(&second_log));
+    let rd = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        &first,
+        "--iterations",
+        "1",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(QUICK);
+    let j = run_json(dir.path(), &args);
+    assert_eq!(j["rounds"], 1, "{j}");
+    let asked_first = std::fs::read_to_string(&first_log).unwrap().lines().count();
+
+    // Another model for the next session: it answers, the first is not asked again, and the
+    // run's record says who answered what.
+    let out = ksearch(&[
+        "resume",
+        rd.to_str().unwrap(),
+        "--model",
+        &second,
+        "--iterations",
+        "1",
+        "--json",
+    ])
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("model {second}")), "{stderr}");
+    let j2: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j2["rounds"], 2, "{j2}");
+    assert!(
+        std::fs::read_to_string(&second_log)
+            .unwrap()
+            .lines()
+            .count()
+            >= 1
+    );
+    assert_eq!(
+        std::fs::read_to_string(&first_log).unwrap().lines().count(),
+        asked_first
+    );
+    assert!(
+        j2["llm"][format!("codegen {second}")]["calls"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{j2}"
+    );
+    assert!(
+        j2["llm"][format!("codegen {first}")]["calls"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{j2}"
+    );
+
+    // A model run cannot turn builtin, nor take a model it cannot parse.
+    for bad in ["builtin", "nonsense:model"] {
+        let out = ksearch(&["resume", rd.to_str().unwrap(), "--model", bad])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("builtin") || stderr.contains("invalid model"),
+            "{bad}: {stderr}"
+        );
+    }
+
+    // A builtin run cannot take a model: a usage error that says what to do instead.
+    let brd = dir.path().join("builtin");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--run-dir",
+        brd.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(QUICK);
+    run_json(dir.path(), &args);
+    let out = ksearch(&["resume", brd.to_str().unwrap(), "--model", &second])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("start a new run with --model"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
