@@ -160,6 +160,9 @@ impl Fixture for CFixture {
                     "static int once = 0;\nif (!once) {{ once = 1; pthread_t th; pthread_create(&th, 0, later, 0); }}\n{ALL_ROWS}"
                 ),
             ),
+            Behaviour::StopsTheClockEarly | Behaviour::WaitsEachCall => {
+                unreachable!("an attack on Python runners' shared interpreter")
+            }
             Behaviour::ClockTamper => with_prelude(
                 "#include <time.h>\n#include <sys/time.h>\n",
                 &format!(

@@ -271,6 +271,59 @@ conformance_suite!(
     )]
 );
 
+/// A Python candidate shares its direct runner's interpreter, so it can send the byte that
+/// stops the judge's clock itself, early, and then do its work: the judge must time the batch up
+/// to the runner's "done". (MLX candidates only run while traced; C candidates have no such
+/// interpreter to share.)
+mod python_runners {
+    use super::*;
+
+    /// Timed against the same work done honestly, the early clock must read the same.
+    fn a_clock_stopped_early_gains_nothing<F: Fixture>(f: &F) {
+        let mut opts = quick_options();
+        if let Some(t) = opts.timing.as_mut() {
+            t.min_runs = 15;
+        }
+        let honest = f.source(&Behaviour::WaitsEachCall);
+        let e = f.evaluate_with(
+            &mut f.evaluator(),
+            &Behaviour::StopsTheClockEarly,
+            Some(&honest),
+            &opts,
+        );
+        assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
+        let vs_honest = e
+            .speedup_vs_parent
+            .as_ref()
+            .expect("timed against the honest one")
+            .geomean;
+        // Each call waits a millisecond: read up to the early clock byte it would be many times
+        // faster than the honest one.
+        assert!(
+            (0.5..2.0).contains(&vs_honest),
+            "measured {vs_honest:.2}× the honest candidate"
+        );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it)"
+    )]
+    fn mlx_harness_numpy_a_clock_stopped_early_gains_nothing() {
+        a_clock_stopped_early_gains_nothing(&numpy_fixture::NumpyFixture::new());
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it)"
+    )]
+    fn torch_harness_cpu_a_clock_stopped_early_gains_nothing() {
+        a_clock_stopped_early_gains_nothing(&torch_cpu_fixture::TorchCpuFixture::new());
+    }
+}
+
 /// Let anyone write in `dir`, so only the sandbox can stop a candidate writing there.
 fn open_to_all(dir: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;

@@ -153,6 +153,16 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             "import ctypes, threading\n_once = []\n",
             "if not _once:\n    _once.append(1)\n    threading.Timer(1.0, lambda: ctypes.string_at(0)).start()\nreturn _softmax(x)",
         ),
+        Behaviour::StopsTheClockEarly => module(
+            lib,
+            "import time as _time\nimport __main__ as _runner\n_tick = getattr(_runner, 'tick', None)\nif _tick is not None:\n    _runner.tick = lambda: None\n",
+            "if _tick is not None:\n    _tick()\ny = _softmax(x)\n_time.sleep(0.001)\nreturn y",
+        ),
+        Behaviour::WaitsEachCall => module(
+            lib,
+            "import time as _time\n",
+            "y = _softmax(x)\n_time.sleep(0.001)\nreturn y",
+        ),
         Behaviour::ClockTamper => module(
             lib,
             "import time\ntime.perf_counter = lambda: 0.0\ntime.perf_counter_ns = lambda: 0\ntime.monotonic = lambda: 0.0\ntime.time = lambda: 0.0\n",

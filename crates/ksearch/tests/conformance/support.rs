@@ -40,6 +40,13 @@ pub(crate) enum Behaviour {
     HalfTheRowsWhenTimed,
     /// Says "done" at once when called back to back and computes on a thread afterwards.
     WorkAfterDone,
+    /// Python runners only: stops the judge's clock itself, sending its runner's clock byte at
+    /// the start of every call (and silencing the runner's own), then does the work and waits a
+    /// millisecond (as a GPU kernel's wait looks to the CPU): timed up to the clock byte it would
+    /// read about 0 ms.
+    StopsTheClockEarly,
+    /// Honest, and waits a millisecond in every call: what `StopsTheClockEarly` really costs.
+    WaitsEachCall,
     /// Correct, but keeps a thread busy between calls.
     BackgroundWork,
     /// Names itself `marker`, tries to fork a child, and loops forever.
@@ -177,7 +184,9 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         | B::KillsEverything
         | B::MemoryHog
         | B::ThreadCrashesLater
-        | B::ClockTamper => Expect::Status(Status::Passed, "passed"),
+        | B::ClockTamper
+        | B::StopsTheClockEarly
+        | B::WaitsEachCall => Expect::Status(Status::Passed, "passed"),
     }
 }
 
