@@ -8,6 +8,7 @@
 #   wall    after the timing changes: wall time of `eval mlx/attention baseline.py` by the new and
 #           the old evaluator, the direct SDPA measurement, the selective_state_update seed
 #   hostile bench/mlx_hostile.py against mlx/selective_state_update (workload b16)
+#   rounds  what a timed round costs a graph runner, part by part (bench/mlx_round_cost.py)
 #   profile wall time of `eval mlx/attention baseline.py` and of the selective_state_update seed
 #           by the new and the old evaluator, alternately, twice, starting from an empty MLX
 #           kernel cache (the first new evaluation fills it, as the first of a search does), with
@@ -88,6 +89,9 @@ PY
         done
       done
     done
+    ;;
+  rounds)
+    PYTHONPATH="$PWD/harness:$PYTHONPATH" python3 bench/mlx_round_cost.py > "$R/round-cost.json" && cat "$R/round-cost.json"
     ;;
   hostile)
     python3 bench/mlx_hostile.py "$K" mlx/selective_state_update cuda "$R/hostile" b16 | tee "$R/hostile.txt"

@@ -2,10 +2,12 @@
 lets the harness's protocol, loading and checking be tested where no GPU exists). ksearch calls
 them the harness's arrays; a backend is what a task is written for (`mlx`, for this harness).
 
-Checked inputs are drawn with numpy from a seed, then handed to the array library, so a seed means
-the same values on every target. Timed inputs on MLX are drawn on the device, a round at a time."""
+Checked inputs are drawn from a seed by `draw_inputs`: with numpy for the numpy target, on the
+device for MLX (the same bits on every device). Timed inputs on MLX are drawn on the device too,
+a round at a time."""
 
 import zlib
+from math import gcd
 
 import numpy as np
 
@@ -70,6 +72,10 @@ class NumpyArrays:
     def poison(self, shapes_dtypes):
         pass
 
+    def draw_inputs(self, specs, shapes, seed, workload):
+        """One call's inputs from `seed`, as the judge and a runner both draw them."""
+        return [self.asarray(draw(s, tuple(shape), seed, workload), s["dtype"]) for s, shape in zip(specs, shapes)]
+
     def is_array(self, x):
         return isinstance(x, np.ndarray)
 
@@ -129,6 +135,18 @@ class MlxArrays:
                 junk.append(mx.full(shape, -1, dtype=self.dtypes[dtype]))
         mx.eval(junk)
         del junk
+
+    def draw_inputs(self, specs, shapes, seed, workload):
+        """One call's inputs from `seed`, drawn on the device (drawing a large workload's inputs
+        with numpy took a second a check, in the judge and again in the executor). MLX draws
+        the same bits on every device; normal values may differ in the last bit between them."""
+        mx = self.mx
+        ins = [
+            _device_draw(mx, self, s, tuple(shape), mx.random.key(stream_seed(seed, workload, s["name"])))
+            for s, shape in zip(specs, shapes)
+        ]
+        mx.eval(ins)
+        return ins
 
     def is_array(self, x):
         return isinstance(x, self.mx.array)
@@ -200,19 +218,46 @@ def _device_draw(mx, arrays, spec, shape, key):
 SET_ALIGN = 128
 
 
+def set_rows(shape):
+    """How many rows of `shape` (its first axis) one set of a round takes when the sets are
+    stacked along that axis and each starts on a SET_ALIGN boundary, or None where the padding
+    would more than double a set (or the shape has no axis)."""
+    if not shape or shape[0] == 0:
+        return None
+    row = int(np.prod(shape[1:], dtype=np.int64))
+    if row == 0:
+        return None
+    step = SET_ALIGN // gcd(row, SET_ALIGN)
+    rows = -(-shape[0] // step) * step
+    size = shape[0] * row
+    return rows if (rows - shape[0]) * row <= max(size, SET_ALIGN) else None
+
+
 def round_inputs(mx, arrays, specs, shapes, seed, count):
     """`count` sets of inputs for one timed round, drawn on the device from `seed` with one draw
     per input for the whole round (a draw per set and input costs thousands of small launches a
-    round, which on MLX's CUDA backend took longer than the kernels timed). Set `j` is a view of
-    row `j`; the same seed and count give the same sets in every process on one device."""
+    round, which on MLX's CUDA backend took longer than the kernels timed). The sets of an input
+    are stacked along its first axis and cut apart by one `mx.split`: a view per set, without
+    a slice and a reshape of its own (those took most of a short kernel's round). The same seed
+    and count give the same sets in every process on one device."""
     keys = mx.random.split(mx.random.key(seed & 0xFFFFFFFF), max(len(specs), 2))
     columns = []
     for i, (spec, shape) in enumerate(zip(specs, shapes)):
         shape = tuple(shape)
-        size = int(np.prod(shape, dtype=np.int64))
-        stride = max(-(-size // SET_ALIGN) * SET_ALIGN, SET_ALIGN)
-        rows = _device_draw(mx, arrays, spec, (count, stride), keys[i])
-        # Drawn one input at a time, so that only one input's f32 draw is alive at once.
-        mx.eval(rows)
-        columns.append([rows[j, :size].reshape(shape) for j in range(count)])
+        rows = set_rows(shape)
+        if rows is None:
+            size = int(np.prod(shape, dtype=np.int64))
+            stride = max(-(-size // SET_ALIGN) * SET_ALIGN, SET_ALIGN)
+            flat = _device_draw(mx, arrays, spec, (count, stride), keys[i])
+            # Drawn one input at a time, so that only one input's f32 draw is alive at once.
+            mx.eval(flat)
+            columns.append([flat[j, :size].reshape(shape) for j in range(count)])
+            continue
+        stacked = _device_draw(mx, arrays, spec, (count * rows, *shape[1:]), keys[i])
+        mx.eval(stacked)
+        if rows == shape[0]:
+            columns.append(mx.split(stacked, count, axis=0) if count > 1 else [stacked])
+        else:
+            cuts = [c for j in range(count) for c in (j * rows + shape[0], (j + 1) * rows)][:-1]
+            columns.append(mx.split(stacked, cuts, axis=0)[::2])
     return [list(s) for s in zip(*columns)]

@@ -17,13 +17,8 @@ def shape_of(spec, axes):
 
 
 def make_inputs(arrays, task, workload, seed):
-    from .arrays import draw
-
-    out = []
-    for spec in task["inputs"]:
-        values = draw(spec, shape_of(spec, workload["axes"]), seed, workload["name"])
-        out.append(arrays.asarray(values, spec["dtype"]))
-    return out
+    specs = task["inputs"]
+    return arrays.draw_inputs(specs, [shape_of(s, workload["axes"]) for s in specs], seed, workload["name"])
 
 
 def call(run, inputs, axes, n_outputs, what):

@@ -316,7 +316,7 @@ def export(mx, arrays, run, w):
 
 def execute(sock, target):
     """Run graphs traced elsewhere; inputs drawn here from the judge's seeds."""
-    from .arrays import arrays_for, draw, round_inputs
+    from .arrays import arrays_for, round_inputs
 
     arrays = arrays_for(target)
     mx = arrays.mx
@@ -342,16 +342,14 @@ def execute(sock, target):
             elif op == "check":
                 w = h["workload"]
                 specs = h["inputs"]
-                values = [draw(s, tuple(shape), h["seed"], w) for s, shape in zip(specs, h["shapes"])]
-                ins = [arrays.asarray(v, s["dtype"]) for v, s in zip(values, specs)]
-                mx.eval(ins)
+                ins = arrays.draw_inputs(specs, h["shapes"], h["seed"], w)
                 outs = list(fns[w](*ins))
                 mx.eval(outs)
                 problem = describe_outputs(arrays, outs, h["outputs"])
                 if problem is None:
-                    for s, x, v in zip(specs, ins, values):
-                        # Compared on the device: a round trip of every input costs more.
-                        if not mx.array_equal(x, arrays.asarray(v, s["dtype"]), equal_nan=True).item():
+                    # Drawn again and compared on the device: a round trip of every input costs more.
+                    for s, x, v in zip(specs, ins, arrays.draw_inputs(specs, h["shapes"], h["seed"], w)):
+                        if not mx.array_equal(x, v, equal_nan=True).item():
                             problem = f"modified input `{s['name']}`; inputs must not be written"
                             break
                 if problem is not None:

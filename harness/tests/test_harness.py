@@ -3,6 +3,7 @@ checks, the link to runners, shared memory, direct runners and timing arithmetic
 python3 -m unittest discover -s harness/tests (with KSEARCH_SANDBOX_EXE naming a ksearch binary,
 runners start in its sandbox; without it, as plain child processes)."""
 
+import importlib.util
 import json
 import os
 import socket
@@ -240,6 +241,46 @@ class TimingArithmetic(unittest.TestCase):
         self.assertLess(timing.graph_round_calls(task, large, 64), 64)
         huge = {"b": 64, "h": 32, "n": 4096, "d": 128}
         self.assertEqual(timing.graph_round_calls(task, huge, 64), 2)
+
+    @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
+    def test_a_graph_round_gives_every_call_its_own_inputs_of_the_declared_shapes(self):
+        from ksearch_harness.arrays import arrays_for, round_inputs, set_rows
+
+        arrays = arrays_for("cpu")
+        mx = arrays.mx
+        # Stacked as they are, stacked with padding rows, and cut one by one (a scalar, and a
+        # shape whose padding would more than double it).
+        shapes = [(2, 64), (1, 16), (2048,), (), (3, 5)]
+        self.assertEqual([set_rows(s) for s in shapes], [2, 8, 2048, None, None])
+        specs = [{"name": f"x{i}", "dtype": d} for i, d in enumerate(["f32", "f16", "f32", "f32", "i32"])]
+        sets = round_inputs(mx, arrays, specs, shapes, 7, 5)
+        again = round_inputs(mx, arrays, specs, shapes, 7, 5)
+        other = round_inputs(mx, arrays, specs, shapes, 8, 5)
+        self.assertEqual(len(sets), 5)
+        for j, s in enumerate(sets):
+            self.assertEqual([tuple(a.shape) for a in s], shapes)
+            self.assertEqual([arrays.dtype_name(a) for a in s], [p["dtype"] for p in specs])
+            for i, a in enumerate(s):
+                self.assertTrue(mx.array_equal(a, again[j][i]).item(), "the same seed gives the same sets")
+                if a.size > 1:
+                    self.assertFalse(mx.array_equal(a, other[j][i]).item(), "another seed gives other sets")
+                    for k in range(j):
+                        self.assertFalse(mx.array_equal(a, sets[k][i]).item(), f"sets {k} and {j} of input {i} are equal")
+
+    @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
+    def test_checked_inputs_on_mlx_are_drawn_on_the_device_from_the_seed(self):
+        from ksearch_harness.arrays import arrays_for
+
+        arrays = arrays_for("cpu")
+        mx = arrays.mx
+        specs = [{"name": "x", "dtype": "f16", "init": {"normal": [0.0, 1.0]}}, {"name": "i", "dtype": "i32", "init": {"randint": [-3, 3]}}]
+        a = arrays.draw_inputs(specs, [(64, 8), (100,)], 3, "w")
+        self.assertEqual([(tuple(x.shape), arrays.dtype_name(x)) for x in a], [((64, 8), "f16"), ((100,), "i32")])
+        self.assertTrue(all(mx.array_equal(x, y).item() for x, y in zip(a, arrays.draw_inputs(specs, [(64, 8), (100,)], 3, "w"))))
+        self.assertFalse(mx.array_equal(a[0], arrays.draw_inputs(specs, [(64, 8), (100,)], 4, "w")[0]).item())
+        self.assertFalse(mx.array_equal(a[0], arrays.draw_inputs(specs, [(64, 8), (100,)], 3, "v")[0]).item())
+        self.assertEqual((mx.min(a[1]).item(), mx.max(a[1]).item()), (-3, 3))
+        self.assertLess(abs(mx.mean(a[0].astype(mx.float32)).item()), 0.2)
 
     def test_a_workload_is_timed_per_call_for_every_contender(self):
         plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}

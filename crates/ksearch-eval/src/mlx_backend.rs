@@ -52,9 +52,12 @@ pub(crate) fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
         backend: BackendKind::Mlx.name().into(),
         reason: format!("could not unpack the harness into {}: {e}", dir.display()),
     };
+    // One staging directory per call: threads of one process (the test suite's) unpack at once.
+    static STAGING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = root.join(format!(
-        ".harness-{}-{:016x}",
+        ".harness-{}-{}-{:016x}",
         std::process::id(),
+        STAGING.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         h.finish()
     ));
     std::fs::create_dir_all(tmp.join("ksearch_harness")).map_err(io)?;
@@ -191,5 +194,27 @@ mod tests {
                 .iter()
                 .any(|(n, _)| *n == "__main__.py")
         );
+    }
+
+    #[test]
+    fn threads_of_one_process_unpack_at_once() {
+        // They shared one staging directory (named by the process), and all but one failed.
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<_> = std::thread::scope(|s| {
+            let all: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| unpack_harness(root.path())))
+                .collect();
+            all.into_iter()
+                .map(|t| t.join().unwrap().unwrap())
+                .collect()
+        });
+        assert!(dirs.iter().all(|d| *d == dirs[0]));
+        assert!(dirs[0].join("ksearch_harness").join("__main__.py").exists());
+        let left: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "staging directories left: {left:?}");
     }
 }
