@@ -33,22 +33,13 @@ pub fn c_signature(spec: &TaskSpec) -> String {
     format!("void {}({})", spec.name, params.join(", "))
 }
 
-/// The contract in words, for docs and prompts.
-pub fn c_contract(spec: &TaskSpec) -> String {
-    let mut s = String::new();
-    let language = if spec.build.as_ref().is_some_and(|b| b.cxx) {
-        "C++17, not static; `restrict` is the compiler's `__restrict`"
-    } else {
-        "C11, not static"
-    };
-    let _ = writeln!(s, "Define exactly this function ({language}):\n");
-    let _ = writeln!(s, "    #include <stdint.h>");
-    let _ = writeln!(s, "    {};\n", c_signature(spec));
-    let _ = writeln!(s, "Tensors are dense, row-major and 64-byte aligned:");
+/// Every tensor of the task, one line each (`- input `x`: f32[rows][cols]`), for the contracts.
+fn tensor_lines(spec: &TaskSpec) -> String {
+    let mut lines = String::new();
     for (kind, tensors) in [("input", &spec.inputs), ("output", &spec.outputs)] {
         for t in tensors {
             let _ = writeln!(
-                s,
+                lines,
                 "- {kind} `{}`: {}[{}]",
                 t.name,
                 t.dtype,
@@ -56,20 +47,20 @@ pub fn c_contract(spec: &TaskSpec) -> String {
             );
         }
     }
-    let _ = writeln!(
-        s,
-        "Inputs must not be modified. Every output element must be written on every call: \
-         outputs hold garbage (NaN) when the function is entered. Inputs and outputs never \
-         alias. The function is called from one thread, many times, on different inputs; \
-         it must not keep results between calls."
-    );
-    let _ = writeln!(
-        s,
-        "It is compiled with `cc -O3 -march=native -shared -fPIC` and linked with `-lm`; any \
-         header of the C library and compiler intrinsics (`immintrin.h`, `arm_neon.h`) may be \
-         used. Names starting with `ksearch_` are reserved. Do not define `main`."
-    );
-    s
+    lines.trim_end().to_owned()
+}
+
+/// The contract in words, for docs and prompts (`backend/c_contract.txt`).
+pub fn c_contract(spec: &TaskSpec) -> String {
+    let language = if spec.build.as_ref().is_some_and(|b| b.cxx) {
+        "C++17, not static; `restrict` is the compiler's `__restrict`"
+    } else {
+        "C11, not static"
+    };
+    include_str!("backend/c_contract.txt")
+        .replace("{language}", language)
+        .replace("{signature}", &c_signature(spec))
+        .replace("{tensors}", &tensor_lines(spec))
 }
 
 /// The candidate contract of the task's backend, in words.
@@ -77,61 +68,27 @@ pub fn contract_for(spec: &TaskSpec) -> String {
     spec.backend.backend().contract(spec)
 }
 
-/// The candidate contract of the `mlx` backend, in words: a Python module with `run`.
+/// The candidate contract of the `mlx` backend, in words: a Python module with `run`
+/// (`backend/mlx_contract.txt`).
 pub fn mlx_contract(spec: &TaskSpec) -> String {
-    let mut s = String::new();
     let inputs: Vec<&str> = spec.inputs.iter().map(|t| t.name.as_str()).collect();
-    let axes: Vec<&str> = spec.axes.iter().map(String::as_str).collect();
     let outputs: Vec<&str> = spec.outputs.iter().map(|t| t.name.as_str()).collect();
-    let _ = writeln!(
-        s,
-        "Write a Python module that defines exactly this function:\n"
-    );
-    let _ = writeln!(s, "    import mlx.core as mx");
-    let _ = writeln!(
-        s,
-        "    def run({}, *, {}):",
-        inputs.join(", "),
-        axes.join(", ")
-    );
-    let ret = if outputs.len() == 1 {
-        outputs[0].to_owned()
+    let (returns, what, tuple) = if outputs.len() == 1 {
+        (outputs[0].to_owned(), "the output", "")
     } else {
-        format!("({})", outputs.join(", "))
+        (
+            format!("({})", outputs.join(", ")),
+            "the outputs, in this order,",
+            " (a tuple)",
+        )
     };
-    let _ = writeln!(s, "        ...\n        return {ret}\n");
-    let _ = writeln!(
-        s,
-        "Inputs are `mx.array`s, row-major and contiguous; axes are Python ints:"
-    );
-    for (kind, tensors) in [("input", &spec.inputs), ("output", &spec.outputs)] {
-        for t in tensors {
-            let _ = writeln!(
-                s,
-                "- {kind} `{}`: {}[{}]",
-                t.name,
-                t.dtype,
-                t.shape.join("][")
-            );
-        }
-    }
-    let _ = writeln!(
-        s,
-        "Return {} as `mx.array`s of exactly these shapes and dtypes{}. Build kernels with \
-         `mx.fast.metal_kernel` when the global `KSEARCH_TARGET` is \"metal\" and with \
-         `mx.fast.cuda_kernel` when it is \"cuda\" (define each kernel once, at module level or \
-         cached, not on every call). In both, `grid` counts threads, not threadgroups. Plain MLX \
-         ops may glue kernels together. Do not call `mx.eval`, `mx.synchronize` or `.item()` in \
-         `run`: the harness evaluates batches of calls itself. Inputs must not be modified, and \
-         nothing may be kept between calls.",
-        if outputs.len() == 1 {
-            "the output"
-        } else {
-            "the outputs, in this order,"
-        },
-        if outputs.len() == 1 { "" } else { " (a tuple)" }
-    );
-    s
+    include_str!("backend/mlx_contract.txt")
+        .replace("{inputs}", &inputs.join(", "))
+        .replace("{axes}", &spec.axes.join(", "))
+        .replace("{returns}", &returns)
+        .replace("{tensors}", &tensor_lines(spec))
+        .replace("{what}", what)
+        .replace("{tuple}", tuple)
 }
 
 /// The candidate contract of the `torch` backend, in words: a Python module with `run` (or
@@ -232,6 +189,27 @@ mod tests {
         assert!(c.contains("def run(a, b, *, m, n, k):"), "{c}");
         assert!(c.contains("return c"), "{c}");
         assert!(c.contains("KSEARCH_TARGET"), "{c}");
+    }
+
+    #[test]
+    fn the_contracts_read_as_their_text_files_fill_them() {
+        let spec = matmul_spec();
+        let mlx = mlx_contract(&spec);
+        assert!(mlx.starts_with(
+            "Write a Python module that defines exactly this function:\n\n    import mlx.core as mx\n    def run(a, b, *, m, n, k):\n        ...\n        return c\n\nInputs are `mx.array`s, row-major and contiguous; axes are Python ints:\n- input `a`: f32[m][k]\n- input `b`: f32[k][n]\n- output `c`: f32[m][n]\nReturn the output as `mx.array`s of exactly these shapes and dtypes. Build kernels with"
+        ), "{mlx}");
+        assert!(
+            mlx.ends_with("nothing may be kept between calls.\n"),
+            "{mlx}"
+        );
+        let c = c_contract(&spec);
+        assert!(c.starts_with(
+            "Define exactly this function (C11, not static):\n\n    #include <stdint.h>\n    void matmul(const float *restrict a, const float *restrict b, float *restrict c, int64_t m, int64_t n, int64_t k);\n\nTensors are dense, row-major and 64-byte aligned:\n- input `a`: f32[m][k]\n- input `b`: f32[k][n]\n- output `c`: f32[m][n]\nInputs must not be modified."
+        ), "{c}");
+        assert!(c.ends_with("Do not define `main`.\n"), "{c}");
+        for text in [&mlx, &c] {
+            assert!(!text.contains('{'), "every placeholder filled: {text}");
+        }
     }
 
     #[test]
