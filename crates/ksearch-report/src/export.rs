@@ -452,24 +452,23 @@ fn guard(name: &str) -> String {
     g
 }
 
-/// `<name>.h`: the prototype of the candidate contract, usable from C and C++.
+/// `<name>.h` (`export/c_header.h`): the prototype of the candidate contract, usable from C and
+/// C++.
 pub fn c_header(spec: &TaskSpec, p: &Provenance) -> String {
-    let g = guard(&spec.name);
-    let mut o = String::new();
-    let _ = writeln!(o, "/*");
+    let mut comment = String::new();
     for l in summary_lines(p) {
-        let _ = writeln!(o, " * {}", c_comment(&l));
+        let _ = writeln!(comment, " * {}", c_comment(&l));
     }
-    let _ = writeln!(o, " *");
-    let _ = writeln!(o, " * {}", c_comment(&spec.description));
+    let _ = writeln!(comment, " *");
+    let _ = writeln!(comment, " * {}", c_comment(&spec.description));
     let _ = writeln!(
-        o,
+        comment,
         " * Tensors are dense, row-major; inputs and outputs never alias."
     );
     for (kind, ts) in [("input", &spec.inputs), ("output", &spec.outputs)] {
         for t in ts {
             let _ = writeln!(
-                o,
+                comment,
                 " *   {kind} {}: {}[{}]",
                 t.name,
                 t.dtype,
@@ -477,24 +476,11 @@ pub fn c_header(spec: &TaskSpec, p: &Provenance) -> String {
             );
         }
     }
-    let _ = writeln!(o, " */");
-    let _ = writeln!(o, "#ifndef {g}\n#define {g}\n");
-    let _ = writeln!(o, "#include <stdint.h>\n");
-    let _ = writeln!(o, "#ifdef __cplusplus");
-    let _ = writeln!(o, "#define {g}_RESTRICT_DEFINED");
-    let _ = writeln!(o, "#define restrict __restrict");
-    let _ = writeln!(o, "extern \"C\" {{");
-    let _ = writeln!(o, "#endif\n");
-    let _ = writeln!(o, "{};\n", c_signature(spec));
-    let _ = writeln!(o, "#ifdef __cplusplus");
-    let _ = writeln!(o, "}}");
-    let _ = writeln!(o, "#endif");
-    let _ = writeln!(o, "#ifdef {g}_RESTRICT_DEFINED");
-    let _ = writeln!(o, "#undef restrict");
-    let _ = writeln!(o, "#undef {g}_RESTRICT_DEFINED");
-    let _ = writeln!(o, "#endif\n");
-    let _ = writeln!(o, "#endif /* {g} */");
-    o
+    // The comment last: the description's text is not searched for placeholders.
+    include_str!("export/c_header.h")
+        .replace("{guard}", &guard(&spec.name))
+        .replace("{signature}", &c_signature(spec))
+        .replace("{comment}", comment.trim_end())
 }
 
 /// `<name>.c`: the kernel as measured, after a comment and the prototype (so a definition that

@@ -51,66 +51,23 @@ pub fn mlx_init(spec: &TaskSpec, p: &Provenance) -> String {
         None => "None".into(),
     };
 
-    let mut o = String::new();
-    let _ = writeln!(o, "\"\"\"{}", py_doc(&spec.description));
-    let _ = writeln!(o);
+    let mut doc = py_doc(&spec.description);
+    doc.push_str("\n\n");
     for l in summary_lines(p) {
-        let _ = writeln!(o, "{}", py_doc(&l));
+        doc.push_str(&py_doc(&l));
+        doc.push('\n');
     }
-    let _ = writeln!(o, "\"\"\"\n");
-    o.push_str(
-        "import importlib.util as _util
-import os as _os
-
-try:
-    import mlx.core as _mx
-except ModuleNotFoundError as _err:
-    raise ImportError(
-",
-    );
-    let _ = writeln!(
-        o,
-        "        \"{name} needs MLX: pip install mlx (Apple silicon) or \\\"mlx[cuda13]\\\" (Linux, NVIDIA)\""
-    );
-    o.push_str("    ) from _err\n\n");
-    let _ = writeln!(o, "__all__ = [\"{name}\"]\n");
-    let _ = writeln!(
-        o,
-        "# The target the kernel was measured on (None: the GPU MLX found)."
-    );
-    let _ = writeln!(o, "MEASURED_TARGET = {target}\n");
-    o.push_str(
-        "
-def _target():
-    env = _os.environ.get(\"KSEARCH_TARGET\")
-    if env:
-        return env
-    if MEASURED_TARGET:
-        return MEASURED_TARGET
-    cuda = getattr(_mx, \"cuda\", None)
-    return \"cuda\" if cuda is not None and cuda.is_available() else \"metal\"
-
-
-def _load_candidate():
-    path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), \"_candidate.py\")
-    spec = _util.spec_from_file_location(__name__ + \"._candidate\", path)
-    module = _util.module_from_spec(spec)
-    module.KSEARCH_TARGET = _target()
-    spec.loader.exec_module(module)
-    return module
-
-
-_candidate = _load_candidate()
-
-",
-    );
-    o.push('\n');
-    o.push_str(&op_function(
+    let function = op_function(
         spec,
         "mx.array",
         &format!("_candidate.run({})", call.join(", ")),
-    ));
-    o
+    );
+    // The description last: its text is not searched for placeholders.
+    include_str!("mlx_init.py")
+        .replace("{name}", &name)
+        .replace("{target}", &target)
+        .replace("{function}\n", &function)
+        .replace("{doc}", &doc)
 }
 
 /// `def <name>(inputs, *, axes):` with its docstring (`array` names the inputs' type), filling in
