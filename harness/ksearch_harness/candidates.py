@@ -50,6 +50,20 @@ def load_namespace(source, target, device=None):
     return ns
 
 
+def describe_itself(ns, filename):
+    """What a task's own module (a baseline, a comparison) says it runs: the string its
+    `ksearch_describe()` returns (the library and version, the path it takes on this device), or
+    None where it defines none. Only trusted modules are asked: a candidate's word is not shown."""
+    describe = ns.get("ksearch_describe")
+    if not callable(describe):
+        return None
+    try:
+        text = describe()
+    except Exception:  # noqa: BLE001 - a task's own code; its failure is said instead
+        return f"(ksearch_describe() in {filename} raised: {trimmed_traceback(2).splitlines()[-1]})"
+    return text if isinstance(text, str) else repr(text)
+
+
 def trimmed_traceback(limit=12):
     lines = traceback.format_exc().rstrip().splitlines()
     # Keep the frames of candidate code, not the harness's own.

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from .candidates import CandidateError, CompileError, load_module
+from .candidates import CandidateError, CompileError, describe_itself, load_namespace
 from .link import Runner, RunnerLost
 from .shared import Layout, Region, broken_guard, poison_slot
 
@@ -152,6 +152,8 @@ class GraphContender:
         self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, **paths)
         self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, **paths)
         self.confinement = (self.tracer or self.runner).confinement
+        # What a trusted module says it runs (`ksearch_describe()`), once traced.
+        self.description = None
 
     def finish(self):
         settings, source, task, workloads = self.settings, self.source, self.task, self.workloads
@@ -169,7 +171,11 @@ class GraphContender:
             from .runner import export
 
             arrays = arrays_for(settings.target)
-            run = load_module(source, settings.target)
+            ns = load_namespace(source, settings.target)
+            run = ns.get("run")
+            if not callable(run):
+                raise CandidateError(f"{source['file']} defines no `run` function (the contract: `def run(*inputs, **axes)`)")
+            self.description = describe_itself(ns, source["file"])
             blobs = [export(arrays.mx, arrays, run, w) for w in specs]
         else:
             tracer = self.tracer

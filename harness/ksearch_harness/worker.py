@@ -145,6 +145,13 @@ def run_phases(arrays, req, channel, result, settings, contenders):
             raise Outcome("runtime_error", f"the {c['role']} `{c['label']}` could not be loaded: {e}") from None
     result["compile"] = compile_report(arrays, "", t)
     result["phases"]["compile_s"] = time.perf_counter() - t
+    described = [
+        {"role": c.role, "label": c.label, "text": c.description}
+        for c in contenders[1:]
+        if c.trusted and getattr(c, "description", None)
+    ]
+    if described:
+        result["described"] = described
 
     t = time.perf_counter()
     for w in req["workloads"]:

@@ -44,3 +44,44 @@ fn a_baseline_says_what_it_ran_in_its_label() {
     assert_eq!(j["baseline_description"], "generic kernels", "{j}");
     assert_eq!(j["baseline"], "Described softmax [generic kernels]", "{j}");
 }
+
+/// An MLX baseline describes itself with `ksearch_describe()`, asked in the judge, which loads
+/// the task's own modules; a candidate that defines one is not shown.
+#[test]
+#[cfg_attr(
+    not(has_mlx),
+    ignore = "needs python3 with MLX (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+)]
+fn an_mlx_baseline_says_what_it_ran_and_a_candidate_is_not_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mlx_softmax");
+    let task = dir.path().join("softmax");
+    std::fs::create_dir_all(&task).unwrap();
+    let reference = std::fs::read_to_string(from.join("reference.py")).unwrap();
+    std::fs::write(task.join("reference.py"), &reference).unwrap();
+    let describe = "\ndef ksearch_describe():\n    return f\"plain MLX ops,\\nMLX {mx.__version__} on {mx.default_device()}\"\n";
+    std::fs::write(task.join("baseline.py"), format!("{reference}{describe}")).unwrap();
+    let seed = std::fs::read_to_string(from.join("seed.py")).unwrap();
+    std::fs::write(
+        task.join("seed.py"),
+        format!("{seed}\n\ndef ksearch_describe():\n    return \"a candidate's word\"\n"),
+    )
+    .unwrap();
+    let toml = std::fs::read_to_string(from.join("task.toml")).unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        format!("{toml}\n[baseline]\nname = \"MLX softmax\"\nfile = \"baseline.py\"\n"),
+    )
+    .unwrap();
+    let mut args = vec!["eval", task.to_str().unwrap(), "--target", "cpu", "--json"];
+    args.extend_from_slice(super::QUICK);
+    let (code, stdout, stderr) = super::run(&mut super::ksearch(&args));
+    assert_eq!(code, 0, "{stderr}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["status"], "passed", "{j}");
+    let text = j["baseline_description"].as_str().unwrap_or_default();
+    assert!(text.starts_with("plain MLX ops, MLX 0."), "{j}");
+    assert!(text.contains("cpu"), "{j}");
+    assert_eq!(j["baseline"], format!("MLX softmax [{text}]"), "{j}");
+    assert!(!stdout.contains("a candidate's word"), "{j}");
+}
