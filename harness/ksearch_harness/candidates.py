@@ -22,10 +22,14 @@ _BUILD_FAILURE = re.compile(r"nvrtc|compil|unable to build metal library|failed 
 
 def load_module(source, target):
     """Execute a module from `{"file", "text"}` and return its `run`."""
-    ns = load_namespace(source, target)
+    return module_run(load_namespace(source, target), source["file"])
+
+
+def module_run(ns, filename):
+    """The `run` a loaded module defines."""
     run = ns.get("run")
     if not callable(run):
-        raise CandidateError(f"{source['file']} defines no `run` function (the contract: `def run(*inputs, **axes)`)")
+        raise CandidateError(f"{filename} defines no `run` function (the contract: `def run(*inputs, **axes)`)")
     return run
 
 

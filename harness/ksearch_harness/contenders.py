@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from .candidates import CandidateError, CompileError, describe_itself, load_namespace
+from .candidates import CandidateError, CompileError, describe_itself, load_namespace, module_run
 from .link import Runner, RunnerLost
 from .shared import Layout, Region, broken_guard, poison_slot
 
@@ -56,11 +56,13 @@ class DirectContender:
         self.pools = {}
 
     def finish(self):
-        reply, _ = self.runner.request({"op": "load", "source": self.source})
+        # A trusted module is asked what it runs; a candidate is not (nor believed).
+        reply, _ = self.runner.request({"op": "load", "source": self.source, "describe": self.trusted})
         if reply["op"] == "compile_error":
             raise CompileError(reply["message"])
         if reply["op"] != "loaded":
             raise CandidateError(reply.get("message", repr(reply)))
+        self.description = reply.get("description") if self.trusted else None
         return self
 
     def cpu_time(self):
@@ -172,9 +174,7 @@ class GraphContender:
 
             arrays = arrays_for(settings.target)
             ns = load_namespace(source, settings.target)
-            run = ns.get("run")
-            if not callable(run):
-                raise CandidateError(f"{source['file']} defines no `run` function (the contract: `def run(*inputs, **axes)`)")
+            run = module_run(ns, source["file"])
             self.description = describe_itself(ns, source["file"])
             blobs = [export(arrays.mx, arrays, run, w) for w in specs]
         else:

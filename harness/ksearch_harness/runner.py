@@ -24,7 +24,7 @@ import traceback
 import numpy as np
 
 from . import link
-from .candidates import CandidateError, CompileError, load_module, load_namespace
+from .candidates import CandidateError, CompileError, describe_itself, load_module, load_namespace, module_run
 
 
 def reply(sock, header, payload=b""):
@@ -48,6 +48,14 @@ def outputs_of(result, n):
 CLOCK = [None]
 
 
+def loaded(ns, h):
+    """The answer to "load": with what the module says it runs when the judge asks (it asks
+    only the task's own modules)."""
+    if not h.get("describe"):
+        return {"op": "loaded"}
+    return {"op": "loaded", "description": describe_itself(ns, h["source"]["file"])}
+
+
 def tick():
     """Say "done" on the clock socket, at once: its kernel timestamp stops the judge's clock."""
     if CLOCK[0] is not None:
@@ -68,8 +76,9 @@ def direct(sock, target):
         op = h.get("op")
         if op == "load":
             try:
-                run = load_module(h["source"], target)
-                reply(sock, {"op": "loaded"})
+                ns = load_namespace(h["source"], target)
+                run = module_run(ns, h["source"]["file"])
+                reply(sock, loaded(ns, h))
             except CompileError as e:
                 reply(sock, {"op": "compile_error", "message": str(e)})
             except CandidateError as e:
@@ -176,8 +185,9 @@ def torch_direct(sock, target):
         op = h.get("op")
         if op == "load":
             try:
-                entry = Entry(load_namespace(h["source"], target, str(device)), h["source"]["file"])
-                reply(sock, {"op": "loaded"})
+                ns = load_namespace(h["source"], target, str(device))
+                entry = Entry(ns, h["source"]["file"])
+                reply(sock, loaded(ns, h))
             except CompileError as e:
                 reply(sock, {"op": "compile_error", "message": str(e)})
             except CandidateError as e:

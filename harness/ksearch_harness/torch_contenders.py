@@ -164,11 +164,13 @@ class TorchContender:
         self.flush = None
 
     def finish(self):
-        reply, _ = self.runner.request({"op": "load", "source": self.source})
+        # A trusted module is asked what it runs; a candidate is not (nor believed).
+        reply, _ = self.runner.request({"op": "load", "source": self.source, "describe": self.trusted})
         if reply["op"] == "compile_error":
             raise CompileError(reply["message"])
         if reply["op"] != "loaded":
             raise CandidateError(reply.get("message", repr(reply)))
+        self.description = reply.get("description") if self.trusted else None
         return self
 
     def cpu_time(self):

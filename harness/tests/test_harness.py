@@ -169,6 +169,20 @@ class DirectRunner(unittest.TestCase):
         (y,), (x,) = check(REF)
         np.testing.assert_array_equal(y, (x * 2).astype(np.float32))
 
+    def test_only_a_trusted_module_is_asked_what_it_runs(self):
+        text = REF + "\ndef ksearch_describe():\n    return 'numpy ' + np.__version__\n"
+        for trusted, want in [(True, "numpy " + np.__version__), (False, None)]:
+            c = direct(text, trusted=trusted)
+            try:
+                self.assertEqual(c.description, want)
+            finally:
+                c.stop()
+        c = direct(REF, trusted=True)
+        try:
+            self.assertIsNone(c.description)
+        finally:
+            c.stop()
+
     def test_a_run_that_raises_is_a_candidate_error(self):
         with self.assertRaises(candidates.CandidateError) as e:
             check("def run(x, *, r, c):\n    raise ValueError('bad shapes')\n")

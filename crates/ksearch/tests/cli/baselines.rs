@@ -85,3 +85,46 @@ fn an_mlx_baseline_says_what_it_ran_and_a_candidate_is_not_asked() {
     assert_eq!(j["baseline"], format!("MLX softmax [{text}]"), "{j}");
     assert!(!stdout.contains("a candidate's word"), "{j}");
 }
+
+/// A torch baseline describes itself too, asked in its own runner (where its module loads); a
+/// candidate's runner is not asked.
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn a_torch_baseline_says_what_it_ran_in_its_runner() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_softmax");
+    let task = dir.path().join("torch_softmax");
+    std::fs::create_dir_all(&task).unwrap();
+    let reference = std::fs::read_to_string(from.join("reference.py")).unwrap();
+    std::fs::write(task.join("reference.py"), &reference).unwrap();
+    std::fs::write(
+        task.join("baseline.py"),
+        format!("{reference}\n\ndef ksearch_describe():\n    return f\"torch.softmax, torch {{torch.__version__}} on {{KSEARCH_DEVICE}}\"\n"),
+    )
+    .unwrap();
+    let seed = std::fs::read_to_string(from.join("seed.py")).unwrap();
+    std::fs::write(
+        task.join("seed.py"),
+        format!("{seed}\n\ndef ksearch_describe():\n    return \"a candidate's word\"\n"),
+    )
+    .unwrap();
+    let toml = std::fs::read_to_string(from.join("task.toml")).unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        format!("{toml}\n[baseline]\nname = \"torch softmax\"\nfile = \"baseline.py\"\n"),
+    )
+    .unwrap();
+    let mut args = vec!["eval", task.to_str().unwrap(), "--target", "cpu", "--json"];
+    args.extend_from_slice(super::QUICK);
+    let (code, stdout, stderr) = super::run(&mut super::ksearch(&args));
+    assert_eq!(code, 0, "{stderr}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["status"], "passed", "{j}");
+    let text = j["baseline_description"].as_str().unwrap_or_default();
+    assert!(text.starts_with("torch.softmax, torch 2."), "{j}");
+    assert!(text.ends_with(" on cpu"), "{j}");
+    assert!(!stdout.contains("a candidate's word"), "{j}");
+}
