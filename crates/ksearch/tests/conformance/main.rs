@@ -298,9 +298,10 @@ mod python_runners {
             .expect("timed against the honest one")
             .geomean;
         // Each call waits a millisecond: read up to the early clock byte it would be many times
-        // faster than the honest one.
+        // faster than the honest one. Slower is no gain: the lower bound is as loose as the
+        // other paired checks' (0.50 was seen on a loaded two-core machine).
         assert!(
-            (0.5..2.0).contains(&vs_honest),
+            (0.2..2.0).contains(&vs_honest),
             "measured {vs_honest:.2}× the honest candidate"
         );
     }
