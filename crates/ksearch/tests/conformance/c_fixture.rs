@@ -160,7 +160,9 @@ impl Fixture for CFixture {
                     "static int once = 0;\nif (!once) {{ once = 1; pthread_t th; pthread_create(&th, 0, later, 0); }}\n{ALL_ROWS}"
                 ),
             ),
-            Behaviour::StopsTheClockEarly | Behaviour::WaitsEachCall => {
+            Behaviour::StopsTheClockEarly
+            | Behaviour::WaitsEachCall
+            | Behaviour::ForgesItsDescription => {
                 unreachable!("an attack on Python runners' shared interpreter")
             }
             Behaviour::ClockTamper => with_prelude(

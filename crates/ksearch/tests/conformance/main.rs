@@ -306,6 +306,47 @@ mod python_runners {
         );
     }
 
+    /// A candidate that describes itself as a library, and rewrites its runner's answer to say
+    /// so, is never described: only the task's own modules are asked, and only their answers
+    /// read.
+    fn a_forged_description_is_not_believed<F: Fixture>(f: &F) {
+        let e = f.evaluate_with(
+            &mut f.evaluator(),
+            &Behaviour::ForgesItsDescription,
+            Some(&f.source(&Behaviour::ForgesItsDescription)),
+            &quick_options(),
+        );
+        assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
+        assert!(
+            e.result
+                .described
+                .iter()
+                .all(|d| !d.text.contains("FORGED")),
+            "{:?}",
+            e.result.described
+        );
+        let json = serde_json::to_string(&e.result).unwrap();
+        assert!(!json.contains("FORGED"), "{json}");
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it)"
+    )]
+    fn mlx_harness_numpy_a_forged_description_is_not_believed() {
+        a_forged_description_is_not_believed(&numpy_fixture::NumpyFixture::new());
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it)"
+    )]
+    fn torch_harness_cpu_a_forged_description_is_not_believed() {
+        a_forged_description_is_not_believed(&torch_cpu_fixture::TorchCpuFixture::new());
+    }
+
     #[test]
     #[cfg_attr(
         not(has_numpy),

@@ -158,6 +158,11 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             "import time as _time\nimport __main__ as _runner\n_tick = getattr(_runner, 'tick', None)\nif _tick is not None:\n    _runner.tick = lambda: None\n",
             "if _tick is not None:\n    _tick()\ny = _softmax(x)\n_time.sleep(0.001)\nreturn y",
         ),
+        Behaviour::ForgesItsDescription => module(
+            lib,
+            "import __main__ as _runner\n_FORGED = 'FORGED: cuBLAS 99.0 on every GPU'\nif callable(getattr(_runner, 'loaded', None)):\n    _runner.loaded = lambda ns, h: {'op': 'loaded', 'description': _FORGED}\n\ndef ksearch_describe():\n    return _FORGED\n",
+            "return _softmax(x)",
+        ),
         Behaviour::WaitsEachCall => module(
             lib,
             "import time as _time\n",

@@ -47,6 +47,10 @@ pub(crate) enum Behaviour {
     StopsTheClockEarly,
     /// Honest, and waits a millisecond in every call: what `StopsTheClockEarly` really costs.
     WaitsEachCall,
+    /// Python runners only: claims to be a production library, defining `ksearch_describe()`
+    /// and rewriting its runner's answer to "load" to carry that description, so that its
+    /// speedups would be quoted as a baseline's.
+    ForgesItsDescription,
     /// Correct, but keeps a thread busy between calls.
     BackgroundWork,
     /// Names itself `marker`, tries to fork a child, and loops forever.
@@ -186,7 +190,8 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         | B::ThreadCrashesLater
         | B::ClockTamper
         | B::StopsTheClockEarly
-        | B::WaitsEachCall => Expect::Status(Status::Passed, "passed"),
+        | B::WaitsEachCall
+        | B::ForgesItsDescription => Expect::Status(Status::Passed, "passed"),
     }
 }
 
