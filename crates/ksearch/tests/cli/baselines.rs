@@ -45,21 +45,22 @@ fn a_baseline_says_what_it_ran_in_its_label() {
     assert_eq!(j["baseline"], "Described softmax [generic kernels]", "{j}");
 }
 
-/// An MLX baseline describes itself with `ksearch_describe()`, asked in the judge, which loads
-/// the task's own modules; a candidate that defines one is not shown.
-#[test]
-#[cfg_attr(
-    not(has_mlx),
-    ignore = "needs python3 with MLX (`.ci/run` installs it: pip install \"mlx[cpu]\")"
-)]
-fn an_mlx_baseline_says_what_it_ran_and_a_candidate_is_not_asked() {
+/// `eval --target cpu --json` of a copy of the Python test task `fixture` whose baseline
+/// `name` is its reference plus `describe` (a `ksearch_describe()`), and whose seed defines a
+/// `ksearch_describe()` of its own: the JSON, and stdout as printed.
+fn eval_python_task_with_described_baseline(
+    fixture: &str,
+    name: &str,
+    describe: &str,
+) -> (serde_json::Value, String) {
     let dir = tempfile::tempdir().unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mlx_softmax");
-    let task = dir.path().join("softmax");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(fixture);
+    let task = dir.path().join(fixture);
     std::fs::create_dir_all(&task).unwrap();
     let reference = std::fs::read_to_string(from.join("reference.py")).unwrap();
     std::fs::write(task.join("reference.py"), &reference).unwrap();
-    let describe = "\ndef ksearch_describe():\n    return f\"plain MLX ops,\\nMLX {mx.__version__} on {mx.default_device()}\"\n";
     std::fs::write(task.join("baseline.py"), format!("{reference}{describe}")).unwrap();
     let seed = std::fs::read_to_string(from.join("seed.py")).unwrap();
     std::fs::write(
@@ -70,7 +71,7 @@ fn an_mlx_baseline_says_what_it_ran_and_a_candidate_is_not_asked() {
     let toml = std::fs::read_to_string(from.join("task.toml")).unwrap();
     std::fs::write(
         task.join("task.toml"),
-        format!("{toml}\n[baseline]\nname = \"MLX softmax\"\nfile = \"baseline.py\"\n"),
+        format!("{toml}\n[baseline]\nname = \"{name}\"\nfile = \"baseline.py\"\n"),
     )
     .unwrap();
     let mut args = vec!["eval", task.to_str().unwrap(), "--target", "cpu", "--json"];
@@ -79,6 +80,22 @@ fn an_mlx_baseline_says_what_it_ran_and_a_candidate_is_not_asked() {
     assert_eq!(code, 0, "{stderr}");
     let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(j["status"], "passed", "{j}");
+    (j, stdout)
+}
+
+/// An MLX baseline describes itself with `ksearch_describe()`, asked in the judge, which loads
+/// the task's own modules; a candidate that defines one is not shown.
+#[test]
+#[cfg_attr(
+    not(has_mlx),
+    ignore = "needs python3 with MLX (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+)]
+fn an_mlx_baseline_says_what_it_ran_and_a_candidate_is_not_asked() {
+    let (j, stdout) = eval_python_task_with_described_baseline(
+        "mlx_softmax",
+        "MLX softmax",
+        "\ndef ksearch_describe():\n    return f\"plain MLX ops,\\nMLX {mx.__version__} on {mx.default_device()}\"\n",
+    );
     let text = j["baseline_description"].as_str().unwrap_or_default();
     assert!(text.starts_with("plain MLX ops, MLX 0."), "{j}");
     assert!(text.contains("cpu"), "{j}");
@@ -94,35 +111,11 @@ fn an_mlx_baseline_says_what_it_ran_and_a_candidate_is_not_asked() {
     ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
 )]
 fn a_torch_baseline_says_what_it_ran_in_its_runner() {
-    let dir = tempfile::tempdir().unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_softmax");
-    let task = dir.path().join("torch_softmax");
-    std::fs::create_dir_all(&task).unwrap();
-    let reference = std::fs::read_to_string(from.join("reference.py")).unwrap();
-    std::fs::write(task.join("reference.py"), &reference).unwrap();
-    std::fs::write(
-        task.join("baseline.py"),
-        format!("{reference}\n\ndef ksearch_describe():\n    return f\"torch.softmax, torch {{torch.__version__}} on {{KSEARCH_DEVICE}}\"\n"),
-    )
-    .unwrap();
-    let seed = std::fs::read_to_string(from.join("seed.py")).unwrap();
-    std::fs::write(
-        task.join("seed.py"),
-        format!("{seed}\n\ndef ksearch_describe():\n    return \"a candidate's word\"\n"),
-    )
-    .unwrap();
-    let toml = std::fs::read_to_string(from.join("task.toml")).unwrap();
-    std::fs::write(
-        task.join("task.toml"),
-        format!("{toml}\n[baseline]\nname = \"torch softmax\"\nfile = \"baseline.py\"\n"),
-    )
-    .unwrap();
-    let mut args = vec!["eval", task.to_str().unwrap(), "--target", "cpu", "--json"];
-    args.extend_from_slice(super::QUICK);
-    let (code, stdout, stderr) = super::run(&mut super::ksearch(&args));
-    assert_eq!(code, 0, "{stderr}");
-    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(j["status"], "passed", "{j}");
+    let (j, stdout) = eval_python_task_with_described_baseline(
+        "torch_softmax",
+        "torch softmax",
+        "\n\ndef ksearch_describe():\n    return f\"torch.softmax, torch {torch.__version__} on {KSEARCH_DEVICE}\"\n",
+    );
     let text = j["baseline_description"].as_str().unwrap_or_default();
     assert!(text.starts_with("torch.softmax, torch 2."), "{j}");
     assert!(text.ends_with(" on cpu"), "{j}");
