@@ -7,6 +7,7 @@
 #           evaluator, alternately
 #   wall    after the timing changes: wall time of `eval mlx/attention baseline.py` by the new and
 #           the old evaluator, the direct SDPA measurement, the selective_state_update seed
+#   start   what starting MLX processes and compiling a seed's kernel cost (bench/mlx_start_cost.py)
 #   hostile bench/mlx_hostile.py against mlx/selective_state_update (workload b16)
 #   rounds  what a timed round costs a graph runner, part by part (bench/mlx_round_cost.py)
 #   profile wall time of `eval mlx/attention baseline.py` and of the selective_state_update seed
@@ -89,6 +90,9 @@ PY
         done
       done
     done
+    ;;
+  start)
+    python3 bench/mlx_start_cost.py > "$R/start-cost.json" && cat "$R/start-cost.json"
     ;;
   rounds)
     PYTHONPATH="$PWD/harness:$PYTHONPATH" python3 bench/mlx_round_cost.py > "$R/round-cost.json" && cat "$R/round-cost.json"

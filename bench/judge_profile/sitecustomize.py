@@ -46,7 +46,17 @@ if OUT:
         elif name == "ksearch_harness.contenders":
             for cls in (mod.GraphContender, mod.DirectContender):
                 cls.finish = timed(f"finish:{cls.__name__}", cls.finish)
+                if hasattr(cls, "begin"):
+                    cls.begin = timed(f"begin:{cls.__name__}", cls.begin)
             mod.Pool.fill = timed("pool_fill", mod.Pool.fill)
+        elif name == "ksearch_harness.candidates":
+            for f in ("load_namespace", "describe_itself"):
+                if hasattr(mod, f):
+                    setattr(mod, f, timed(f, getattr(mod, f)))
+        elif name == "ksearch_harness.runner":
+            mod.export = timed("export", mod.export)
+        elif name == "ksearch_harness.arrays":
+            mod.arrays_for = timed("arrays_for", mod.arrays_for)
         elif name == "ksearch_harness.timing":
             for f in ("verify_round", "compare"):
                 if hasattr(mod, f):

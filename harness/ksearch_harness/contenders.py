@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from . import kernel_cache
 from .candidates import CandidateError, CompileError, describe_itself, load_namespace, module_run
 from .link import Runner, RunnerLost
 from .shared import Layout, Region, broken_guard, poison_slot
@@ -23,6 +24,15 @@ NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32, 
 class BadOutput(Exception):
     """The candidate returned something that is not an acceptable output (wrong shape or
     dtype, not an array, modified inputs): `incorrect`, with this message."""
+
+
+def send_quietly(runner, header, payload=b""):
+    """Send without waiting for the answer. A runner lost on the way is reported by the next
+    read from it, where its answer is awaited."""
+    try:
+        runner.send(header, payload)
+    except RunnerLost:
+        pass
 
 
 def shape_of(spec, axes):
@@ -44,8 +54,9 @@ class Settings:
 
 
 class DirectContender:
-    """A module run in a direct runner (numpy target). Starting it spawns the runner;
-    `finish()` loads the module (so that several runners start at once)."""
+    """A module run in a direct runner (numpy target). Starting it spawns the runner; `begin()`
+    asks it to load the module and `finish()` waits for that (so that several runners start and
+    load at once)."""
 
     def __init__(self, settings, source, role, label, trusted, env=None):
         self.role, self.label, self.trusted = role, label, trusted
@@ -54,10 +65,18 @@ class DirectContender:
         self.runner = Runner("direct", settings.target, settings.root_dir, False, settings.memory, settings.runner_cpu, env)
         self.confinement = self.runner.confinement
         self.pools = {}
+        self.begun = False
+
+    def begin(self):
+        """Ask the runner to load the module without waiting; `finish()` reads its answer."""
+        if not self.begun:
+            self.begun = True
+            # A trusted module is asked what it runs; a candidate is not (nor believed).
+            send_quietly(self.runner, {"op": "load", "source": self.source, "describe": self.trusted})
 
     def finish(self):
-        # A trusted module is asked what it runs; a candidate is not (nor believed).
-        reply, _ = self.runner.request({"op": "load", "source": self.source, "describe": self.trusted})
+        self.begin()
+        reply, _ = self.runner.receive()
         if reply["op"] == "compile_error":
             raise CompileError(reply["message"])
         if reply["op"] != "loaded":
@@ -143,23 +162,26 @@ class DirectContender:
 
 class GraphContender:
     """A module traced into graphs (in a tracer runner when untrusted, here when trusted) and
-    run by an executor runner (MLX targets). Starting it spawns the runners; `finish()` traces
-    and loads (so that several runners start at once)."""
+    run by an executor runner (MLX targets). Starting it spawns the runners; `begin()` asks the
+    tracer for the graphs, or traces a trusted module here while the runners start and load, and
+    `finish()` hands the graphs to the executor."""
 
     def __init__(self, settings, source, role, label, trusted, task, workloads, env=None):
         self.role, self.label, self.trusted = role, label, trusted
         self.task, self.workloads, self.source, self.settings = task, workloads, source, settings
-        cache = [settings.kernel_cache] if settings.kernel_cache else []
-        paths = {"writable": cache} if trusted else {"read_only": cache}
-        self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, **paths)
-        self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, **paths)
+        # MLX's kernel cache: the shared directory and this module's own, read only; trusted
+        # executors may add to the CUDA driver's cache (`kernel_cache`).
+        shared = settings.kernel_cache
+        self.kernels = kernel_cache.module_dir(shared, source, trusted)
+        cache = [p for p in (shared, self.kernels) if p]
+        driver = [os.path.join(shared, "cuda-driver")] if shared and trusted else []
+        self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, read_only=cache[:1])
+        self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None,
+                             {**(env or {}), **kernel_cache.executor_env(shared, self.kernels)}, read_only=cache, writable=driver)
         self.confinement = (self.tracer or self.runner).confinement
         # What a trusted module says it runs (`ksearch_describe()`), once traced.
         self.description = None
-
-    def finish(self):
-        settings, source, task, workloads = self.settings, self.source, self.task, self.workloads
-        specs = [
+        self.specs = [
             {
                 "name": w["name"],
                 "axes": w["axes"],
@@ -168,28 +190,52 @@ class GraphContender:
             }
             for w in workloads
         ]
-        if self.tracer is None:
-            from .arrays import arrays_for
-            from .runner import export
+        self.begun = False
+        # A trusted module's graphs, or the error tracing it raised, until `finish()`.
+        self.traced = None
 
-            arrays = arrays_for(settings.target)
-            ns = load_namespace(source, settings.target)
-            run = module_run(ns, source["file"])
-            self.description = describe_itself(ns, source["file"])
-            blobs = [export(arrays.mx, arrays, run, w) for w in specs]
+    def begin(self):
+        if self.begun:
+            return
+        self.begun = True
+        if self.tracer is not None:
+            # Both at once: a module that does not load answers the trace with an error, which
+            # `finish()` does not read.
+            send_quietly(self.tracer, {"op": "load", "source": self.source})
+            send_quietly(self.tracer, {"op": "trace", "workloads": self.specs})
+            return
+        from .arrays import arrays_for
+        from .runner import export
+
+        try:
+            arrays = arrays_for(self.settings.target)
+            ns = load_namespace(self.source, self.settings.target)
+            run = module_run(ns, self.source["file"])
+            self.description = describe_itself(ns, self.source["file"])
+            self.traced = [export(arrays.mx, arrays, run, w) for w in self.specs]
+        except (CompileError, CandidateError) as e:
+            self.traced = e
+
+    def finish(self):
+        self.begin()
+        workloads, task = self.workloads, self.task
+        if self.tracer is None:
+            if isinstance(self.traced, Exception):
+                raise self.traced
+            blobs = self.traced
         else:
             tracer = self.tracer
             try:
-                reply, _ = tracer.request({"op": "load", "source": source})
+                reply, _ = tracer.receive()
                 if reply["op"] == "compile_error":
                     raise CompileError(reply["message"])
                 if reply["op"] != "loaded":
                     raise CandidateError(reply.get("message", repr(reply)))
-                reply, payload = tracer.request({"op": "trace", "workloads": specs})
+                reply, payload = tracer.receive()
                 if reply["op"] != "traced":
                     raise CandidateError(reply.get("message", repr(reply)))
                 sizes = reply["sizes"]
-                if len(sizes) != len(specs) or sum(sizes) != len(payload):
+                if len(sizes) != len(self.specs) or sum(sizes) != len(payload):
                     raise tracer.lose("it sent graphs that do not add up")
                 blobs, pos = [], 0
                 for n in sizes:
@@ -197,6 +243,7 @@ class GraphContender:
                     pos += n
             finally:
                 tracer.kill()
+        self.traced = None
         reply, _ = self.runner.request(
             {"op": "functions", "names": [w["name"] for w in workloads], "sizes": [len(b) for b in blobs]},
             b"".join(blobs),
@@ -209,6 +256,27 @@ class GraphContender:
             for w in workloads
         }
         return self
+
+    def keep_kernels(self):
+        """File what the executor compiled (kernel_cache), once the evaluation is over."""
+        if self.kernels is None or self.runner.lost is not None:
+            return
+        try:
+            self.runner.send({"op": "kernels"})
+            reply, payload = self.runner.receive(timeout=10)
+        except RunnerLost:
+            return
+        files, pos = [], 0
+        if reply.get("op") != "kernels" or not isinstance(reply.get("files"), list):
+            return
+        for f in reply["files"]:
+            n = int(f.get("bytes", -1)) if isinstance(f, dict) else -1
+            if n < 0 or pos + n > len(payload) or not isinstance(f.get("name"), str):
+                return
+            files.append((f["name"], payload[pos:pos + n]))
+            pos += n
+        if pos == len(payload):
+            kernel_cache.keep(self.settings.kernel_cache, self.kernels, self.trusted, files)
 
     def cpu_time(self):
         return None

@@ -326,8 +326,11 @@ def export(mx, arrays, run, w):
 
 def execute(sock, target):
     """Run graphs traced elsewhere; inputs drawn here from the judge's seeds."""
+    from . import kernel_cache
     from .arrays import arrays_for, round_inputs
 
+    # Before MLX compiles anything: where it finds and puts compiled kernels.
+    view = kernel_cache.private_view()
     arrays = arrays_for(target)
     mx = arrays.mx
     fns = {}
@@ -396,6 +399,9 @@ def execute(sock, target):
             elif op == "fetch":
                 outs = rounds[h["workload"]]["outs"][h["call"]]
                 reply(sock, *pack(arrays, list(outs)))
+            elif op == "kernels":
+                files = kernel_cache.compiled(view)
+                reply(sock, {"op": "kernels", "files": [{"name": n, "bytes": len(b)} for n, b in files]}, b"".join(b for _, b in files))
             else:
                 reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
         except Exception:  # noqa: BLE001 - a graph that fails to build or run

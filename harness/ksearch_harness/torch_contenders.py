@@ -12,7 +12,7 @@ inputs cached either."""
 import numpy as np
 
 from .candidates import CandidateError, CompileError
-from .contenders import BadOutput, shape_of
+from .contenders import BadOutput, send_quietly, shape_of
 from .link import Runner, RunnerLost
 from .shared import GUARD, GUARD_BYTE, Layout, Region
 from .torch_arrays import STORAGE, fill_random, torch_dtypes
@@ -142,8 +142,8 @@ class TorchPool:
 
 
 class TorchContender:
-    """A module run in a torch runner. Starting it spawns the runner; `finish()` loads the
-    module (so that several runners start at once)."""
+    """A module run in a torch runner. Starting it spawns the runner; `begin()` asks it to load
+    the module and `finish()` waits for that (so that several runners start and load at once)."""
 
     def __init__(self, settings, arrays, source, role, label, trusted, init_args, env=None):
         self.role, self.label, self.trusted = role, label, trusted
@@ -162,10 +162,18 @@ class TorchContender:
         self.outs = {}
         self.patterns = {}
         self.flush = None
+        self.begun = False
+
+    def begin(self):
+        """Ask the runner to load the module without waiting; `finish()` reads its answer."""
+        if not self.begun:
+            self.begun = True
+            # A trusted module is asked what it runs; a candidate is not (nor believed).
+            send_quietly(self.runner, {"op": "load", "source": self.source, "describe": self.trusted})
 
     def finish(self):
-        # A trusted module is asked what it runs; a candidate is not (nor believed).
-        reply, _ = self.runner.request({"op": "load", "source": self.source, "describe": self.trusted})
+        self.begin()
+        reply, _ = self.runner.receive()
         if reply["op"] == "compile_error":
             raise CompileError(reply["message"])
         if reply["op"] != "loaded":

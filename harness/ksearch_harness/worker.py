@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from . import __version__
+from . import __version__, kernel_cache
 from .candidates import CandidateError, CompileError, is_build_failure, load_module, trimmed_traceback
 from .contenders import BadOutput, DirectContender, GraphContender, Pool, Settings, allowed_cpus
 from .gauntlet import TaskFault, call, compare, make_inputs, merge
@@ -22,7 +22,6 @@ TRUSTED_ROLES = ("baseline", "comparison")
 # What PyTorch raises after a kernel touched memory it may not, or trapped.
 CUDA_FAULT = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|device-side assert|an illegal instruction")
 # The uid the sandbox gives its programs when the judge runs as root.
-UNPRIVILEGED_ID = 65534
 
 
 class Outcome(Exception):
@@ -45,6 +44,9 @@ def evaluate(arrays, req, channel, settings):
     contenders = []
     try:
         run_phases(arrays, req, channel, result, settings, contenders)
+        for c in contenders:
+            if isinstance(c, GraphContender):
+                c.keep_kernels()
         result["message"] = f"passed {len(req['workloads'])} workload(s) × {len(req['check']['seeds'])} seed(s), every timed call checked, and a re-check after timing"
     except Outcome as o:
         result["status"] = o.status
@@ -123,6 +125,10 @@ def run_phases(arrays, req, channel, result, settings, contenders):
     except RunnerLost as e:
         raise TaskFault(f"a runner could not be started: {e}") from None
     result["sandbox"] = pending[0].confinement
+    # Every runner is asked to load before any answer is awaited, and trusted modules are traced
+    # here meanwhile: loading overlaps too. Failures are read in order below.
+    for c in pending:
+        c.begin()
     try:
         candidate = pending[0].finish()
     except CompileError as e:
@@ -355,45 +361,6 @@ def compile_report(arrays, log, started):
     }
 
 
-def kernel_cache_dir(arrays):
-    """Where MLX keeps the kernels it compiles at run time (PTX on CUDA, MLX_PTX_CACHE_DIR), shared
-    by every process of every evaluation on this machine: each runner is a fresh process in a
-    fresh temporary directory, and without it compiled the same kernels again (a few seconds
-    each, most of an evaluation). The judge and trusted runners write it; candidates' runners only
-    read it (a kernel a candidate could put there would run in the judge and the baseline). One
-    directory per MLX version and device, since MLX names entries by kernel and shape alone.
-    None (no sharing) for numpy, or where no such directory can be made."""
-    if arrays.name != "mlx":
-        return None
-    mx = arrays.mx
-    try:
-        info = mx.device_info()
-    except Exception:  # noqa: BLE001 - an MLX without device_info
-        info = {}
-    key = "-".join(str(x) for x in (mx.__version__, arrays.target, info.get("device_name", ""), info.get("architecture", "")))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "ksearch", "mlx-kernels", re.sub(r"[^A-Za-z0-9._-]+", "_", key))
-    # MLX keeps PTX; the CUDA driver turns it into machine code when a process loads it and
-    # keeps that in its own cache, by default under $HOME, which is a fresh temporary directory
-    # in every runner, so every runner compiled again what the last one had. Its cache lives
-    # beside MLX's, on the same terms (on an H200 it filled with 6 MB in one evaluation; the
-    # evaluations measured after it were not measurably shorter).
-    driver = os.path.join(path, "cuda-driver")
-    try:
-        for d in (path, driver):
-            os.makedirs(d, mode=0o755, exist_ok=True)
-            if os.geteuid() == 0:
-                # Run as root, the sandbox runs programs as uid 65534: let trusted runners write.
-                os.chown(d, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
-    except OSError:
-        return None
-    # Set before MLX compiles anything here; runners inherit MLX_* and CUDA_* variables.
-    os.environ["MLX_PTX_CACHE_DIR"] = path
-    if arrays.target == "cuda":
-        os.environ["CUDA_CACHE_PATH"] = driver
-    return path
-
-
 def serve(backend, target):
     channel = Channel.from_env()
     from .arrays import arrays_for
@@ -406,7 +373,7 @@ def serve(backend, target):
         pass
     arrays = arrays_for(target, backend)
     root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=os.getcwd())
-    settings = Settings(arrays.target, root_dir, allowed_cpus(), kernel_cache_dir(arrays))
+    settings = Settings(arrays.target, root_dir, allowed_cpus(), kernel_cache.shared_dir(arrays))
     channel.send({"type": "hello", "backend": f"{backend}/{arrays.target}", "version": __version__, "pid": os.getpid()})
     for msg in channel.requests():
         kind = msg.get("type")

@@ -406,5 +406,79 @@ class ExecRunnerSample(unittest.TestCase):
         self.assertEqual(got.tolist(), [207.0, big + 3, 100.0, big - 1, 9.0, 105.0])
 
 
+class KernelCache(unittest.TestCase):
+    """MLX's kernel cache kept between evaluations (ksearch_harness.kernel_cache)."""
+
+    def setUp(self):
+        from ksearch_harness import kernel_cache
+
+        self.kc = kernel_cache
+        self.tmp = tempfile.TemporaryDirectory()
+        self.shared = os.path.join(self.tmp.name, "mlx-kernels", "v")
+        os.makedirs(self.shared)
+        for name in ("gather_float32_uint32_1.ptx", "custom_kernel_trusted_step.ptx"):
+            with open(os.path.join(self.shared, name), "w") as f:
+                f.write(name)
+        self.addCleanup(self.tmp.cleanup)
+
+    def view(self, module):
+        env = self.kc.executor_env(self.shared, module)
+        old = os.environ.get("MLX_PTX_CACHE_DIR")
+        self.addCleanup(lambda: os.environ.__setitem__("MLX_PTX_CACHE_DIR", old) if old else os.environ.pop("MLX_PTX_CACHE_DIR", None))
+        view = self.kc.private_view(env)
+        self.assertEqual(os.environ["MLX_PTX_CACHE_DIR"], view)
+        return view
+
+    def test_a_module_directory_is_per_text_and_trust(self):
+        a = {"file": "candidate.py", "text": "K = 1\n"}
+        one = self.kc.module_dir(self.shared, a, False)
+        self.assertEqual(one, self.kc.module_dir(self.shared, dict(a), False))
+        self.assertNotEqual(one, self.kc.module_dir(self.shared, {"file": "candidate.py", "text": "K = 2\n"}, False))
+        self.assertNotEqual(one, self.kc.module_dir(self.shared, a, True))
+        self.assertTrue(os.path.isdir(one))
+
+    def test_an_executor_sees_mlx_kernels_and_its_own_module_only(self):
+        module = self.kc.module_dir(self.shared, {"file": "c.py", "text": "x"}, False)
+        with open(os.path.join(module, "custom_kernel_mine.ptx"), "w") as f:
+            f.write("mine")
+        with open(os.path.join(module, "gather_float16_int32_1.ptx"), "w") as f:
+            f.write("planted")
+        view = self.view(module)
+        self.assertEqual(sorted(os.listdir(view)), ["custom_kernel_mine.ptx", "gather_float32_uint32_1.ptx"])
+        self.assertTrue(all(os.path.islink(os.path.join(view, n)) for n in os.listdir(view)))
+        # What MLX then compiles lands in the view, and only that is handed back.
+        with open(os.path.join(view, "custom_kernel_new.ptx"), "w") as f:
+            f.write("new")
+        self.assertEqual(self.kc.compiled(view), [("custom_kernel_new.ptx", b"new")])
+
+    def test_a_candidate_keeps_its_own_kernels_and_plants_none_of_mlx(self):
+        module = self.kc.module_dir(self.shared, {"file": "c.py", "text": "x"}, False)
+        files = [("custom_kernel_step.ptx", b"ptx"), ("gather_float16_int32_1.ptx", b"evil"),
+                 ("../escape.ptx", b"evil"), ("custom_kernel_trusted_step.ptx", b"other")]
+        self.assertEqual(self.kc.keep(self.shared, module, False, files), 2)
+        self.assertEqual(sorted(os.listdir(module)), ["custom_kernel_step.ptx", "custom_kernel_trusted_step.ptx"])
+        self.assertFalse(os.path.exists(os.path.join(self.shared, "gather_float16_int32_1.ptx")))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "mlx-kernels", "escape.ptx")))
+        with open(os.path.join(self.shared, "custom_kernel_trusted_step.ptx")) as f:
+            self.assertEqual(f.read(), "custom_kernel_trusted_step.ptx")
+        # Another module's executor sees none of them.
+        other = self.kc.module_dir(self.shared, {"file": "c.py", "text": "y"}, False)
+        self.assertEqual(sorted(os.listdir(self.view(other))), ["gather_float32_uint32_1.ptx"])
+
+    def test_a_trusted_executor_adds_mlx_kernels_and_an_entry_is_never_replaced(self):
+        module = self.kc.module_dir(self.shared, {"file": "b.py", "text": "x"}, True)
+        kept = self.kc.keep(self.shared, module, True, [("gather_float16_int32_1.ptx", b"g"), ("gather_float32_uint32_1.ptx", b"new")])
+        self.assertEqual(kept, 1)
+        with open(os.path.join(self.shared, "gather_float32_uint32_1.ptx")) as f:
+            self.assertEqual(f.read(), "gather_float32_uint32_1.ptx")
+
+    def test_too_much_is_kept_not_at_all(self):
+        module = self.kc.module_dir(self.shared, {"file": "c.py", "text": "x"}, False)
+        many = [(f"custom_kernel_{i}.ptx", b"x") for i in range(self.kc.MAX_FILES + 1)]
+        self.assertEqual(self.kc.keep(self.shared, module, False, many), 0)
+        self.assertEqual(self.kc.keep(self.shared, module, False, [("custom_kernel_big.ptx", b"x" * (self.kc.MAX_BYTES + 1))]), 0)
+        self.assertEqual(os.listdir(module), [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -94,9 +94,10 @@ impl Fixture for MlxCpuFixture {
 mod mlx_harness_cpu_only {
     use super::*;
 
-    /// MLX's cache of run-time compiled kernels is shared by every process of an evaluation (the
-    /// judge and the baseline load from it); a candidate that could write it could swap in a
-    /// kernel of its own. Its runners see it read-only.
+    /// MLX's cache of run-time compiled kernels is shared by every evaluation (the judge and the
+    /// baseline load from it); a candidate that could write it, or a module's own kernel
+    /// directory beside it, could swap in a kernel of its own. Its tracer sees the shared one
+    /// read-only and no module's directory at all.
     #[test]
     #[cfg_attr(
         not(has_mlx),
@@ -107,7 +108,9 @@ mod mlx_harness_cpu_only {
         let text = "import os\nimport mlx.core as mx\n\
             _dir = os.environ.get('MLX_PTX_CACHE_DIR', '')\n\
             try:\n    with open(os.path.join(_dir, 'gather_poisoned.ptx'), 'w') as _f:\n        _f.write('poison')\n    print('KERNEL CACHE WRITTEN in', _dir)\n\
-            except OSError as e:\n    print('kernel cache write refused in', _dir, type(e).__name__)\n\n\
+            except OSError as e:\n    print('kernel cache write refused in', _dir, type(e).__name__)\n\
+            try:\n    os.makedirs(_dir + '-modules/planted', exist_ok=True)\n    with open(_dir + '-modules/planted/custom_kernel_x.ptx', 'w') as _f:\n        _f.write('poison')\n    print('MODULE CACHE WRITTEN')\n\
+            except OSError as e:\n    print('module cache write refused', type(e).__name__)\n\n\
             def run(x, *, rows, cols):\n    e = mx.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(mx.float32)\n";
         let e = f.evaluate_text("candidate.py", text);
         let out = format!("{}{}", e.result.output.head, e.result.output.tail);
@@ -122,6 +125,11 @@ mod mlx_harness_cpu_only {
             .expect("a directory and an error")
             .0;
         assert!(dir.contains("mlx-kernels"), "the cache is shared: {line}");
+        assert!(!out.contains("MODULE CACHE WRITTEN"), "{out}");
+        assert!(
+            !std::path::Path::new(&format!("{dir}-modules/planted")).exists(),
+            "a candidate made a module's kernel directory: {out}"
+        );
         assert!(
             !std::path::Path::new(dir)
                 .join("gather_poisoned.ptx")
