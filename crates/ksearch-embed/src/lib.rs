@@ -38,12 +38,12 @@ pub fn embed_dir(dir: &str, keep: fn(&Path) -> bool, name: &str, out_file: &str)
     }
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join(out_file);
-    std::fs::write(&out, code).unwrap_or_else(|e| panic!("write {}: {e}", out.display()));
+    fs_err::write(&out, code).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Files below `dir` that `keep` accepts, in sorted order.
 fn walk(dir: &Path, keep: fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = fs_err::read_dir(dir) else {
         return;
     };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();

@@ -132,7 +132,7 @@ pub fn builtin_processes(kind: BackendKind) -> Option<BuiltinProcesses> {
 /// C with the compiler and the flags the evaluator builds candidates with, a Python module to
 /// bytecode. `file` is where the source is written; a shared object goes beside it.
 pub fn build_only(kind: BackendKind, source: &str, file: &Path) -> Result<(), String> {
-    std::fs::write(file, source).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    fs_err::write(file, source).map_err(|e| e.to_string())?;
     let output = match kind {
         BackendKind::C => {
             let cc = crate::c_worker::Driver::c();

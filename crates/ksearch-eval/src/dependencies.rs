@@ -93,7 +93,7 @@ pub enum Installer {
 impl Installer {
     /// This machine's, from `/etc/os-release`.
     pub fn here() -> Installer {
-        let os_release = std::fs::read_to_string(Path::new("/etc/os-release")).unwrap_or_default();
+        let os_release = fs_err::read_to_string(Path::new("/etc/os-release")).unwrap_or_default();
         // SAFETY: geteuid has no preconditions and cannot fail.
         Installer::from_os_release(&os_release, unsafe { libc::geteuid() } == 0)
     }

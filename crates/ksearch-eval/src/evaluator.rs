@@ -116,7 +116,7 @@ impl LocalEvaluator {
 
 /// The machine's one-minute load average and the CPUs this process may use (Linux).
 fn host_load() -> Option<HostLoad> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let text = fs_err::read_to_string("/proc/loadavg").ok()?;
     let load_1m: f64 = text.split_whitespace().next()?.parse().ok()?;
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     (load_1m.is_finite() && load_1m >= 0.0).then_some(HostLoad {

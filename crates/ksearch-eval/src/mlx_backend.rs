@@ -50,7 +50,7 @@ pub(crate) fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
     }
     let io = |e: std::io::Error| EvalError::BackendUnavailable {
         backend: BackendKind::Mlx.name().into(),
-        reason: format!("could not unpack the harness into {}: {e}", dir.display()),
+        reason: format!("could not unpack the harness: {e}"),
     };
     // One staging directory per call: threads of one process (the test suite's) unpack at once.
     static STAGING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -60,15 +60,15 @@ pub(crate) fn unpack_harness(root: &Path) -> Result<PathBuf, EvalError> {
         STAGING.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         h.finish()
     ));
-    std::fs::create_dir_all(tmp.join("ksearch_harness")).map_err(io)?;
+    fs_err::create_dir_all(tmp.join("ksearch_harness")).map_err(io)?;
     for (name, text) in embedded::HARNESS_FILES {
-        std::fs::write(tmp.join("ksearch_harness").join(name), text).map_err(io)?;
+        fs_err::write(tmp.join("ksearch_harness").join(name), text).map_err(io)?;
     }
-    match std::fs::rename(&tmp, &dir) {
+    match fs_err::rename(&tmp, &dir) {
         Ok(()) => Ok(dir),
         // Another process unpacked the same version first.
         Err(_) if dir.join("ksearch_harness").join("__main__.py").exists() => {
-            let _ = std::fs::remove_dir_all(&tmp);
+            let _ = fs_err::remove_dir_all(&tmp);
             Ok(dir)
         }
         Err(e) => Err(io(e)),
@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(a, b);
         for (name, text) in embedded::HARNESS_FILES {
             assert_eq!(
-                std::fs::read_to_string(a.join("ksearch_harness").join(name)).unwrap(),
+                fs_err::read_to_string(a.join("ksearch_harness").join(name)).unwrap(),
                 *text
             );
         }
@@ -210,7 +210,7 @@ mod tests {
         });
         assert!(dirs.iter().all(|d| *d == dirs[0]));
         assert!(dirs[0].join("ksearch_harness").join("__main__.py").exists());
-        let left: Vec<_> = std::fs::read_dir(root.path())
+        let left: Vec<_> = fs_err::read_dir(root.path())
             .unwrap()
             .filter_map(Result::ok)
             .filter(|e| e.file_name().to_string_lossy().starts_with('.'))

@@ -259,13 +259,13 @@ mod tests {
         let dead = child.id();
         child.wait().unwrap();
         let stale = std::env::temp_dir().join(format!("ksearch-worker-{dead}-test"));
-        std::fs::create_dir_all(stale.join("builds")).unwrap();
+        fs_err::create_dir_all(stale.join("builds")).unwrap();
         let mine = std::env::temp_dir().join(format!("ksearch-worker-{}-live", std::process::id()));
-        std::fs::create_dir_all(&mine).unwrap();
+        fs_err::create_dir_all(&mine).unwrap();
         let mut s = fake_worker("{}");
         let _ = s.evaluate(&test_request(1), Duration::from_secs(20));
         assert!(!stale.exists(), "{} was left", stale.display());
         assert!(mine.exists(), "a live orchestrator's directory was removed");
-        std::fs::remove_dir_all(mine).unwrap();
+        fs_err::remove_dir_all(mine).unwrap();
     }
 }

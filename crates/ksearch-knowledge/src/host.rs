@@ -8,8 +8,8 @@
 //! its prompts read the same on resume and replay wherever they run.
 
 use std::fmt::Write as _;
-use std::fs;
 
+use fs_err as fs;
 use serde::{Deserialize, Serialize};
 
 /// What detection found about the host CPU.

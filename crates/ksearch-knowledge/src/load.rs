@@ -95,6 +95,7 @@ pub(crate) fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
             path: dir.display().to_string(),
             message: e.to_string(),
         };
+        // std's, not fs-err's: `LoadError::Io` names the directory already.
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .map_err(io)?
             .map(|e| e.map(|e| e.path()))

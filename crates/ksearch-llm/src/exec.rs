@@ -235,7 +235,7 @@ mod tests {
             e.contains("exited with status 3") && e.contains("no such model"),
             "{e}"
         );
-        assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 1);
+        assert_eq!(fs_err::read_to_string(&count).unwrap().lines().count(), 1);
     }
 
     #[test]

@@ -14,10 +14,10 @@
 //! own. An empty answer file counts as no answer yet. Tokens are estimated at four characters
 //! a token.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use fs_err as fs;
 use serde::{Deserialize, Serialize};
 
 use crate::client::LlmClient;

@@ -170,6 +170,7 @@ impl PriceTable {
     /// A table from a file (see [`PriceTable::from_toml`]).
     pub fn load(path: &Path) -> Result<PriceTable, PriceError> {
         let file = path.display().to_string();
+        // std's, not fs-err's: the error names the file already.
         let text = std::fs::read_to_string(path).map_err(|e| PriceError {
             file: file.clone(),
             location: None,

@@ -25,13 +25,8 @@ pub enum ReportError {
     OpenNode { node: NodeId },
     #[error("the source of round {round} ({hash}) is missing from the run's artifacts")]
     MissingSource { round: u64, hash: String },
-    #[error("failed to {action} {}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 impl ReportError {
@@ -46,7 +41,7 @@ impl ReportError {
             | ReportError::BadNode { .. }
             | ReportError::OpenNode { .. }
             | ReportError::MissingSource { .. } => true,
-            ReportError::Io { .. } => false,
+            ReportError::Io(_) => false,
         }
     }
 }

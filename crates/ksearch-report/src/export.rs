@@ -254,17 +254,9 @@ pub fn write(export: &Export, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     for f in &export.files {
         let path = dir.join(&f.path);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| ReportError::Io {
-                action: "create",
-                path: parent.to_owned(),
-                source,
-            })?;
+            fs_err::create_dir_all(parent)?;
         }
-        std::fs::write(&path, &f.text).map_err(|source| ReportError::Io {
-            action: "write",
-            path: path.clone(),
-            source,
-        })?;
+        fs_err::write(&path, &f.text)?;
         written.push(path);
     }
     Ok(written)

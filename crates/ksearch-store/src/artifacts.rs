@@ -30,16 +30,8 @@ pub(crate) fn put(dir: &Path, text: &str) -> Result<String, StoreError> {
         return Ok(hash);
     }
     let tmp = dir.join(format!(".{hash}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).map_err(|source| StoreError::Io {
-        action: "write",
-        path: tmp.clone(),
-        source,
-    })?;
-    std::fs::rename(&tmp, &path).map_err(|source| StoreError::Io {
-        action: "rename into place",
-        path: path.clone(),
-        source,
-    })?;
+    fs_err::write(&tmp, text)?;
+    fs_err::rename(&tmp, &path)?;
     Ok(hash)
 }
 
@@ -53,7 +45,7 @@ pub(crate) fn get(dir: &Path, hash: &str) -> Result<String, StoreError> {
         });
     }
     let path = dir.join(hash);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match fs_err::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(StoreError::MissingArtifact {
@@ -61,13 +53,7 @@ pub(crate) fn get(dir: &Path, hash: &str) -> Result<String, StoreError> {
                 dir: dir.to_owned(),
             });
         }
-        Err(source) => {
-            return Err(StoreError::Io {
-                action: "read",
-                path,
-                source,
-            });
-        }
+        Err(e) => return Err(e.into()),
     };
     let actual = bytes_hash(&bytes);
     if !actual.eq_ignore_ascii_case(hash) {
@@ -78,9 +64,11 @@ pub(crate) fn get(dir: &Path, hash: &str) -> Result<String, StoreError> {
         });
     }
     // Text whose hash matches was written by `put`, from a `&str`: always UTF-8.
-    String::from_utf8(bytes).map_err(|e| StoreError::Io {
-        action: "read",
-        path,
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    String::from_utf8(bytes).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+        .into()
     })
 }

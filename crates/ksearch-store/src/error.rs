@@ -16,13 +16,9 @@ pub enum StoreError {
         found: u32,
         supported: u32,
     },
-    #[error("failed to {action} {}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A file or directory of the run that could not be read or written; the error names it.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     #[error("database error in {}: {source}", path.display())]
     Sqlite {
         path: PathBuf,

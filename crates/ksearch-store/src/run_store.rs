@@ -25,7 +25,7 @@ pub struct RunStore {
     dir: PathBuf,
     db: PathBuf,
     /// The writer's lock, held for the life of the store; `None` for a reader.
-    _lock: Option<std::fs::File>,
+    _lock: Option<fs_err::File>,
 }
 
 /// Everything stored, as read back.
@@ -56,29 +56,16 @@ fn immutable_uri(db: &Path) -> String {
 }
 
 /// Take the run directory's writer lock, or say who holds it. Creates `dir` if needed.
-fn lock_writer(dir: &Path) -> Result<std::fs::File, StoreError> {
+fn lock_writer(dir: &Path) -> Result<fs_err::File, StoreError> {
     use std::io::{Read, Seek, Write};
-    std::fs::create_dir_all(dir).map_err(|source| E::Io {
-        action: "create",
-        path: dir.to_owned(),
-        source,
-    })?;
+    fs_err::create_dir_all(dir)?;
     let path = dir.join(LOCK_FILE);
-    let io = |action| {
-        let path = path.clone();
-        move |source| E::Io {
-            action,
-            path,
-            source,
-        }
-    };
-    let mut file = std::fs::OpenOptions::new()
+    let mut file = fs_err::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
-        .map_err(io("open"))?;
+        .open(&path)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -89,12 +76,15 @@ fn lock_writer(dir: &Path) -> Result<std::fs::File, StoreError> {
                 holder: text.trim().parse().ok(),
             });
         }
-        Err(std::fs::TryLockError::Error(e)) => return Err(io("lock")(e)),
+        Err(std::fs::TryLockError::Error(e)) => {
+            let text = format!("failed to lock {}: {e}", path.display());
+            return Err(std::io::Error::new(e.kind(), text).into());
+        }
     }
     // Who holds it, for the message another writer gets.
-    file.set_len(0).map_err(io("write"))?;
-    file.rewind().map_err(io("write"))?;
-    write!(file, "{}", std::process::id()).map_err(io("write"))?;
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
     Ok(file)
 }
 
@@ -170,27 +160,20 @@ impl RunStore {
 
     /// The store's database file; a directory that cannot be looked into says so.
     fn existing(dir: &Path) -> Result<PathBuf, StoreError> {
+        use fs_err::PathExt as _;
         let db = dir.join(DB_FILE);
-        match db.try_exists() {
-            Ok(true) => Ok(db),
-            Ok(false) => Err(E::Missing {
+        if db.fs_err_try_exists()? {
+            Ok(db)
+        } else {
+            Err(E::Missing {
                 dir: dir.to_owned(),
-            }),
-            Err(source) => Err(E::Io {
-                action: "read",
-                path: dir.to_owned(),
-                source,
-            }),
+            })
         }
     }
 
     /// Ensures `artifacts/` exists (creates the run directory too), then opens the database.
-    fn connect(dir: &Path, db: PathBuf, lock: Option<std::fs::File>) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir.join(ARTIFACTS_DIR)).map_err(|source| E::Io {
-            action: "create",
-            path: dir.join(ARTIFACTS_DIR),
-            source,
-        })?;
+    fn connect(dir: &Path, db: PathBuf, lock: Option<fs_err::File>) -> Result<Self, StoreError> {
+        fs_err::create_dir_all(dir.join(ARTIFACTS_DIR))?;
         let sql = |source| E::Sqlite {
             path: db.clone(),
             source,
@@ -594,7 +577,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             // Build a version-1 store by hand, as the first release wrote it.
-            std::fs::create_dir_all(dir.path().join(ARTIFACTS_DIR)).unwrap();
+            fs_err::create_dir_all(dir.path().join(ARTIFACTS_DIR)).unwrap();
             let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
             conn.execute_batch(MIGRATIONS[0]).unwrap();
             conn.pragma_update(None, "user_version", 1).unwrap();
@@ -669,7 +652,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let writer = RunStore::create(dir.path()).unwrap();
         assert!(writer.is_writer());
-        let held = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
+        let held = fs_err::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(held, std::process::id().to_string());
 
         // A second writer is refused at once, told who holds the run.
@@ -711,7 +694,7 @@ mod tests {
         };
         let h = s.put_artifact(&src).unwrap();
         let path = dir.path().join(ARTIFACTS_DIR).join(&h);
-        std::fs::write(&path, "int x; /* backdoor */").unwrap();
+        fs_err::write(&path, "int x; /* backdoor */").unwrap();
         let e = s.read_artifact(&h, "k.c").unwrap_err();
         match &e {
             StoreError::TamperedArtifact {

@@ -74,7 +74,8 @@ pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, 
         source,
     };
     // Opened without blocking (a named pipe would otherwise wait for a writer), then checked on
-    // the open descriptor, so what is checked is what is read.
+    // the open descriptor, so what is checked is what is read. std's, not fs-err's: every error
+    // here is a `ReadError::Io`, which names the path already.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -118,7 +119,7 @@ mod tests {
     fn a_small_file_is_read() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.c");
-        std::fs::write(&p, "int x;").unwrap();
+        fs_err::write(&p, "int x;").unwrap();
         assert_eq!(read_text(&p, 6, "a candidate").unwrap(), "int x;");
     }
 
@@ -126,7 +127,7 @@ mod tests {
     fn a_file_over_the_limit_is_refused_with_its_name_and_the_limit() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("big.c");
-        std::fs::write(&p, vec![b'x'; 2049]).unwrap();
+        fs_err::write(&p, vec![b'x'; 2049]).unwrap();
         let e = read_text(&p, 2048, "a candidate").unwrap_err();
         assert!(matches!(e, ReadError::TooLarge { size: 2049, .. }), "{e}");
         let text = e.to_string();
@@ -141,7 +142,7 @@ mod tests {
     fn a_sparse_huge_file_is_refused_without_reading_it() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("huge.c");
-        let f = std::fs::File::create(&p).unwrap();
+        let f = fs_err::File::create(&p).unwrap();
         f.set_len(64 << 30).unwrap(); // 64 GiB, no blocks
         let started = std::time::Instant::now();
         let e = read_text(&p, MAX_SOURCE_BYTES, "a candidate").unwrap_err();
@@ -203,7 +204,7 @@ mod tests {
     fn binary_files_are_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b.c");
-        std::fs::write(&p, [0xff, 0xfe, 0x00]).unwrap();
+        fs_err::write(&p, [0xff, 0xfe, 0x00]).unwrap();
         let e = read_text(&p, 10, "a candidate").unwrap_err();
         assert!(matches!(e, ReadError::Io { .. }), "{e}");
     }

@@ -148,7 +148,7 @@ fn find_worker(dir: &Path, w: &WorkerRef) -> Result<ExternalWorker, (FieldPath, 
         .map_err(|e| (at(), format!("cannot resolve the task directory: {e}")))?;
     let executable = |p: &Path| {
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        fs_err::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     let program = match w.program() {
         Program::InTask(p) => Some(task_dir.join(p)).filter(|p| executable(p)).ok_or_else(|| {
@@ -340,8 +340,8 @@ mod tests {
     fn a_missing_file_is_reported_at_its_field() {
         let dir = tempdir();
         let toml = builtin_task_toml("cpu/softmax").unwrap();
-        std::fs::write(dir.join("task.toml"), toml).unwrap();
-        std::fs::write(dir.join("reference.c"), "x").unwrap();
+        fs_err::write(dir.join("task.toml"), toml).unwrap();
+        fs_err::write(dir.join("reference.c"), "x").unwrap();
         let err = load_task(dir.to_str().unwrap()).unwrap_err();
         let LoadError::Task(e) = err else {
             panic!("{err}")
@@ -353,7 +353,7 @@ mod tests {
             .unwrap()
             + 1;
         assert_eq!(e.location.unwrap().line, line);
-        std::fs::remove_dir_all(dir).unwrap();
+        fs_err::remove_dir_all(dir).unwrap();
     }
 
     #[test]
@@ -381,7 +381,7 @@ mod tests {
     fn a_huge_task_file_is_refused_with_the_limit() {
         let dir = tempfile::tempdir().unwrap();
         let toml = dir.path().join("task.toml");
-        std::fs::File::create(&toml)
+        fs_err::File::create(&toml)
             .unwrap()
             .set_len(MAX_TOML_BYTES + 1)
             .unwrap();
@@ -403,9 +403,9 @@ mod tests {
     fn a_huge_or_special_source_named_by_a_task_is_refused_at_its_field() {
         let dir = tempfile::tempdir().unwrap();
         let toml = builtin_task_toml("cpu/softmax").unwrap();
-        std::fs::write(dir.path().join("task.toml"), toml).unwrap();
-        std::fs::write(dir.path().join("reference.c"), "x").unwrap();
-        std::fs::File::create(dir.path().join("seed.c"))
+        fs_err::write(dir.path().join("task.toml"), toml).unwrap();
+        fs_err::write(dir.path().join("reference.c"), "x").unwrap();
+        fs_err::File::create(dir.path().join("seed.c"))
             .unwrap()
             .set_len(MAX_SOURCE_BYTES + 1)
             .unwrap();
@@ -418,7 +418,7 @@ mod tests {
             e.message.contains("seed.c") && e.message.contains("512 KiB"),
             "{err}"
         );
-        std::fs::remove_file(dir.path().join("seed.c")).unwrap();
+        fs_err::remove_file(dir.path().join("seed.c")).unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("seed.c")).unwrap();
         let err = load_task(dir.path().to_str().unwrap()).unwrap_err();
         assert!(err.to_string().contains("not a regular file"), "{err}");
@@ -428,7 +428,7 @@ mod tests {
     fn candidates_are_read_with_the_source_limit() {
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join("big.c");
-        std::fs::File::create(&big)
+        fs_err::File::create(&big)
             .unwrap()
             .set_len(MAX_SOURCE_BYTES + 1)
             .unwrap();
@@ -445,13 +445,13 @@ mod tests {
             "{err}"
         );
         let ok = dir.path().join("ok.c");
-        std::fs::write(&ok, "void f(void) {}").unwrap();
+        fs_err::write(&ok, "void f(void) {}").unwrap();
         assert_eq!(read_candidate(&ok).unwrap().file, "ok.c");
     }
 
     fn tempdir() -> PathBuf {
         let d = std::env::temp_dir().join(format!("ksearch-tasks-test-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
+        fs_err::create_dir_all(&d).unwrap();
         d
     }
 }

@@ -6,8 +6,7 @@
 //! value detection cannot read. The numbers only need to rank candidates sensibly;
 //! measurements correct them.
 
-use std::fs;
-
+use fs_err as fs;
 use ksearch_core::caveats::{self, PeakFraction};
 use ksearch_core::protocol::Role;
 use ksearch_core::record::Evaluation;

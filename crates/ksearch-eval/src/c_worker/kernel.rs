@@ -290,15 +290,12 @@ impl Compiler {
             "ksearch_shim.c"
         };
         let object = dir.join("kernel.so");
-        let write = std::fs::create_dir_all(dir)
+        let write = fs_err::create_dir_all(dir)
             .and_then(|()| open_up(dir))
-            .and_then(|()| std::fs::write(dir.join(&file), &source.text))
-            .and_then(|()| std::fs::write(dir.join(shim), c_shim(spec, &file)));
+            .and_then(|()| fs_err::write(dir.join(&file), &source.text))
+            .and_then(|()| fs_err::write(dir.join(shim), c_shim(spec, &file)));
         if let Err(e) = write {
-            return Err(fail(
-                String::new(),
-                format!("could not write sources to {}: {e}", dir.display()),
-            ));
+            return Err(fail(String::new(), format!("could not write sources: {e}")));
         }
         let mut args: Vec<String> = flavor.flags().iter().map(|s| (*s).to_owned()).collect();
         if flavor == Flavor::Optimized {
@@ -340,7 +337,7 @@ impl Compiler {
 /// directory lies inside the worker's private temporary directory.
 fn open_up(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+    fs_err::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
 }
 
 fn describe(s: std::process::ExitStatus) -> String {

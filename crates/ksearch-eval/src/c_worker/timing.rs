@@ -66,8 +66,8 @@ fn cache_bytes(max_level: u32) -> Option<usize> {
     for i in 0..16 {
         let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
         let (Ok(level), Ok(size)) = (
-            std::fs::read_to_string(format!("{dir}/level")),
-            std::fs::read_to_string(format!("{dir}/size")),
+            fs_err::read_to_string(format!("{dir}/level")),
+            fs_err::read_to_string(format!("{dir}/size")),
         ) else {
             continue;
         };

@@ -2,9 +2,11 @@
 
 use serde_json::{Value, json};
 
-use super::LOOPBACK_MODEL;
 use crate::spec::Provider;
 use crate::types::Usage;
+
+/// The model name the canonical bodies report.
+pub const LOOPBACK_MODEL: &str = "loopback-model";
 
 /// The canonical success body of `provider` for `text` and `usage`.
 pub fn success_body(provider: Provider, text: &str, usage: &Usage) -> Value {

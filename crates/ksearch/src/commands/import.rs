@@ -162,16 +162,16 @@ fn write(task: &TaskFiles, output: &Path) -> anyhow::Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
+    fs_err::create_dir_all(parent)?;
     let tmp = tempfile::Builder::new()
         .prefix(".ksearch-import-")
         .tempdir_in(parent)?;
     for (name, text) in &task.files {
-        std::fs::write(tmp.path().join(name), text)?;
+        fs_err::write(tmp.path().join(name), text)?;
     }
     let tmp = tmp.keep();
-    std::fs::rename(&tmp, output).inspect_err(|_| {
-        let _ = std::fs::remove_dir_all(&tmp);
+    fs_err::rename(&tmp, output).inspect_err(|_| {
+        let _ = fs_err::remove_dir_all(&tmp);
     })?;
     Ok(())
 }

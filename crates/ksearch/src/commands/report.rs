@@ -47,8 +47,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         out.write_all(html.as_bytes())?;
         return Ok(exit_codes::OK);
     }
-    std::fs::write(&path, &html)
-        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    fs_err::write(&path, &html)?;
     let shown = path.display().to_string();
     if args.json {
         serde_json::to_writer(

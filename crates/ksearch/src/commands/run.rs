@@ -482,7 +482,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             if !interrupted && !paused && ksearch_engine::read_summary(&run_dir).is_err() {
                 match created {
                     Some(dir) => {
-                        let _ = std::fs::remove_dir_all(dir);
+                        let _ = fs_err::remove_dir_all(dir);
                     }
                     // A directory that was there before, and held no run: only what this run
                     // put in it goes, so that the same command can run again into it.
@@ -494,9 +494,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                             format!("{db}-shm"),
                             ksearch_store::LOCK_FILE.to_owned(),
                         ] {
-                            let _ = std::fs::remove_file(run_dir.join(name));
+                            let _ = fs_err::remove_file(run_dir.join(name));
                         }
-                        let _ = std::fs::remove_dir_all(run_dir.join(ksearch_store::ARTIFACTS_DIR));
+                        let _ = fs_err::remove_dir_all(run_dir.join(ksearch_store::ARTIFACTS_DIR));
                     }
                     None => {}
                 }

@@ -84,16 +84,14 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
     };
     let tmp = tempfile::tempdir()?;
     if let Some(dir) = write {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        fs_err::create_dir_all(dir)?;
     }
     let extension = family.spec().extension();
     let report = family.check(*limit as usize, &pinned, |config, source| {
         if let Some(dir) = write {
             let name = knobs_of(config).replace([' ', '='], "_");
             let file = dir.join(format!("{name}.{extension}"));
-            std::fs::write(&file, source)
-                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            fs_err::write(&file, source).map_err(|e| e.to_string())?;
         }
         checks(&task, source, hw.as_ref())?;
         if *no_compile {

@@ -98,7 +98,7 @@ pub(super) fn tree(t: &Tree) -> Value {
 
 /// The call a run waits for, with its whole prompt.
 pub(super) fn pending(call: &ManualCall) -> Value {
-    let prompt = std::fs::read_to_string(&call.prompt).unwrap_or_default();
+    let prompt = fs_err::read_to_string(&call.prompt).unwrap_or_default();
     json!({
         "call": call.call,
         "role": call.role,
