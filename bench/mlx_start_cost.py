@@ -8,6 +8,8 @@ candidate, an executor per contender). This measures, each in fresh interpreters
 - `kernel`: the first call of a task's seed in a process whose MLX kernel cache
   (`MLX_PTX_CACHE_DIR`) is empty, then in one whose cache the first filled: the difference is
   what compiling the seed's kernel costs a process that may not keep it;
+- `warmed`: the seed's first call after a trivial kernel of another name ran first (is the first
+  call's cost the process's, or the kernel's?);
 - `trace`: `mx.export_function` of the seed on its first workload's shapes, and
   `mx.import_function` plus a first call of that graph in a fresh process (warm cache).
 
@@ -58,6 +60,14 @@ if mode == "import":
     t4 = time.perf_counter()
     out.update(import_ms=(t2 - t1) * 1e3, first_call_ms=(t3 - t2) * 1e3, second_call_ms=(t4 - t3) * 1e3)
 else:
+    if mode == "warm":
+        # A trivial kernel of the harness's own first: does the seed's first call then cost less?
+        k = mx.fast.cuda_kernel(name="ksearch_warm", input_names=["a"], output_names=["b"],
+                                source="b[threadIdx.x] = a[threadIdx.x] + 1.0f;")
+        mx.eval(k(inputs=[mx.zeros((32,))], grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                  output_shapes=[(32,)], output_dtypes=[mx.float32])[0])
+        out["warm_ms"] = (time.perf_counter() - t1) * 1e3
+        t1 = time.perf_counter()
     ns = {"__name__": "seed", "KSEARCH_TARGET": "cuda" if mx.cuda.is_available() else "cpu"}
     exec(compile(open(task_dir + "/" + file).read(), file, "exec"), ns)
     t2 = time.perf_counter()
@@ -113,6 +123,8 @@ def main():
             imported, _ = run_all([(argv + ["import", graph], e)])
             result["kernel"].append({"empty_cache": cold[0], "filled_cache": warm[0]})
             result["trace"].append({"export": exported[0], "import": imported[0]})
+            warmed, _ = run_all([(argv + ["warm", graph], e)])
+            result.setdefault("warmed", []).append(warmed[0])
             print("kernel", result["kernel"][-1], "trace", result["trace"][-1], file=sys.stderr)
     print(json.dumps(result, indent=1))
 

@@ -55,8 +55,6 @@ if OUT:
                     setattr(mod, f, timed(f, getattr(mod, f)))
         elif name == "ksearch_harness.runner":
             mod.export = timed("export", mod.export)
-        elif name == "ksearch_harness.arrays":
-            mod.arrays_for = timed("arrays_for", mod.arrays_for)
         elif name == "ksearch_harness.timing":
             for f in ("verify_round", "compare"):
                 if hasattr(mod, f):
