@@ -1,6 +1,7 @@
 //! The `barrier-in-branch` and `exit-before-barrier` rules: a barrier that not every thread of
 //! the group reaches.
 
+use std::collections::HashSet;
 use std::ops::Range;
 
 use ksearch_core::static_check::Violation;
@@ -26,6 +27,18 @@ fn calls(code: &str, range: Range<usize>, names: &[String]) -> Vec<(usize, Strin
     out
 }
 
+/// A unit's control statements, and the variables that depend on the thread.
+fn flow_of(rule: &Rule, code: &str, unit: Range<usize>) -> (Vec<flow::Control>, HashSet<String>) {
+    let controls = flow::controls(code, unit.clone());
+    let tainted = flow::thread_dependent(
+        code,
+        unit,
+        &rule.spec.thread_vars,
+        rule.compiled.thread_params.as_ref(),
+    );
+    (controls, tainted)
+}
+
 pub(crate) fn barrier_in_branch(rule: &Rule, a: &Analysis<'_>, out: &mut Vec<Violation>) {
     let code = &a.kernel;
     for unit in &a.units {
@@ -33,13 +46,7 @@ pub(crate) fn barrier_in_branch(rule: &Rule, a: &Analysis<'_>, out: &mut Vec<Vio
         if barriers.is_empty() {
             continue;
         }
-        let controls = flow::controls(code, unit.clone());
-        let tainted = flow::thread_dependent(
-            code,
-            unit.clone(),
-            &rule.spec.thread_vars,
-            rule.compiled.thread_params.as_ref(),
-        );
+        let (controls, tainted) = flow_of(rule, code, unit.clone());
         for (at, name) in barriers {
             // The innermost enclosing control whose condition depends on the thread.
             let hit = controls
@@ -71,13 +78,7 @@ pub(crate) fn exit_before_barrier(rule: &Rule, a: &Analysis<'_>, out: &mut Vec<V
         let Some((last_barrier, barrier)) = barriers.last().cloned() else {
             continue;
         };
-        let controls = flow::controls(code, unit.clone());
-        let tainted = flow::thread_dependent(
-            code,
-            unit.clone(),
-            &rule.spec.thread_vars,
-            rule.compiled.thread_params.as_ref(),
-        );
+        let (controls, tainted) = flow_of(rule, code, unit.clone());
         for ret in find_token(&code[unit.clone()], "return") {
             let at = unit.start + ret;
             if at > last_barrier {
