@@ -35,6 +35,15 @@ def send_quietly(runner, header, payload=b""):
         pass
 
 
+def ask_to_load(contender):
+    """A direct or torch contender's `begin()`: ask its runner to load the module, once, without
+    waiting; `finish()` reads the answer."""
+    if not contender.begun:
+        contender.begun = True
+        # A trusted module is asked what it runs; a candidate is not (nor believed).
+        send_quietly(contender.runner, {"op": "load", "source": contender.source, "describe": contender.trusted})
+
+
 def shape_of(spec, axes):
     return tuple(int(axes[a]) for a in spec["shape"])
 
@@ -68,11 +77,7 @@ class DirectContender:
         self.begun = False
 
     def begin(self):
-        """Ask the runner to load the module without waiting; `finish()` reads its answer."""
-        if not self.begun:
-            self.begun = True
-            # A trusted module is asked what it runs; a candidate is not (nor believed).
-            send_quietly(self.runner, {"op": "load", "source": self.source, "describe": self.trusted})
+        ask_to_load(self)
 
     def finish(self):
         self.begin()

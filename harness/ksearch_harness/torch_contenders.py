@@ -12,7 +12,7 @@ inputs cached either."""
 import numpy as np
 
 from .candidates import CandidateError, CompileError
-from .contenders import BadOutput, send_quietly, shape_of
+from .contenders import BadOutput, ask_to_load, shape_of
 from .link import Runner, RunnerLost
 from .shared import GUARD, GUARD_BYTE, Layout, Region
 from .torch_arrays import STORAGE, fill_random, torch_dtypes
@@ -165,11 +165,7 @@ class TorchContender:
         self.begun = False
 
     def begin(self):
-        """Ask the runner to load the module without waiting; `finish()` reads its answer."""
-        if not self.begun:
-            self.begun = True
-            # A trusted module is asked what it runs; a candidate is not (nor believed).
-            send_quietly(self.runner, {"op": "load", "source": self.source, "describe": self.trusted})
+        ask_to_load(self)
 
     def finish(self):
         self.begin()

@@ -21,7 +21,6 @@ from .timing import TimedFailure, TimedIncorrect, time_workload
 TRUSTED_ROLES = ("baseline", "comparison")
 # What PyTorch raises after a kernel touched memory it may not, or trapped.
 CUDA_FAULT = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|device-side assert|an illegal instruction")
-# The uid the sandbox gives its programs when the judge runs as root.
 
 
 class Outcome(Exception):
