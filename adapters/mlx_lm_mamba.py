@@ -12,6 +12,13 @@ shapes outside what the kernel was verified on (`provenance.json`'s measured wor
 Falcon-Mamba variant's extra normalisations. The exported packages are loaded from their folders
 as they are: it is their files that run. `stats(model)` counts which path each call took.
 
+    step = mlx_lm_mamba.compile_decode(model)                        # after install()
+    logits = step(token, cache)                                      # as model(token, cache=cache)
+
+`compile_decode` makes one decode step of the whole model a single `mx.compile`d function: the
+step's hundreds of small operations (a few per layer and 48 layers) then cost far fewer
+launches, which is where an uncompiled decode step's time goes.
+
 Contracts (the tasks `mlx/selective_scan` and `mlx/selective_state_update`): the kernels take
 u/x, Δ, B, C, z in f16, A, D and the state in f32, and return y already gated by silu(z) (what
 mlx-lm computes as `swiglu(z, y)`) and the f32 state after the last step."""
@@ -26,7 +33,7 @@ import types
 import mlx.core as mx
 import mlx.nn as nn
 
-__all__ = ["Export", "load_export", "install", "stats"]
+__all__ = ["Export", "load_export", "install", "stats", "compile_decode"]
 
 
 class Export:
@@ -101,6 +108,41 @@ def install(model, scan=None, step=None):
         object.__setattr__(block, "_process_sequence", types.MethodType(_process_sequence, block))
         n += 1
     return n
+
+
+def compile_decode(model):
+    """`step(token, cache) -> logits`: what `model(token, cache=cache)` computes for one token a
+    sequence after a prefill, and the same update of `cache`, as one `mx.compile`d function of the
+    token and the caches' arrays (the weights are captured as they are now). Compile after
+    `install`: the routing is traced into the function. A cache not yet filled by a prefill goes
+    through the model as it is. Inside the compiled step a block's paths are counted when it is
+    traced; `stats` counts the compiled steps themselves as "compiled decode step"."""
+    blocks = _blocks(model)
+    cache_type = type(model.make_cache()[0])
+
+    def pure(token, *states):
+        caches = []
+        for i in range(len(blocks)):
+            c = cache_type(size=2)
+            c[0], c[1] = states[2 * i], states[2 * i + 1]
+            caches.append(c)
+        logits = model(token, cache=caches)
+        return (logits, *[x for c in caches for x in (c[0], c[1])])
+
+    compiled = mx.compile(pure)
+
+    def step(token, cache):
+        if any(c[0] is None or c[1] is None for c in cache) or token.shape[1] != 1:
+            return model(token, cache=cache)
+        out = compiled(token, *[x for c in cache for x in (c[0], c[1])])
+        for i, c in enumerate(cache):
+            c[0], c[1] = out[1 + 2 * i], out[2 + 2 * i]
+        for block in blocks:
+            if hasattr(block, "_ksearch_stats"):
+                _count(block, "compiled decode step")
+        return out[0]
+
+    return step
 
 
 def _blocks(model):

@@ -25,6 +25,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "adapters"))
 
 import mlx.core as mx  # noqa: E402
+import mlx.utils  # noqa: E402
 
 import mlx_lm_mamba  # noqa: E402
 
@@ -67,8 +68,9 @@ def mlx_prefill(model, tokens):
     return out
 
 
-def mlx_decode(model, prompt, n):
-    """Greedy decoding of `n` tokens after `prompt`: the tokens and the seconds the n steps took."""
+def mlx_decode(model, prompt, n, step=None):
+    """Greedy decoding of `n` tokens after `prompt`: the tokens and the seconds the n steps took.
+    `step(token, cache)` makes a step instead of the model itself (a compiled step)."""
     cache = model.make_cache()
     logits = model(prompt, cache=cache)
     token = mx.argmax(logits[:, -1], axis=-1, keepdims=True)
@@ -76,7 +78,7 @@ def mlx_decode(model, prompt, n):
     out = []
     t0 = time.perf_counter()
     for _ in range(n):
-        logits = model(token, cache=cache)
+        logits = step(token, cache) if step else model(token, cache=cache)
         token = mx.argmax(logits[:, -1], axis=-1, keepdims=True)
         mx.eval(token)
         out.append(int(token.item()))
@@ -213,13 +215,60 @@ def main():
         mlx_decode(model, p, 4)
         _, seconds = mlx_decode(model, p, args.decode)
         side["decode_tokens_per_s"] = args.decode / seconds
+        # The same decode, each step one mx.compile'd function (the adapter's compile_decode),
+        # checked against the eager tokens first.
+        step_fn = mlx_lm_mamba.compile_decode(model)
+        eager_tokens, _ = mlx_decode(model, prompt, 32)
+        compiled_tokens, _ = mlx_decode(model, prompt, 32, step_fn)
+        side["compiled_greedy_32_same"] = eager_tokens == compiled_tokens
+        mlx_decode(model, p, 4, step_fn)
+        _, seconds = mlx_decode(model, p, args.decode, step_fn)
+        side["decode_compiled_tokens_per_s"] = args.decode / seconds
         side["paths"] = mlx_lm_mamba.stats(model)
         result[name] = side
         print(name, json.dumps(side), flush=True)
+    result["decode_breakdown"] = decode_breakdown(model, step, config, args.prompt)
+    print("decode_breakdown", json.dumps(result["decode_breakdown"]), flush=True)
     result["mamba_py"] = torch_side(config, lengths, args.prompt, args.decode, args.reps)
     print("mamba_py", json.dumps(result["mamba_py"]), flush=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
+
+
+def decode_breakdown(model, step, config, prompt_len):
+    """Where a decode step's time goes, ms per token (with the kernels installed): the whole step
+    as mlx-lm runs it, the same compiled, the exported state update alone as often as a step calls
+    it (once per layer, on the step's shapes), the step without its 48 Mamba blocks (embedding,
+    final norm and the vocabulary projection), and the weights' bytes, which a step must read."""
+    mlx_lm_mamba.install(model, scan=None, step=step)
+    p = mx.random.randint(0, config["vocab_size"], (1, prompt_len))
+    n = 64
+    out = {}
+    mlx_decode(model, p, 4)
+    out["step_ms"] = mlx_decode(model, p, n)[1] / n * 1e3
+    fn = mlx_lm_mamba.compile_decode(model)
+    mlx_decode(model, p, 4, fn)
+    out["compiled_step_ms"] = mlx_decode(model, p, n, fn)[1] / n * 1e3
+    d, s = config["intermediate_size"], config["state_size"]
+    args = [mx.random.normal((1, d, s)), *[mx.random.normal((1, d)).astype(mx.float16) for _ in range(2)],
+            -mx.exp(mx.random.normal((d, s))), *[mx.random.normal((1, s)).astype(mx.float16) for _ in range(2)],
+            mx.ones((d,)), mx.random.normal((1, d)).astype(mx.float16)]
+    layers = config["num_hidden_layers"]
+
+    def kernels_alone():
+        outs = [step.fn(*args) for _ in range(layers)]
+        mx.eval(outs)
+    out["state_update_kernels_ms"] = timed(kernels_alone, 20, 0.5) * 1e3
+    backbone = model.backbone
+    token = mx.array([[1]])
+
+    def no_blocks():
+        x = backbone.norm_f(backbone.embeddings(token))
+        mx.eval(backbone.embeddings.as_linear(x) if model.args.tie_word_embeddings else model.lm_head(x))
+    out["without_blocks_ms"] = timed(no_blocks, 20, 0.5) * 1e3
+    leaves = [v for _, v in mlx.utils.tree_flatten(model.parameters())]
+    out["weight_bytes"] = sum(v.nbytes for v in leaves)
+    return out
 
 
 if __name__ == "__main__":

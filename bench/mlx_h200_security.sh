@@ -10,10 +10,12 @@
 #   start   what starting MLX processes and compiling a seed's kernel cost (bench/mlx_start_cost.py)
 #   hostile bench/mlx_hostile.py against mlx/selective_state_update (workload b16)
 #   rounds  what a timed round costs a graph runner, part by part (bench/mlx_round_cost.py)
-#   profile wall time of `eval mlx/attention baseline.py` and of the selective_state_update seed
-#           by the new and the old evaluator, alternately, twice, starting from an empty MLX
-#           kernel cache (the first new evaluation fills it, as the first of a search does), with
-#           the judge's requests and steps profiled (bench/judge_profile, JSON lines)
+#   profile wall time of `eval mlx/attention baseline.py`, of the selective_state_update seed and
+#           of a new copy of it, by the new and the old evaluator, alternately, twice, starting
+#           from an empty MLX kernel cache (the first new evaluation fills it, as the first of a
+#           search does), with
+#           the judge's requests and steps profiled, with the runners' first answers on a
+#           timeline (bench/judge_profile, JSON lines); then the module kernels kept
 # Usage: bash bench/mlx_h200_security.sh STEP   (results in $OUT/STEP.tgz)
 set -uo pipefail
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
@@ -74,22 +76,35 @@ PY
     python3 -c "import json; j=json.load(open('$R/seed-ssu.json')); print(j['status']); [print(' ', w['name'], w['latency_ms'], w['baseline_latency_ms']['median']) for w in j['workloads']]"
     ;;
   profile)
+    # BINS: the binaries, alternately. TASKS: which
+    # evaluations: attention (SDPA against itself), ssu (the state update's seed, whose kernels a
+    # second pass finds kept) and ssu-fresh (the seed with a comment no evaluation saw before, as
+    # a search's new candidate is: its kernel is compiled in every evaluation).
     rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/ksearch/mlx-kernels"
     export JUDGE_PROFILE_OUT="$R/judge-profile.jsonl" PYTHONPATH="$PWD/bench/judge_profile:$PYTHONPATH"
     for i in 1 2; do
       for b in ${BINS:-"$K" "$OLD"}; do
-        for t in attention selective_state_update; do
-          args=(--seeds 1)
-          [ "$t" = attention ] && args+=(tasks/mlx/attention/baseline.py)
+        name=$(basename "$b")
+        for t in ${TASKS:-attention ssu}; do
+          case "$t" in
+            attention) args=(mlx/attention tasks/mlx/attention/baseline.py) ;;
+            ssu) args=(mlx/selective_state_update) ;;
+            ssu-fresh)
+              cp tasks/mlx/selective_state_update/seed.py "$R/fresh-$i-$name.py"
+              echo "# a new module: pass $i, $name, $(date +%s%N)" >> "$R/fresh-$i-$name.py"
+              args=(mlx/selective_state_update "$R/fresh-$i-$name.py") ;;
+          esac
           s=$(date +%s%N)
-          "$b" eval "mlx/$t" "${args[@]}" --target cuda --json > "$R/$t-$(basename "$b")-$i.json" 2> "$R/$t-$(basename "$b")-$i.err"
+          "$b" eval "${args[@]}" --seeds 1 --target cuda --json > "$R/$t-$name-$i.json" 2> "$R/$t-$name-$i.err"
           ms=$(( ($(date +%s%N) - s) / 1000000 ))
-          echo "{\"task\": \"$t\", \"bin\": \"$(basename "$b")\", \"pass\": $i, \"wall_ms\": $ms}" >> "$R/wall.jsonl"
-          echo "$t $(basename "$b") $i: $ms ms"
-          python3 -c "import json; j=json.load(open('$R/$t-$(basename "$b")-$i.json')); print(' ', j['status'], j.get('time_s')); [print('   ', w['name'], w['latency_ms']['median'], w['latency_ms']['runs'], w['latency_ms'].get('calls_per_sample')) for w in j['workloads']]" || tail -5 "$R/$t-$(basename "$b")-$i.err"
+          echo "{\"task\": \"$t\", \"bin\": \"$name\", \"pass\": $i, \"wall_ms\": $ms}" >> "$R/wall.jsonl"
+          echo "$t $name $i: $ms ms"
+          python3 -c "import json; j=json.load(open('$R/$t-$name-$i.json')); print(' ', j['status'], j.get('time_s')); [print('   ', w['name'], w['latency_ms']['median'], w['latency_ms']['runs'], w['latency_ms'].get('calls_per_sample')) for w in j['workloads']]" || tail -5 "$R/$t-$name-$i.err"
         done
       done
     done
+    # What the evaluations kept of the modules' own kernels (nvrtc_keep.c, kernel_cache.py).
+    find "${XDG_CACHE_HOME:-$HOME/.cache}/ksearch/mlx-kernels" \( -name 'custom_kernel_*' -o -name 'nvrtc-keep-*' \) -printf '%P %s\n' | tee "$R/kept.txt"
     ;;
   start)
     python3 bench/mlx_start_cost.py > "$R/start-cost.json" && cat "$R/start-cost.json"

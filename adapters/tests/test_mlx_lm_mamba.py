@@ -7,6 +7,7 @@ without its dependencies: only its model code is imported)."""
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import types
@@ -116,6 +117,57 @@ class Adapter(unittest.TestCase):
         self.assertEqual(len(self.scan_calls), 2)
         self.assertEqual(len(self.step_calls), 2 * 8)
         self.assertEqual(mlx_lm_mamba.stats(self.model), {"scan kernel": 2, "step kernel": 16})
+
+    def test_a_compiled_decode_step_matches_the_model_and_updates_the_cache(self):
+        mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step)
+        prompt = mx.random.randint(0, 96, (1, 16))
+        eager, compiled = self.model.make_cache(), self.model.make_cache()
+        for cache in (eager, compiled):
+            mx.eval(self.model(prompt, cache=cache))
+        step = mlx_lm_mamba.compile_decode(self.model)
+        token = mx.array([[5]])
+        for _ in range(4):
+            want = self.model(token, cache=eager)
+            got = step(token, compiled)
+            self.assertLess(float(mx.abs(got - want).max()), 1e-4)
+            for a, b in zip(eager, compiled):
+                self.assertLess(float(mx.abs(a[1] - b[1]).max()), 1e-4)
+                self.assertTrue(mx.array_equal(a[0], b[0]).item())
+            token = mx.argmax(want[:, -1], axis=-1, keepdims=True)
+        paths = mlx_lm_mamba.stats(self.model)
+        self.assertEqual(paths["compiled decode step"], 4 * len(self.model.layers))
+        # The exported step was traced into the compiled function.
+        self.assertGreater(len(sys.modules[self.step.fn.__module__].CALLS), 4)
+        # Without a prefill's caches the model runs as it is.
+        fresh = self.model.make_cache()
+        self.assertTrue(mx.array_equal(step(prompt, fresh), self.model(prompt, cache=self.model.make_cache())).item())
+
+    def test_the_end_to_end_bench_runs_with_stand_in_exports(self):
+        """bench/mamba_e2e.py on mamba-370m's sizes with two layers (--tiny), on the CPU."""
+        mamba_module()
+        size = {"dinner": 2048, "dstate": 16}
+        scan = write_export(os.path.join(self.tmp, "scan370"), "selective_scan", [{"batch": 1, "seqlen": n, **size} for n in (16, 32)])
+        step = write_export(os.path.join(self.tmp, "step370"), "selective_state_update", [{"batch": 1, **size}])
+        out = os.path.join(self.tmp, "e2e.json")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "adapters"), os.environ.get("PYTHONPATH", "")])}
+        subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mamba_e2e.py"), "--scan", scan, "--step", step, "--out", out,
+                        "--tiny", "--lengths", "16,32", "--prompt", "16", "--decode", "4", "--reps", "1"],
+                       env=env, check=True, capture_output=True, timeout=600)
+        with open(out) as f:
+            result = json.load(f)
+        self.assertTrue(result["check"]["greedy_32_same"])
+        for side in ("mlx_lm", "mlx_lm_kernels"):
+            self.assertTrue(result[side]["compiled_greedy_32_same"], side)
+            self.assertGreater(result[side]["decode_compiled_tokens_per_s"], 0)
+            self.assertEqual(set(result[side]["prefill_tokens_per_s"]), {"16", "32"})
+        paths = result["mlx_lm_kernels"]["paths"]
+        self.assertGreater(paths["scan kernel"], 0)
+        self.assertGreater(paths["compiled decode step"], 0)
+        self.assertNotIn("scan kernel", result["mlx_lm"]["paths"])
+        breakdown = result["decode_breakdown"]
+        for key in ("step_ms", "compiled_step_ms", "state_update_kernels_ms", "without_blocks_ms"):
+            self.assertGreater(breakdown[key], 0, key)
+        self.assertGreater(breakdown["weight_bytes"], 2 * 50280 * 1024)
 
     def test_shapes_outside_what_was_verified_fall_back_to_mlx_lm(self):
         want = self.logits([[1, 2, 3, 4, 5, 6, 7]])

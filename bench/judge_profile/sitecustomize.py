@@ -2,13 +2,66 @@
 JUDGE_PROFILE_OUT naming a file, the judge (`python3 -m ksearch_harness`, which inherits the
 variable; its runners do not) counts and times its requests to runners by op, runner start-ups,
 and the evaluation's steps, and appends one JSON line per evaluation to that file:
-{"argv": [...], "wall_s": s, "steps": {name: [count, seconds, longest]}}. Nothing else changes."""
+{"argv": [...], "wall_s": s, "steps": {name: [count, seconds, longest]}, "timeline": [...]}.
+Runners (which find this folder on their PYTHONPATH and MLX_KSEARCH_PROFILE=1 in their
+environment, which the judge sets) stamp each answer with when they received the request and
+when their interpreter started (`site`) and imported MLX; the timeline lists, for the first answers of each runner, the
+wall-clock times (seconds from the evaluation's start) of: the request's arrival, the answer's
+departure and its arrival in the judge. Nothing else changes."""
 
 import os
 
 OUT = os.environ.get("JUDGE_PROFILE_OUT")
+RUNNER = os.environ.get("MLX_KSEARCH_PROFILE") == "1" and os.environ.get("USER") == "ksearch"
+
+if RUNNER:
+    import importlib.abc
+    import sys
+    import time
+
+    MARKS = {"site": time.time()}
+
+    def patch_runner(mod):
+        if mod.__name__ == "ksearch_harness.link":
+            send, recv = mod.send, mod.recv
+            last = {}
+
+            def recv2(*a, **k):
+                got = recv(*a, **k)
+                if got is not None:
+                    last["op"], last["t"] = got[0].get("op"), time.time()
+                return got
+
+            def send2(sock, header, payload=b"", fds=()):
+                header = {**header, "_prof": {"req": last.get("op"), "recv": last.get("t"), "sent": time.time(), **MARKS}}
+                return send(sock, header, payload, fds)
+            mod.send, mod.recv = send2, recv2
+        elif mod.__name__ == "mlx.core":
+            MARKS["mlx"] = time.time()
+
+    class RunnerFinder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname not in ("ksearch_harness.link", "mlx.core"):
+                return None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None and spec.loader is not None:
+                    run = spec.loader.exec_module
+
+                    def exec_module(module, run=run):
+                        MARKS.setdefault(f"import:{fullname}", time.time())
+                        run(module)
+                        patch_runner(module)
+                    spec.loader.exec_module = exec_module
+                    return spec
+            return None
+
+    sys.meta_path.insert(0, RunnerFinder())
 
 if OUT:
+    os.environ["MLX_KSEARCH_PROFILE"] = "1"
     import functools
     import importlib.abc
     import json
@@ -16,6 +69,9 @@ if OUT:
     import time
 
     STEPS = {}
+    TIMELINE = []
+    # Answers kept per runner in the timeline.
+    PER_RUNNER = 12
 
     def note(name, seconds):
         c = STEPS.setdefault(name, [0, 0.0, 0.0])
@@ -42,7 +98,24 @@ if OUT:
         if name == "ksearch_harness.link":
             mod.Runner.request = timed("request", mod.Runner.request, op)
             mod.Runner.timed = timed("timed", mod.Runner.timed, op)
-            mod.Runner.__init__ = timed("spawn", mod.Runner.__init__, lambda _s, mode, *a, **k: mode)
+            init, receive = mod.Runner.__init__, mod.Runner.receive
+
+            def init2(self, mode, *a, **k):
+                t = time.time()
+                init(self, mode, *a, **k)
+                self._prof = (mode, len([e for e in TIMELINE if e.get("spawned")]), 0)
+                TIMELINE.append({"runner": f"{mode}{self._prof[1]}", "spawned": t, "ready": time.time()})
+
+            def receive2(self, *a, **k):
+                header, payload = receive(self, *a, **k)
+                prof = header.pop("_prof", None) if isinstance(header, dict) else None
+                mode, n, count = getattr(self, "_prof", ("?", 0, 0))
+                if prof is not None and count < PER_RUNNER:
+                    self._prof = (mode, n, count + 1)
+                    TIMELINE.append({"runner": f"{mode}{n}", "op": header.get("op"), "judge": time.time(), **prof})
+                return header, payload
+            mod.Runner.__init__ = timed("spawn", init2, lambda _s, mode, *a, **k: mode)
+            mod.Runner.receive = receive2
         elif name == "ksearch_harness.contenders":
             for cls in (mod.GraphContender, mod.DirectContender):
                 cls.finish = timed(f"finish:{cls.__name__}", cls.finish)
@@ -94,7 +167,11 @@ if OUT:
     sys.meta_path.insert(0, Finder())
 
     def write(wall):
+        t0 = time.time() - wall
+        timeline = [{k: (round(v - t0, 4) if isinstance(v, float) and v > 1e9 else v) for k, v in e.items()} for e in TIMELINE]
         with open(OUT, "a") as f:
             f.write(json.dumps({"argv": sys.argv, "wall_s": round(wall, 4),
-                                "steps": {k: [c, round(s, 4), round(m, 4)] for k, (c, s, m) in sorted(STEPS.items())}}) + "\n")
+                                "steps": {k: [c, round(s, 4), round(m, 4)] for k, (c, s, m) in sorted(STEPS.items())},
+                                "timeline": timeline}) + "\n")
         STEPS.clear()
+        TIMELINE.clear()

@@ -321,12 +321,14 @@ class GraphContender:
         return got
 
     def round(self, workload, seed, sets):
-        """`sets` fresh input sets for the next batches, drawn in the runner from `seed`."""
+        """`sets` fresh input sets for the next batches, drawn in the runner from `seed` (their
+        outputs' memory poisoned first, for an untrusted module)."""
         reply, _ = self.runner.request({
             "op": "round",
             "workload": workload["name"],
             "seed": seed,
             "sets": sets,
+            "poison": not self.trusted,
             "inputs": self.task["inputs"],
             "shapes": [list(s) for s in self.shapes[workload["name"]]],
             "outputs": self.out_specs[workload["name"]],

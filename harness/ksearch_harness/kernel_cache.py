@@ -3,24 +3,31 @@ between evaluations, and what each process of an evaluation sees of it.
 
 Each runner is a fresh process: without a cache kept on disk it compiled the same kernels again,
 a few seconds each. MLX names an entry by what it compiles: its own kernels by operation and
-types (`gather_…`), a module's `cuda_kernel`s by the name the module gives them and their
-template arguments alone (`custom_kernel_<name><hash of the template arguments>`), not by their
-source. Hence three rules:
+types (`gather_…`), a module's `cuda_kernel`s by the name the module gives them, their template
+arguments and a hash of their source (`custom_kernel_<name><arguments>_<hash>`), a hash anyone
+can compute. Hence three rules:
 
 - MLX's own kernels live in one shared directory per MLX version and device, written by the
   judge only: by its own MLX, and with what trusted executors compiled.
-- A module's own kernels (`custom_kernel_…`) live in a directory per module text and trust: an
-  edited kernel under the same name is compiled again instead of the old one running, and a
-  candidate's entries are never read for another module, nor a trusted module's for a candidate.
+- A module's own kernels (`custom_kernel_…`) live in a directory per module text and trust: a
+  candidate's entries are never read for another module (it could name one of a trusted
+  module's kernels and plant code under that name), nor a trusted module's for a candidate.
 - An executor writes nothing on disk. MLX writes into a directory in its private temporary
   directory that holds links to what it may read (`private_view`); at the end of an evaluation
   the judge asks it for what it compiled (`compiled`) and files it (`keep`), bounded in count
   and size, a candidate's only in that candidate's own directory.
+
+MLX looks a `cuda_kernel` up in that directory like any other module, but writes only its own
+kernels there: on CUDA, executors load `nvrtc_keep.c` (built by the judge, `keeper`), which writes
+the code NVRTC made for a `custom_kernel_…` module where MLX would read it.
 """
 
 import hashlib
 import os
 import re
+import shlex
+import shutil
+import subprocess
 import tempfile
 
 MODULE_PREFIX = "custom_kernel_"
@@ -33,6 +40,9 @@ NAME = re.compile(r"[A-Za-z0-9_.+-]{1,200}")
 # The environment an executor finds its directories in.
 SHARED_VAR = "KSEARCH_KERNELS_SHARED"
 MODULE_VAR = "KSEARCH_KERNELS_MODULE"
+KEEPER_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvrtc_keep.c")
+# The keeper built for each shared directory (None where it could not be built).
+KEEPERS = {}
 
 
 def shared_dir(arrays):
@@ -65,6 +75,34 @@ def shared_dir(arrays):
     os.environ["MLX_PTX_CACHE_DIR"] = path
     if arrays.target == "cuda":
         os.environ["CUDA_CACHE_PATH"] = driver
+        KEEPERS[path] = keeper(path)
+    return path
+
+
+def keeper(shared, compiler=None):
+    """`nvrtc_keep.c` built into the shared directory (once per text of it), or None where no C
+    compiler builds it: executors then compile a module's kernels in every evaluation."""
+    with open(KEEPER_SOURCE, "rb") as f:
+        text = f.read()
+    path = os.path.join(shared, f"nvrtc-keep-{hashlib.sha256(text).hexdigest()[:16]}.so")
+    if os.path.isfile(path):
+        return path
+    cc = shlex.split(compiler or os.environ.get("CC") or "") or [shutil.which("cc") or shutil.which("gcc") or ""]
+    if not cc[0]:
+        return None
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        done = subprocess.run([*cc, "-O2", "-shared", "-fPIC", "-o", tmp, KEEPER_SOURCE, "-ldl"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        if done.returncode != 0:
+            return None
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return path
 
 
@@ -109,7 +147,10 @@ def _prune(root):
 
 
 def executor_env(shared, module):
-    return {SHARED_VAR: shared or "", MODULE_VAR: module or ""}
+    env = {SHARED_VAR: shared or "", MODULE_VAR: module or ""}
+    if KEEPERS.get(shared):
+        env["LD_PRELOAD"] = KEEPERS[shared]
+    return env
 
 
 def private_view(environ=os.environ):
@@ -161,7 +202,8 @@ def keep(shared, module, trusted, files):
     if shared is None or len(files) > MAX_FILES or sum(len(b) for _, b in files) > MAX_BYTES:
         return 0
     kept = 0
-    for name, data in files:
+    # A module's code file last: MLX takes it for a cached module, and reads the names beside it.
+    for name, data in sorted(files, key=lambda f: f[0].endswith(".ptx")):
         if not NAME.fullmatch(name) or name.startswith("."):
             continue
         d = module if name.startswith(MODULE_PREFIX) else (shared if trusted else None)

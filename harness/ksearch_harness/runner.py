@@ -378,7 +378,8 @@ def execute(sock, target):
                 rounds.clear()
                 if other_workload:
                     mx.clear_cache()
-                arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * h["sets"])
+                if h.get("poison", True):
+                    arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * h["sets"])
                 sets = round_inputs(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"])
                 mx.eval(sets)
                 rounds[w] = {"sets": sets, "outs": []}

@@ -6,7 +6,9 @@ runners start in its sandbox; without it, as plain child processes)."""
 import importlib.util
 import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -478,6 +480,106 @@ class KernelCache(unittest.TestCase):
         self.assertEqual(self.kc.keep(self.shared, module, False, many), 0)
         self.assertEqual(self.kc.keep(self.shared, module, False, [("custom_kernel_big.ptx", b"x" * (self.kc.MAX_BYTES + 1))]), 0)
         self.assertEqual(os.listdir(module), [])
+
+    def test_a_modules_code_is_filed_after_its_names(self):
+        module = self.kc.module_dir(self.shared, {"file": "c.py", "text": "x"}, False)
+        order = []
+        real = os.replace
+        self.addCleanup(setattr, os, "replace", real)
+        os.replace = lambda a, b: (order.append(os.path.basename(b)), real(a, b))
+        files = [("custom_kernel_k_1.cu", b"src"), ("custom_kernel_k_1.ptx", b"code"), ("custom_kernel_k_1.txt", b"k\tk\n")]
+        self.assertEqual(self.kc.keep(self.shared, module, False, files), 3)
+        self.assertEqual(order[-1], "custom_kernel_k_1.ptx")
+
+
+# A stand-in for NVRTC and for MLX calling it (from a library Python opens with RTLD_LOCAL, as it
+# opens MLX), for the keeper's test.
+FAKE_NVRTC = r"""
+#include <stdlib.h>
+#include <string.h>
+typedef struct { int compiled; } prog;
+int nvrtcCreateProgram(prog **p, const char *src, const char *name, int n, const char *const *h, const char *const *i) {
+  (void)src; (void)name; (void)n; (void)h; (void)i; *p = calloc(1, sizeof(prog)); return 0; }
+int nvrtcGetLoweredName(prog *p, const char *expr, const char **out) {
+  (void)p; static char buf[256]; strcpy(buf, "_Z_"); strncat(buf, expr, 200); *out = buf; return 0; }
+int nvrtcGetCUBINSize(prog *p, size_t *n) { (void)p; *n = 5; return 0; }
+int nvrtcGetCUBIN(prog *p, char *out) { (void)p; memcpy(out, "CUBIN", 5); return 0; }
+int nvrtcGetPTXSize(prog *p, size_t *n) { (void)p; *n = 4; return 0; }
+int nvrtcGetPTX(prog *p, char *out) { (void)p; memcpy(out, "PTX", 4); return 0; }
+int nvrtcDestroyProgram(prog **p) { free(*p); *p = 0; return 0; }
+"""
+FAKE_MLX = r"""
+#include <stdlib.h>
+typedef struct prog prog;
+int nvrtcCreateProgram(prog **, const char *, const char *, int, const char *const *, const char *const *);
+int nvrtcGetLoweredName(prog *, const char *, const char **);
+int nvrtcGetCUBINSize(prog *, size_t *);
+int nvrtcGetCUBIN(prog *, char *);
+int nvrtcGetPTXSize(prog *, size_t *);
+int nvrtcGetPTX(prog *, char *);
+int nvrtcDestroyProgram(prog **);
+/* What MLX's compile() does: returns what the real calls returned (0), and the code's first byte. */
+int compile(const char *file, int cubin) {
+  prog *p; const char *low; size_t n; char code[16];
+  int r = nvrtcCreateProgram(&p, "src", file, 0, 0, 0);
+  r |= nvrtcGetLoweredName(p, "mlx::core::cu::k", &low);
+  r |= cubin ? nvrtcGetCUBINSize(p, &n) : nvrtcGetPTXSize(p, &n);
+  r |= cubin ? nvrtcGetCUBIN(p, code) : nvrtcGetPTX(p, code);
+  r |= nvrtcDestroyProgram(&p);
+  return r != 0 ? -1 : code[0];
+}
+"""
+
+
+@unittest.skipUnless(shutil.which("cc") or shutil.which("gcc"), "needs a C compiler (cc)")
+class NvrtcKeeper(unittest.TestCase):
+    """nvrtc_keep.c, loaded with LD_PRELOAD: NVRTC's code for a `custom_kernel_` module lands where
+    MLX reads its cache, and nothing else changes."""
+
+    def setUp(self):
+        from ksearch_harness import kernel_cache
+
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        d = self.tmp.name
+        cc = shutil.which("cc") or shutil.which("gcc")
+        for name, text in (("nvrtc.c", FAKE_NVRTC), ("mlx.c", FAKE_MLX)):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(d, "libnvrtc.so.99"), os.path.join(d, "nvrtc.c")], check=True)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(d, "libfakemlx.so"), os.path.join(d, "mlx.c"),
+                        "-L" + d, "-l:libnvrtc.so.99", "-Wl,-rpath," + d], check=True)
+        self.keeper = kernel_cache.keeper(d)
+        self.assertIsNotNone(self.keeper)
+        self.assertEqual(kernel_cache.keeper(d), self.keeper, "built once per text")
+        self.cache = os.path.join(d, "cache")
+        os.makedirs(self.cache)
+
+    def compile(self, file, cubin=True):
+        script = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+                  "print(lib.compile(sys.argv[2].encode(), int(sys.argv[3])))")
+        env = {**os.environ, "LD_PRELOAD": self.keeper, "MLX_PTX_CACHE_DIR": self.cache}
+        done = subprocess.run([sys.executable, "-c", script, os.path.join(self.tmp.name, "libfakemlx.so"), file, str(int(cubin))],
+                              env=env, capture_output=True, text=True, check=True)
+        return int(done.stdout)
+
+    def read(self, name):
+        with open(os.path.join(self.cache, name), "rb") as f:
+            return f.read()
+
+    def test_a_cuda_kernels_code_and_names_are_kept(self):
+        self.assertEqual(self.compile("custom_kernel_step_1_t_float16_9a3f.cu"), ord("C"))
+        self.assertEqual(self.read("custom_kernel_step_1_t_float16_9a3f.ptx"), b"CUBIN")
+        self.assertEqual(self.read("custom_kernel_step_1_t_float16_9a3f.txt"), b"mlx::core::cu::k\t_Z_mlx::core::cu::k\n")
+        self.assertEqual(self.compile("custom_kernel_scan_77.cu", cubin=False), ord("P"))
+        self.assertEqual(self.read("custom_kernel_scan_77.ptx"), b"PTX\0")
+        self.assertEqual(sorted(os.listdir(self.cache)), ["custom_kernel_scan_77.ptx", "custom_kernel_scan_77.txt",
+                                                          "custom_kernel_step_1_t_float16_9a3f.ptx", "custom_kernel_step_1_t_float16_9a3f.txt"])
+
+    def test_other_modules_and_odd_names_are_left_alone(self):
+        for file in ("gather_float32_uint32_1.cu", "custom_kernel_../../x.cu", "custom_kernel_k", "custom_kernel_" + "a" * 200 + ".cu"):
+            self.assertEqual(self.compile(file), ord("C"), file)
+        self.assertEqual(os.listdir(self.cache), [])
 
 
 if __name__ == "__main__":
