@@ -11,11 +11,39 @@ departure and its arrival in the judge. Nothing else changes."""
 
 import os
 
+class Hook:
+    """An import hook: after a module whose name `wanted` accepts is executed, `after(module)`
+    (and `before(name)` just before)."""
+
+    def __init__(self, wanted, after, before=None):
+        self.wanted, self.after, self.before = wanted, after, before
+
+    def find_spec(self, fullname, path, target=None):
+        import sys
+
+        if not self.wanted(fullname):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                run = spec.loader.exec_module
+
+                def exec_module(module, run=run):
+                    if self.before:
+                        self.before(fullname)
+                    run(module)
+                    self.after(module)
+                spec.loader.exec_module = exec_module
+                return spec
+        return None
+
+
 OUT = os.environ.get("JUDGE_PROFILE_OUT")
 RUNNER = os.environ.get("MLX_KSEARCH_PROFILE") == "1" and os.environ.get("USER") == "ksearch"
 
 if RUNNER:
-    import importlib.abc
     import sys
     import time
 
@@ -39,31 +67,14 @@ if RUNNER:
         elif mod.__name__ == "mlx.core":
             MARKS["mlx"] = time.time()
 
-    class RunnerFinder(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target=None):
-            if fullname not in ("ksearch_harness.link", "mlx.core"):
-                return None
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None and spec.loader is not None:
-                    run = spec.loader.exec_module
+    def before(fullname):
+        MARKS.setdefault(f"import:{fullname}", time.time())
 
-                    def exec_module(module, run=run):
-                        MARKS.setdefault(f"import:{fullname}", time.time())
-                        run(module)
-                        patch_runner(module)
-                    spec.loader.exec_module = exec_module
-                    return spec
-            return None
-
-    sys.meta_path.insert(0, RunnerFinder())
+    sys.meta_path.insert(0, Hook(lambda n: n in ("ksearch_harness.link", "mlx.core"), patch_runner, before))
 
 if OUT:
     os.environ["MLX_KSEARCH_PROFILE"] = "1"
     import functools
-    import importlib.abc
     import json
     import sys
     import time
@@ -146,25 +157,7 @@ if OUT:
                     write(time.perf_counter() - t)
             mod.evaluate = evaluated
 
-    class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target=None):
-            if not fullname.startswith("ksearch_harness."):
-                return None
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None and spec.loader is not None:
-                    run = spec.loader.exec_module
-
-                    def exec_module(module, run=run):
-                        run(module)
-                        patch(module)
-                    spec.loader.exec_module = exec_module
-                    return spec
-            return None
-
-    sys.meta_path.insert(0, Finder())
+    sys.meta_path.insert(0, Hook(lambda n: n.startswith("ksearch_harness."), patch))
 
     def write(wall):
         t0 = time.time() - wall

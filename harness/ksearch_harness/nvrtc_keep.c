@@ -162,22 +162,22 @@ static void keep(nvrtcProgram prog, const char *code, size_t len) {
   pthread_mutex_unlock(&lock);
 }
 
-nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
-  nvrtcResult (*f)(nvrtcProgram, char *) = real("nvrtcGetCUBIN");
-  nvrtcResult (*size)(nvrtcProgram, size_t *) = real("nvrtcGetCUBINSize");
-  nvrtcResult r = f(prog, cubin);
+/* The real `get` (nvrtcGetCUBIN or nvrtcGetPTX), then the code it fetched kept. */
+static nvrtcResult fetch(nvrtcProgram prog, char *code, const char *get, const char *size_of) {
+  nvrtcResult (*f)(nvrtcProgram, char *) = real(get);
+  nvrtcResult (*size)(nvrtcProgram, size_t *) = real(size_of);
+  nvrtcResult r = f(prog, code);
   size_t n = 0;
-  if (r == 0 && size(prog, &n) == 0) keep(prog, cubin, n);
+  if (r == 0 && size(prog, &n) == 0) keep(prog, code, n);
   return r;
 }
 
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
+  return fetch(prog, cubin, "nvrtcGetCUBIN", "nvrtcGetCUBINSize");
+}
+
 nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx) {
-  nvrtcResult (*f)(nvrtcProgram, char *) = real("nvrtcGetPTX");
-  nvrtcResult (*size)(nvrtcProgram, size_t *) = real("nvrtcGetPTXSize");
-  nvrtcResult r = f(prog, ptx);
-  size_t n = 0;
-  if (r == 0 && size(prog, &n) == 0) keep(prog, ptx, n);
-  return r;
+  return fetch(prog, ptx, "nvrtcGetPTX", "nvrtcGetPTXSize");
 }
 
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog) {
