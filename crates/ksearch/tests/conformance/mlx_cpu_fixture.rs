@@ -137,4 +137,47 @@ mod mlx_harness_cpu_only {
             "{dir}"
         );
     }
+
+    /// On CUDA every executor loads the judge's NVRTC keeper (`nvrtc-keep-<hash>.so` in the
+    /// shared kernel directory) with `LD_PRELOAD`, trusted ones included: a candidate that could
+    /// replace it, or plant one under the name the next build would take, would run its own code
+    /// in the baseline's process. Its tracer tries both, and sets `LD_PRELOAD` for good measure.
+    #[test]
+    #[cfg_attr(
+        not(has_mlx),
+        ignore = "needs python3 with MLX for CPU (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+    )]
+    fn the_nvrtc_keeper_cannot_be_replaced_by_a_candidate() {
+        let f = MlxCpuFixture::new();
+        let text = "import hashlib, os\nimport mlx.core as mx\n\
+            _dir = os.environ.get('MLX_PTX_CACHE_DIR', '')\n\
+            os.environ['LD_PRELOAD'] = os.path.join(_dir, 'evil.so')\n\
+            _names = [n for n in os.listdir(_dir) if n.startswith('nvrtc-keep-')] if os.path.isdir(_dir) else []\n\
+            _names.append('nvrtc-keep-' + hashlib.sha256(b'x').hexdigest()[:16] + '.so')\n\
+            for _n in _names:\n    try:\n        with open(os.path.join(_dir, _n), 'wb') as _f:\n            _f.write(b'\\x7fELF')\n        print('KEEPER WRITTEN', _n)\n    except OSError as e:\n        print('keeper write refused in', _dir, type(e).__name__)\n\n\
+            def run(x, *, rows, cols):\n    e = mx.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(mx.float32)\n";
+        let e = f.evaluate_text("candidate.py", text);
+        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
+        assert!(!out.contains("WRITTEN"), "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("keeper write refused in "))
+            .unwrap_or_else(|| panic!("{out}"));
+        let dir = line["keeper write refused in ".len()..]
+            .rsplit_once(' ')
+            .expect("a directory and an error")
+            .0;
+        assert!(
+            dir.contains("mlx-kernels"),
+            "the keeper's directory is shared: {line}"
+        );
+        let planted = std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .any(|e| e.path().metadata().is_ok_and(|m| m.len() == 4))
+            })
+            .unwrap_or(false);
+        assert!(!planted, "a four-byte file was planted in {dir}");
+    }
 }
