@@ -94,6 +94,21 @@ impl Fixture for MlxCpuFixture {
 mod mlx_harness_cpu_only {
     use super::*;
 
+    /// The directory a candidate's line `<prefix><dir> <error>` names, which must be the shared
+    /// kernel cache.
+    fn refused_in<'a>(out: &'a str, prefix: &str) -> &'a str {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{out}"));
+        let dir = line[prefix.len()..]
+            .rsplit_once(' ')
+            .expect("a directory and an error")
+            .0;
+        assert!(dir.contains("mlx-kernels"), "the cache is shared: {line}");
+        dir
+    }
+
     /// MLX's cache of run-time compiled kernels is shared by every evaluation (the judge and the
     /// baseline load from it); a candidate that could write it, or a module's own kernel
     /// directory beside it, could swap in a kernel of its own. Its tracer sees the shared one
@@ -116,15 +131,7 @@ mod mlx_harness_cpu_only {
         let out = format!("{}{}", e.result.output.head, e.result.output.tail);
         assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
         assert!(!out.contains("WRITTEN"), "{out}");
-        let line = out
-            .lines()
-            .find(|l| l.starts_with("kernel cache write refused in "))
-            .unwrap_or_else(|| panic!("{out}"));
-        let dir = line["kernel cache write refused in ".len()..]
-            .rsplit_once(' ')
-            .expect("a directory and an error")
-            .0;
-        assert!(dir.contains("mlx-kernels"), "the cache is shared: {line}");
+        let dir = refused_in(&out, "kernel cache write refused in ");
         assert!(!out.contains("MODULE CACHE WRITTEN"), "{out}");
         assert!(
             !std::path::Path::new(&format!("{dir}-modules/planted")).exists(),
@@ -160,18 +167,7 @@ mod mlx_harness_cpu_only {
         let out = format!("{}{}", e.result.output.head, e.result.output.tail);
         assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
         assert!(!out.contains("WRITTEN"), "{out}");
-        let line = out
-            .lines()
-            .find(|l| l.starts_with("keeper write refused in "))
-            .unwrap_or_else(|| panic!("{out}"));
-        let dir = line["keeper write refused in ".len()..]
-            .rsplit_once(' ')
-            .expect("a directory and an error")
-            .0;
-        assert!(
-            dir.contains("mlx-kernels"),
-            "the keeper's directory is shared: {line}"
-        );
+        let dir = refused_in(&out, "keeper write refused in ");
         let planted = std::fs::read_dir(dir)
             .map(|d| {
                 d.filter_map(Result::ok)
