@@ -1,9 +1,12 @@
-"""Worker protocol v2: JSON lines on the descriptors ksearch passes in KSEARCH_PROTOCOL_FDS."""
+"""Worker protocol v2: JSON lines on the descriptors ksearch passes in KSEARCH_PROTOCOL_FDS. Every
+line's shape is in SCHEMA_FILE, generated from ksearch's Rust types; the harness's tests check
+the messages it writes against it."""
 
 import json
 import os
 
 PROTOCOL_VERSION = 2
+SCHEMA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "protocol.schema.json")
 FDS_VAR = "KSEARCH_PROTOCOL_FDS"
 MARKER_PREFIX = b"\x1eksearch-output-end:"
 

@@ -23,6 +23,10 @@ TRUSTED_ROLES = ("baseline", "comparison")
 CUDA_FAULT = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|device-side assert|an illegal instruction")
 
 
+class WorkerFault(Exception):
+    """The request cannot be carried out, and neither the candidate nor the task is at fault."""
+
+
 class Outcome(Exception):
     def __init__(self, status, message):
         super().__init__(message)
@@ -122,7 +126,7 @@ def run_phases(arrays, req, channel, result, settings, contenders):
                 pending.append(start(settings, graph, c["source"], c["role"], c["label"], c["role"] in TRUSTED_ROLES, task, req["workloads"], c.get("env"), torch_setup))
             contenders.append(pending[-1])
     except RunnerLost as e:
-        raise TaskFault(f"a runner could not be started: {e}") from None
+        raise WorkerFault(f"a runner could not be started: {e}") from None
     result["sandbox"] = pending[0].confinement
     # Every runner is asked to load before any answer is awaited, and trusted modules are traced
     # here meanwhile: loading overlaps too. Failures are read in order below.
@@ -384,6 +388,8 @@ def serve(backend, target):
         try:
             reply = {"type": "result", **evaluate(arrays, msg, channel, settings)}
         except TaskFault as e:
+            reply = {"type": "error", "id": msg.get("id"), "message": str(e), "task_fault": True}
+        except WorkerFault as e:
             reply = {"type": "error", "id": msg.get("id"), "message": str(e)}
         except Exception:  # noqa: BLE001 - a bug in the harness: report it, keep serving
             reply = {"type": "error", "id": msg.get("id"), "message": f"the harness failed:\n{trimmed_traceback(30)}"}

@@ -2,13 +2,14 @@
 //! of C, extra compiler flags for candidates and the implementations timed beside them, extra
 //! libraries to link.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::location::FieldPath;
 use crate::task::{BackendKind, TaskSpec};
 
 /// `[build]` as written.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildSpec {
     /// The task's sources (reference, seed, baseline, candidates) are C++, built by `$CXX`

@@ -18,15 +18,17 @@ pub const RESAMPLES: usize = 2000;
 /// Two-sided 95% interval.
 pub const LEVEL: f64 = 0.95;
 
+/// What the gate reads from two kernels timed together: their ratio of medians, its resampled
+/// interval and the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
+pub struct PairedRatio {
     /// Geometric mean over workloads of median(other) / median(candidate).
     pub ratio: f64,
     pub interval: (f64, f64),
     pub verdict: Gate,
 }
 
-impl Comparison {
+impl PairedRatio {
     /// Whether every number of it is finite (and the ratio positive): only then is it a
     /// measurement; resampling a timing that holds zeros or infinities gives none.
     pub fn is_finite(&self) -> bool {
@@ -42,8 +44,8 @@ fn median(xs: &mut [f64]) -> f64 {
     quantile(xs, 0.5)
 }
 
-/// Compare paired samples per workload: `(candidate samples, other samples)`.
-pub fn compare(workloads: &[(&[f64], &[f64])], seed: u64) -> Option<Comparison> {
+/// The paired ratio of samples per workload: `(candidate samples, other samples)`.
+pub fn paired_ratio(workloads: &[(&[f64], &[f64])], seed: u64) -> Option<PairedRatio> {
     let pairs: Vec<(&[f64], &[f64])> = workloads
         .iter()
         .map(|(c, o)| {
@@ -87,29 +89,29 @@ pub fn compare(workloads: &[(&[f64], &[f64])], seed: u64) -> Option<Comparison> 
     } else {
         Gate::Same
     };
-    Some(Comparison {
+    Some(PairedRatio {
         ratio: point.exp(),
         interval,
         verdict,
     })
 }
 
-/// Compare the candidate of `result` with the contender of `role` timed alongside it.
-pub fn compare_in(result: &EvaluateResult, role: Role, seed: u64) -> Option<Comparison> {
+/// The paired ratio of the candidate of `result` over the contender of `role` timed alongside it.
+pub fn vs_contender(result: &EvaluateResult, role: Role, seed: u64) -> Option<PairedRatio> {
     let mut pairs = Vec::new();
     for w in &result.workloads {
         let c = w.timing(Role::Candidate)?;
         let o = w.timing(role)?;
         pairs.push((c.samples_ms.as_slice(), o.samples_ms.as_slice()));
     }
-    compare(&pairs, seed)
+    paired_ratio(&pairs, seed)
 }
 
-/// An attempt against the cycle's best attempt (the incumbent) timed with it: the comparison
+/// An attempt against the cycle's best attempt (the incumbent) timed with it: the paired ratio
 /// that decides whether the attempt improves on it, and that its feedback quotes. The resampling
 /// is seeded by the run's seed and the attempt's round, so it reads the same every time.
-pub fn vs_incumbent(result: &EvaluateResult, run_seed: u64, round: u64) -> Option<Comparison> {
-    compare_in(result, Role::Incumbent, run_seed ^ round).filter(Comparison::is_finite)
+pub fn vs_incumbent(result: &EvaluateResult, run_seed: u64, round: u64) -> Option<PairedRatio> {
+    vs_contender(result, Role::Incumbent, run_seed ^ round).filter(PairedRatio::is_finite)
 }
 
 #[cfg(test)]
@@ -127,10 +129,10 @@ mod tests {
     fn a_clear_gain_is_better_and_a_clear_loss_worse() {
         let c = noisy(1.0, 20, 1);
         let o = noisy(1.3, 20, 2);
-        let r = compare(&[(&c, &o)], 7).unwrap();
+        let r = paired_ratio(&[(&c, &o)], 7).unwrap();
         assert_eq!(r.verdict, Gate::Better, "{r:?}");
         assert!((r.ratio - 1.3).abs() < 0.1);
-        let r = compare(&[(&o, &c)], 7).unwrap();
+        let r = paired_ratio(&[(&o, &c)], 7).unwrap();
         assert_eq!(r.verdict, Gate::Worse, "{r:?}");
     }
 
@@ -138,7 +140,7 @@ mod tests {
     fn noise_alone_is_the_same() {
         let c = noisy(1.0, 20, 3);
         let o = noisy(1.0, 20, 4);
-        let r = compare(&[(&c, &o)], 7).unwrap();
+        let r = paired_ratio(&[(&c, &o)], 7).unwrap();
         assert_eq!(r.verdict, Gate::Same, "{r:?}");
         assert!(r.interval.0 < 1.0 && r.interval.1 > 1.0);
     }
@@ -153,7 +155,7 @@ mod tests {
         let o: Vec<f64> = (0..6)
             .map(|_| 1.03 + 0.3 * r.normal(0.0, 1.0).abs())
             .collect();
-        assert_eq!(compare(&[(&c, &o)], 1).unwrap().verdict, Gate::Same);
+        assert_eq!(paired_ratio(&[(&c, &o)], 1).unwrap().verdict, Gate::Same);
     }
 
     #[test]
@@ -163,16 +165,19 @@ mod tests {
             .map(|i| 1.0 + 0.5 * (i as f64 / 3.0).sin())
             .collect();
         let o: Vec<f64> = drift.iter().map(|d| d * 1.1).collect();
-        assert_eq!(compare(&[(&drift, &o)], 1).unwrap().verdict, Gate::Better);
+        assert_eq!(
+            paired_ratio(&[(&drift, &o)], 1).unwrap().verdict,
+            Gate::Better
+        );
     }
 
     #[test]
     fn workloads_combine_by_geometric_mean_and_the_result_is_deterministic() {
         let (c1, o1) = (vec![1.0; 5], vec![4.0; 5]);
         let (c2, o2) = (vec![1.0; 5], vec![1.0; 5]);
-        let r = compare(&[(&c1, &o1), (&c2, &o2)], 3).unwrap();
+        let r = paired_ratio(&[(&c1, &o1), (&c2, &o2)], 3).unwrap();
         assert!((r.ratio - 2.0).abs() < 1e-12);
-        assert_eq!(r, compare(&[(&c1, &o1), (&c2, &o2)], 3).unwrap());
-        assert!(compare(&[], 1).is_none());
+        assert_eq!(r, paired_ratio(&[(&c1, &o1), (&c2, &o2)], 3).unwrap());
+        assert!(paired_ratio(&[], 1).is_none());
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Dependency;
@@ -12,7 +13,7 @@ use crate::task::{Source, check_relative_file};
 
 /// How a user gets a library a baseline or comparison links (or a Python module it imports), for
 /// the message shown when it is missing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstallHint {
     /// What the library is called, e.g. "OpenBLAS"; on systems without a known package, the
@@ -27,7 +28,7 @@ pub struct InstallHint {
 }
 
 /// The production implementation speedups are quoted against.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineRef {
     /// A name a user recognises, e.g. "OpenBLAS sgemm (1 thread)".

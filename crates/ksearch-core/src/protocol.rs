@@ -1,5 +1,7 @@
 //! Worker protocol, version [`PROTOCOL_VERSION`]: JSON lines between the orchestrator and a
 //! worker process. `docs/protocol.md` is the prose version of this file; keep them together.
+//! `harness/ksearch_harness/protocol.schema.json` is its JSON Schema, generated from these types
+//! (a test below fails while it is stale, and says how to regenerate it).
 //!
 //! Every line carries `"protocol"` (the version) and a `"type"`. The orchestrator writes
 //! [`Request`]s to the worker's request descriptor (fd 3); the worker writes
@@ -10,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::stats::TimingStats;
@@ -18,8 +21,10 @@ use crate::task::{Source, TaskSpec, Workload};
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A message with its protocol version.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "{T}Line")]
 pub struct Envelope<T> {
+    #[schemars(extend("const" = PROTOCOL_VERSION))]
     pub protocol: u32,
     #[serde(flatten)]
     pub message: T,
@@ -35,7 +40,7 @@ impl<T> Envelope<T> {
 }
 
 /// Orchestrator → worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Request {
     Evaluate(Box<EvaluateRequest>),
@@ -44,7 +49,7 @@ pub enum Request {
 }
 
 /// Worker → orchestrator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WorkerMessage {
     /// First line a worker writes.
@@ -74,7 +79,7 @@ pub enum WorkerMessage {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Compile,
@@ -96,7 +101,7 @@ impl fmt::Display for Phase {
 
 /// Evaluate one candidate: build it, check it against the reference on every workload and
 /// seed, time it interleaved with the contenders in `compare`, check it once more.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EvaluateRequest {
     pub id: u64,
     pub task: TaskSpec,
@@ -105,7 +110,8 @@ pub struct EvaluateRequest {
     pub candidate: Source,
     /// Implementations timed alongside the candidate: the baseline, the parent and the
     /// incumbent when there are such.
-    pub compare: Vec<Contender>,
+    #[serde(rename = "compare")]
+    pub contenders: Vec<Contender>,
     pub workloads: Vec<Workload>,
     pub check: CheckPlan,
     /// `None`: check only.
@@ -128,7 +134,9 @@ impl EvaluateRequest {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Candidate,
@@ -154,7 +162,7 @@ impl fmt::Display for Role {
 }
 
 /// Another implementation to time in the same worker, interleaved with the candidate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Contender {
     pub role: Role,
     pub label: String,
@@ -166,7 +174,7 @@ pub struct Contender {
     pub env: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CheckPlan {
     /// One fresh set of random inputs per seed and workload; at least three.
     pub seeds: Vec<u64>,
@@ -202,7 +210,7 @@ impl CheckPlan {
 /// How long and how often to time. Samples are taken until every contender has at least
 /// `min_runs` samples and `min_time_ms` of measured time, or the workload's `max_time_ms` is
 /// spent (and every contender has at least three samples).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TimingPlan {
     pub warmup_ms: f64,
     pub min_runs: u32,
@@ -242,7 +250,7 @@ pub const DEFAULT_BASE_SEED: u64 = 1;
 pub const DEFAULT_TIMEOUT_S: u64 = 300;
 
 /// The outcome of an evaluation. Every status is data the proposer reads, never a Rust error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Passed,
@@ -284,7 +292,7 @@ impl fmt::Display for Status {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EvaluateResult {
     pub id: u64,
     pub status: Status,
@@ -317,7 +325,7 @@ impl EvaluateResult {
 }
 
 /// A contender's description of itself, as it reported it when loaded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Described {
     pub role: Role,
     pub label: String,
@@ -352,7 +360,7 @@ impl Described {
 /// What confinement a sandboxed program really got. Where the kernel refused something, the
 /// field says so and `missing` explains; evaluation results carry this, so a user sees when a
 /// candidate ran less confined than documented.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Confinement {
     /// Its own user namespace (another uid outside).
     pub user_namespace: bool,
@@ -395,7 +403,7 @@ impl Confinement {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CompileReport {
     pub command: String,
     /// `cc --version`, first line.
@@ -405,7 +413,7 @@ pub struct CompileReport {
     pub log: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WorkloadReport {
     pub name: String,
     pub status: Status,
@@ -428,7 +436,7 @@ impl WorkloadReport {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorStats {
     pub max_abs_err: f64,
     pub max_rel_err: f64,
@@ -437,7 +445,7 @@ pub struct ErrorStats {
     pub seeds_checked: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ContenderTiming {
     pub role: Role,
     pub label: String,
@@ -445,7 +453,7 @@ pub struct ContenderTiming {
 }
 
 /// Seconds spent in each phase inside the worker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Phases {
     pub compile_s: f64,
     pub check_s: f64,
@@ -453,7 +461,7 @@ pub struct Phases {
 }
 
 /// The start and end of what candidate code printed, and how much it printed in all.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CapturedOutput {
     pub bytes: u64,
     pub head: String,
@@ -495,7 +503,7 @@ mod tests {
                 file: "candidate.c".into(),
                 text: "/* c */".into(),
             },
-            compare: vec![Contender {
+            contenders: vec![Contender {
                 role: Role::Baseline,
                 label: "blas".into(),
                 source: Source {
@@ -561,6 +569,120 @@ mod tests {
         }))
     }
 
+    /// One message of each type.
+    fn messages() -> Vec<WorkerMessage> {
+        vec![
+            result(),
+            WorkerMessage::Hello {
+                backend: "c".into(),
+                version: "0.1.0".into(),
+                pid: 7,
+            },
+            WorkerMessage::Progress {
+                id: 1,
+                phase: Phase::Timing,
+                workload: Some("small".into()),
+            },
+            WorkerMessage::Error {
+                id: None,
+                message: "bad".into(),
+                task_fault: true,
+            },
+        ]
+    }
+
+    /// A request the Python harness can carry out on its `numpy` target: an mlx task whose
+    /// reference, baseline and candidate are numpy modules.
+    fn numpy_request() -> Request {
+        let mut spec = matmul_spec();
+        spec.backend = crate::task::BackendKind::Mlx;
+        spec.reference.file = "reference.py".into();
+        spec.seed.file = "seed.py".into();
+        let module = |file: &str, extra: &str| Source {
+            file: file.into(),
+            text: format!(
+                "import numpy as np\n\n\ndef run(a, b, *, m, n, k):\n    return (a @ b).astype(np.float32)\n{extra}"
+            ),
+        };
+        Request::Evaluate(Box::new(EvaluateRequest {
+            id: 1,
+            workloads: spec.workloads.clone(),
+            check: CheckPlan::from_base_seed(DEFAULT_BASE_SEED, DEFAULT_SEEDS)
+                .with_tolerances(&spec),
+            task: spec,
+            reference: module("reference.py", ""),
+            candidate: module("candidate.py", ""),
+            contenders: vec![Contender {
+                role: Role::Baseline,
+                label: "numpy matmul".into(),
+                source: module(
+                    "baseline.py",
+                    "\n\ndef ksearch_describe():\n    return \"numpy \" + np.__version__\n",
+                ),
+                libs: Vec::new(),
+                env: BTreeMap::new(),
+            }],
+            timing: Some(TimingPlan {
+                warmup_ms: 1.0,
+                min_runs: 3,
+                min_time_ms: 1.0,
+                max_time_ms: 1000.0,
+                target_sample_ms: 1.0,
+                rotate_bytes: 1 << 16,
+            }),
+        }))
+    }
+
+    /// The committed JSON Schema of every line, and the committed samples of each (the Python
+    /// harness's tests validate them and carry out the numpy request), relative to the
+    /// repository's root.
+    const SCHEMA_FILE: &str = "harness/ksearch_harness/protocol.schema.json";
+    const SAMPLES_FILE: &str = "harness/tests/protocol_samples.json";
+
+    fn schema() -> serde_json::Value {
+        let mut generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+        let lines = [
+            generator.subschema_for::<Envelope<Request>>(),
+            generator.subschema_for::<Envelope<WorkerMessage>>(),
+        ];
+        serde_json::json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": format!("ksearch worker protocol, version {PROTOCOL_VERSION}"),
+            "description": "Every line of the worker protocol: a request (RequestLine) or a worker's message (WorkerMessageLine). Generated from crates/ksearch-core/src/protocol.rs; do not edit: KSEARCH_BLESS=1 cargo test -p ksearch-core committed_schema rewrites it.",
+            "oneOf": lines,
+            "$defs": generator.take_definitions(true),
+        })
+    }
+
+    fn samples() -> serde_json::Value {
+        let requests = [request(), numpy_request(), Request::Shutdown].map(Envelope::new);
+        let messages: Vec<_> = messages().into_iter().map(Envelope::new).collect();
+        serde_json::json!({"requests": requests, "messages": messages})
+    }
+
+    #[test]
+    fn committed_schema_and_samples_are_what_the_types_make() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let bless = std::env::var_os("KSEARCH_BLESS").is_some();
+        for (file, want) in [(SCHEMA_FILE, schema()), (SAMPLES_FILE, samples())] {
+            let path = root.join(file);
+            if bless {
+                let text = serde_json::to_string_pretty(&want).unwrap() + "\n";
+                std::fs::write(&path, text).unwrap_or_else(|e| panic!("{file}: {e}"));
+                continue;
+            }
+            let committed = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+            assert!(
+                committed.as_ref() == Some(&want),
+                "{file} is not what the protocol types in crates/ksearch-core/src/protocol.rs make; \
+                 after changing them, regenerate it with `KSEARCH_BLESS=1 cargo test -p ksearch-core \
+                 committed_schema` and commit it"
+            );
+        }
+    }
+
     #[test]
     fn every_message_round_trips_as_one_json_line() {
         let req = Envelope::new(request());
@@ -583,24 +705,7 @@ mod tests {
             format!(r#"{{"protocol":{PROTOCOL_VERSION},"type":"shutdown"}}"#)
         );
 
-        for msg in [
-            result(),
-            WorkerMessage::Hello {
-                backend: "c".into(),
-                version: "0.1.0".into(),
-                pid: 7,
-            },
-            WorkerMessage::Progress {
-                id: 1,
-                phase: Phase::Timing,
-                workload: Some("small".into()),
-            },
-            WorkerMessage::Error {
-                id: None,
-                message: "bad".into(),
-                task_fault: true,
-            },
-        ] {
+        for msg in messages() {
             let env = Envelope::new(msg);
             let line = serde_json::to_string(&env).unwrap();
             assert_eq!(

@@ -1,5 +1,6 @@
 //! Summaries of timing samples.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The `q` quantile (0..=1) of sorted samples, by linear interpolation between order statistics.
@@ -13,7 +14,7 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// Median and spread of per-call times of one contender on one workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TimingStats {
     pub median_ms: f64,
     pub p10_ms: f64,

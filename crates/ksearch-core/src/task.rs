@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::axis_expr::AxisExpr;
@@ -20,7 +21,7 @@ use crate::location::FieldPath;
 pub const TASK_FORMAT: u32 = 1;
 
 /// A hint about the kind of computation, used to pick tactics and knowledge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelClass {
     Elementwise,
@@ -49,7 +50,7 @@ impl KernelClass {
 }
 
 /// How the evaluator fills an input with random values. Inputs are never left as zeros.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Init {
     /// Uniform in `[low, high)`.
@@ -71,7 +72,7 @@ impl Init {
 }
 
 /// One input or output tensor.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TensorSpec {
     pub name: String,
@@ -99,7 +100,7 @@ impl TensorSpec {
 }
 
 /// Concrete axis values the kernel is checked and timed on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     pub name: String,
@@ -111,7 +112,7 @@ pub struct Workload {
 /// An element passes when `|out - ref| <= atol + rtol * |ref|`; the whole output must also have
 /// `||out - ref||₂ <= norm_rtol * ||ref||₂`, which an all-zero output fails whenever the
 /// reference is not zero.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
     pub atol: f64,
@@ -140,14 +141,14 @@ impl Tolerance {
 }
 
 /// A source file named by the task, relative to the task directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceRef {
     pub file: String,
 }
 
 /// `task.toml` as written.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     pub format: u32,
@@ -189,7 +190,7 @@ pub struct TaskSpec {
 }
 
 /// The benchmark suite an imported task came from, and its name there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Origin {
     pub suite: Suite,
@@ -201,7 +202,7 @@ pub struct Origin {
 }
 
 /// A benchmark suite `ksearch import` reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Suite {
     FlashinferBench,
@@ -564,7 +565,7 @@ pub(crate) fn check_relative_file(path: &FieldPath, file: &str) -> Result<(), (F
 }
 
 /// A source file with its text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Source {
     /// File name shown in compiler messages, e.g. `seed.c`.
     pub file: String,

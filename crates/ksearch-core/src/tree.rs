@@ -64,7 +64,7 @@ pub struct Action {
     pub rationale: String,
 }
 
-/// How a solved node compares with its parent under the acceptance gate.
+/// How a solved node fares against its parent under the acceptance gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Gate {

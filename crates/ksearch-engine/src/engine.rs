@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use ksearch_core::gate::{self, Comparison};
+use ksearch_core::gate::{self, PairedRatio};
 use ksearch_core::protocol::{CapturedOutput, EvaluateResult, Phases, Role, Status};
 use ksearch_core::record::{
     AttemptKind, AttemptRecord, CycleOutcome, CycleRecord, Evaluation, LlmCallRecord,
@@ -26,7 +26,7 @@ use ksearch_core::selection;
 use ksearch_core::task::{Source, Task};
 use ksearch_core::tree::{Gate, NodeId, ROOT, Solution, Tree};
 use ksearch_core::tree_edit::{self, EditOp, EditScript};
-use ksearch_eval::{Compare, EvalError, Evaluator};
+use ksearch_eval::{Contenders, EvalError, Evaluator};
 use ksearch_store::{RunStore, Snapshot, StoreError, non_finite_path};
 use thiserror::Error;
 
@@ -317,9 +317,9 @@ impl<'e> Engine<'e> {
             Some(e) => e,
             None => {
                 let source = self.source_of(&seed.source_hash, &seed.source_file)?;
-                let compare = Compare {
+                let contenders = Contenders {
                     comparisons: true,
-                    ..Compare::default()
+                    ..Contenders::default()
                 };
                 self.observer.progress(&Progress::AttemptStarted {
                     round: 0,
@@ -327,7 +327,7 @@ impl<'e> Engine<'e> {
                     node: ROOT,
                     title: "the seed",
                 });
-                match self.evaluate_round(0, &source, compare) {
+                match self.evaluate_round(0, &source, contenders) {
                     Err(EngineError::Eval(EvalError::Cancelled)) => {
                         return Err(EngineError::InterruptedDuringSetup);
                     }
@@ -518,7 +518,7 @@ impl<'e> Engine<'e> {
         &mut self,
         round: u64,
         source: &Source,
-        compare: Compare<'_>,
+        contenders: Contenders<'_>,
     ) -> Result<Evaluation, EngineError> {
         if self.replay_abandons(round) {
             return Err(EvalError::Cancelled.into());
@@ -534,7 +534,7 @@ impl<'e> Engine<'e> {
         }
         self.state.evaluating = Some(InFlight { round, lost });
         self.commit(&[], &[])?;
-        let result = self.timed_evaluate(source, compare);
+        let result = self.timed_evaluate(source, contenders);
         self.state.evaluating = None;
         match result {
             Ok(evaluation) => self.admit(round, evaluation),
@@ -633,7 +633,7 @@ impl<'e> Engine<'e> {
     fn timed_evaluate(
         &mut self,
         source: &Source,
-        compare: Compare<'_>,
+        contenders: Contenders<'_>,
     ) -> Result<Evaluation, EngineError> {
         let started = Instant::now();
         // The seed's evaluation sets the limit of every later one (unless the user set it).
@@ -647,7 +647,7 @@ impl<'e> Engine<'e> {
         let result = self.evaluator.evaluate(
             &self.task,
             source,
-            compare,
+            contenders,
             &crate::eval_options(&self.config.eval, limit),
         );
         self.state.eval_s += started.elapsed().as_secs_f64();
@@ -1143,7 +1143,7 @@ impl<'e> Engine<'e> {
         let evaluation = self.evaluate_round(
             attempt.round,
             &source,
-            Compare {
+            Contenders {
                 parent: Some(&parent),
                 incumbent: incumbent.as_ref(),
                 comparisons: false,
@@ -1160,7 +1160,7 @@ impl<'e> Engine<'e> {
         if let Some(c) = vs_incumbent {
             self.event(&RunEvent::VsIncumbent {
                 round: attempt.round,
-                comparison: c,
+                ratio: c,
             })?;
         }
         let attempt = AttemptRecord {
@@ -1238,7 +1238,7 @@ impl<'e> Engine<'e> {
                 .evaluation
                 .as_ref()
                 .expect("the best attempt was evaluated");
-            let vs_parent = finite(gate::compare_in(
+            let vs_parent = finite(gate::vs_contender(
                 &eval.result,
                 Role::Parent,
                 self.config.seed ^ best.round,
@@ -1338,10 +1338,10 @@ impl<'e> Engine<'e> {
     }
 }
 
-/// A comparison whose numbers are all finite, or none: a ratio that would be infinite (a
+/// A paired ratio whose numbers are all finite, or none: a ratio that would be infinite (a
 /// time of zero) is not a measurement.
-fn finite(c: Option<Comparison>) -> Option<Comparison> {
-    c.filter(Comparison::is_finite)
+fn finite(c: Option<PairedRatio>) -> Option<PairedRatio> {
+    c.filter(PairedRatio::is_finite)
 }
 
 /// Why an evaluation cannot be believed, if it cannot: a number that is not finite, or a time
@@ -1481,7 +1481,11 @@ fn latencies(e: &Evaluation) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn solution_of(best: &AttemptRecord, eval: &Evaluation, vs_parent: Option<Comparison>) -> Solution {
+fn solution_of(
+    best: &AttemptRecord,
+    eval: &Evaluation,
+    vs_parent: Option<PairedRatio>,
+) -> Solution {
     Solution {
         round: best.round,
         source_hash: best.source_hash.clone(),
@@ -1494,7 +1498,7 @@ fn solution_of(best: &AttemptRecord, eval: &Evaluation, vs_parent: Option<Compar
     }
 }
 
-fn gate_note(c: Option<Comparison>) -> String {
+fn gate_note(c: Option<PairedRatio>) -> String {
     match c {
         Some(c) => format!(
             "measured {:.2}× the parent (95% interval {:.2}–{:.2}): {}",
@@ -1588,9 +1592,9 @@ mod tests {
     }
 
     #[test]
-    fn comparisons_that_are_not_finite_are_dropped() {
+    fn paired_ratios_that_are_not_finite_are_dropped() {
         let c = |ratio, lo, hi| {
-            Some(Comparison {
+            Some(PairedRatio {
                 ratio,
                 interval: (lo, hi),
                 verdict: Gate::Better,

@@ -1,7 +1,7 @@
 //! The port the engine asks for ideas and code. The builtin proposer (template search) and the
 //! LLM proposer implement it; the engine never parses model text or renders templates itself.
 
-use ksearch_core::gate::Comparison;
+use ksearch_core::gate::PairedRatio;
 use ksearch_core::record::{AttemptKind, AttemptRecord, CycleRecord, Evaluation, LlmCallRecord};
 use ksearch_core::task::{Source, Task};
 use ksearch_core::tree::{NewNode, NodeId, Tree};
@@ -125,7 +125,7 @@ pub struct CycleEvidence<'a> {
     /// The attempt attached to the node, if any passed.
     pub best: Option<&'a AttemptRecord>,
     /// The best attempt against the parent, under the acceptance gate.
-    pub vs_parent: Option<Comparison>,
+    pub vs_parent: Option<PairedRatio>,
     /// Source of the best attempt.
     pub solution_code: Option<&'a str>,
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use ksearch_core::record::{AttemptRecord, Evaluation};
 use ksearch_core::task::{Source, Task};
-use ksearch_eval::{Compare, EvalError, EvalOptions, Evaluator};
+use ksearch_eval::{Contenders, EvalError, EvalOptions, Evaluator};
 use ksearch_store::content_hash;
 
 /// Answers evaluations from a recorded run, in the order they were made.
@@ -38,7 +38,7 @@ impl Evaluator for ReplayEvaluator {
         &mut self,
         _task: &Task,
         candidate: &Source,
-        _compare: Compare<'_>,
+        _contenders: Contenders<'_>,
         _options: &EvalOptions,
     ) -> Result<Evaluation, EvalError> {
         let hash = content_hash(&candidate.text);

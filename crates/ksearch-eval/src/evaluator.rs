@@ -50,7 +50,7 @@ impl Default for EvalOptions {
 
 /// Kernels to time alongside a candidate, besides the baseline.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Compare<'a> {
+pub struct Contenders<'a> {
     pub parent: Option<&'a Source>,
     pub incumbent: Option<&'a Source>,
     /// The task's `[[comparisons]]` too. `ksearch eval` and a run's seed time them; a search's
@@ -65,7 +65,7 @@ pub trait Evaluator {
         &mut self,
         task: &Task,
         candidate: &Source,
-        compare: Compare<'_>,
+        contenders: Contenders<'_>,
         options: &EvalOptions,
     ) -> Result<Evaluation, EvalError>;
 }
@@ -130,7 +130,7 @@ pub fn build_request(
     id: u64,
     task: &Task,
     candidate: &Source,
-    compare: Compare<'_>,
+    contenders: Contenders<'_>,
     options: &EvalOptions,
 ) -> Result<EvaluateRequest, EvalError> {
     if options.seeds == 0 {
@@ -181,9 +181,9 @@ pub fn build_request(
             env: Default::default(),
         },
     };
-    let mut contenders = vec![baseline];
-    for c in task.comparisons.iter().filter(|_| compare.comparisons) {
-        contenders.push(Contender {
+    let mut timed = vec![baseline];
+    for c in task.comparisons.iter().filter(|_| contenders.comparisons) {
+        timed.push(Contender {
             role: Role::Comparison,
             label: c.name.clone(),
             source: c.source.clone(),
@@ -192,11 +192,11 @@ pub fn build_request(
         });
     }
     for (role, source) in [
-        (Role::Parent, compare.parent),
-        (Role::Incumbent, compare.incumbent),
+        (Role::Parent, contenders.parent),
+        (Role::Incumbent, contenders.incumbent),
     ] {
         if let Some(p) = source {
-            contenders.push(Contender {
+            timed.push(Contender {
                 role,
                 label: format!("{role} ({})", p.file),
                 source: p.clone(),
@@ -210,7 +210,7 @@ pub fn build_request(
         task: spec.clone(),
         reference: task.reference.clone(),
         candidate: candidate.clone(),
-        compare: contenders,
+        contenders: timed,
         workloads,
         check: CheckPlan::from_base_seed(options.base_seed, options.seeds).with_tolerances(spec),
         timing: options.timing,
@@ -222,14 +222,14 @@ impl Evaluator for LocalEvaluator {
         &mut self,
         task: &Task,
         candidate: &Source,
-        compare: Compare<'_>,
+        contenders: Contenders<'_>,
         options: &EvalOptions,
     ) -> Result<Evaluation, EvalError> {
         let started = Instant::now();
         let id = self.next_id;
         self.next_id += 1;
         crate::dependencies::require_available(task, self.backend.python())?;
-        let request = build_request(id, task, candidate, compare, options)?;
+        let request = build_request(id, task, candidate, contenders, options)?;
         let violations = self.backend.static_check(&task.spec, &candidate.text);
         let result = if violations.is_empty() {
             self.supervisor

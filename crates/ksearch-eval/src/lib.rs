@@ -27,7 +27,7 @@ pub use backend::{
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;
 pub use evaluator::{
-    Compare, DEFAULT_TIMEOUT, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS,
+    Contenders, DEFAULT_TIMEOUT, EvalOptions, Evaluation, Evaluator, LocalEvaluator, MAX_SEEDS,
     MachineCheck, build_request,
 };
 pub use external_backend::{ExternalBackend, TASK_DIR_VAR};

@@ -95,7 +95,7 @@ fn check_workload(req: &EvaluateRequest, w: &WorkloadReport, passed: bool) -> Re
     }
     let expected: Vec<(Role, &str)> =
         std::iter::once((Role::Candidate, req.candidate.file.as_str()))
-            .chain(req.compare.iter().map(|c| (c.role, c.label.as_str())))
+            .chain(req.contenders.iter().map(|c| (c.role, c.label.as_str())))
             .collect();
     let got: Vec<(Role, &str)> = w
         .timings
@@ -174,7 +174,7 @@ pub(crate) fn validated(req: &EvaluateRequest, mut result: EvaluateResult) -> Ev
     result.described.retain(|d| {
         matches!(d.role, Role::Baseline | Role::Comparison)
             && req
-                .compare
+                .contenders
                 .iter()
                 .any(|c| c.role == d.role && c.label == d.label)
     });
@@ -232,7 +232,7 @@ pub(crate) fn test_request(id: u64) -> EvaluateRequest {
         .expect("the softmax task parses"),
         reference: source("r.c"),
         candidate: source("c.c"),
-        compare: vec![Contender {
+        contenders: vec![Contender {
             role: Role::Baseline,
             label: "reference".into(),
             source: source("r.c"),

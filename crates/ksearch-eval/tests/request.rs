@@ -5,7 +5,8 @@ use ksearch_core::protocol::Role;
 use ksearch_core::task::tests_support::matmul_spec;
 use ksearch_core::task::{Source, Task};
 use ksearch_eval::{
-    CBackend, Compare, EvalError, EvalOptions, Evaluator, LocalEvaluator, MAX_SEEDS, build_request,
+    CBackend, Contenders, EvalError, EvalOptions, Evaluator, LocalEvaluator, MAX_SEEDS,
+    build_request,
 };
 
 fn task() -> Task {
@@ -31,7 +32,7 @@ fn request(seeds: usize) -> Result<ksearch_core::protocol::EvaluateRequest, Eval
         seeds,
         ..EvalOptions::default()
     };
-    build_request(1, &t, &t.seed, Compare::default(), &options)
+    build_request(1, &t, &t.seed, Contenders::default(), &options)
 }
 
 #[test]
@@ -79,7 +80,7 @@ fn a_task_naming_a_missing_library_is_refused_with_how_to_install_it() {
         ksearch_exe: "/nonexistent/ksearch".into(),
     }));
     let e = evaluator
-        .evaluate(&t, &t.seed, Compare::default(), &EvalOptions::default())
+        .evaluate(&t, &t.seed, Contenders::default(), &EvalOptions::default())
         .expect_err("refused before the worker fails to link");
     assert!(matches!(e, EvalError::MissingDependency { .. }), "{e}");
     let text = e.to_string();
@@ -90,10 +91,16 @@ fn a_task_naming_a_missing_library_is_refused_with_how_to_install_it() {
     // Once it is left out, the request is built against the reference.
     let dropped = ksearch_eval::dependencies::drop_unavailable(&mut t, None);
     assert_eq!(dropped.len(), 1);
-    let r =
-        build_request(1, &t, &t.seed, Compare::default(), &EvalOptions::default()).expect("built");
-    assert_eq!(r.compare[0].label, "reference (reference.c)");
-    assert_eq!(r.compare[0].source.file, "reference.c");
+    let r = build_request(
+        1,
+        &t,
+        &t.seed,
+        Contenders::default(),
+        &EvalOptions::default(),
+    )
+    .expect("built");
+    assert_eq!(r.contenders[0].label, "reference (reference.c)");
+    assert_eq!(r.contenders[0].source.file, "reference.c");
 }
 
 #[test]
@@ -108,13 +115,13 @@ fn comparisons_are_timed_only_when_asked() {
         env: Default::default(),
     });
     let roles = |comparisons| {
-        let compare = Compare {
+        let contenders = Contenders {
             comparisons,
-            ..Compare::default()
+            ..Contenders::default()
         };
-        build_request(1, &t, &t.seed, compare, &EvalOptions::default())
+        build_request(1, &t, &t.seed, contenders, &EvalOptions::default())
             .expect("built")
-            .compare
+            .contenders
             .iter()
             .map(|c| c.role)
             .collect::<Vec<_>>()

@@ -107,7 +107,7 @@ pub struct OnChip {
     pub max_threads_per_unit: Fact,
 }
 
-/// The on-chip limits an assertion can compare against.
+/// The on-chip limits an assertion can check against.
 pub const LIMIT_FIELDS: &[&str] = &[
     "shared_per_block_bytes",
     "shared_per_block_optin_bytes",

@@ -8,11 +8,11 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::config::ClientConfig;
 use crate::error::LlmError;
 use crate::http::{RetryPolicy, Transport};
 use crate::manual::CallAbout;
 use crate::secret::{Secret, scrub};
+use crate::settings::ClientSettings;
 use crate::spec::{ModelSpec, Provider};
 use crate::types::{Completion, CompletionRequest};
 use crate::wire::{self, Parsed, Wire};
@@ -37,20 +37,20 @@ pub trait LlmClient: Send + fmt::Debug {
 }
 
 /// A client for `spec`, reading the key (and `OPENAI_BASE_URL`) from the environment where the
-/// config leaves them unset.
-pub fn client(spec: &ModelSpec, config: ClientConfig) -> Result<Box<dyn LlmClient>, LlmError> {
-    client_with_env(spec, config, |name| std::env::var(name).ok())
+/// settings leave them unset.
+pub fn client(spec: &ModelSpec, settings: ClientSettings) -> Result<Box<dyn LlmClient>, LlmError> {
+    client_with_env(spec, settings, |name| std::env::var(name).ok())
 }
 
 /// [`client`] with the environment given as a function (for tests and embedders that keep keys
 /// elsewhere).
 pub fn client_with_env(
     spec: &ModelSpec,
-    config: ClientConfig,
+    settings: ClientSettings,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn LlmClient>, LlmError> {
     if spec.provider == Provider::Manual {
-        return Err(LlmError::Config {
+        return Err(LlmError::Settings {
             provider: spec.provider,
             detail: "the manual model answers through files in a run directory: build it with ManualClient::new".into(),
         });
@@ -60,15 +60,15 @@ pub fn client_with_env(
         return Ok(Box::new(crate::exec::ExecClient {
             spec: spec.clone(),
             policy: RetryPolicy {
-                timeout: config.timeout,
-                max_retries: config.max_retries,
-                backoff_initial: config.backoff_initial,
-                backoff_max: config.backoff_max,
+                timeout: settings.timeout,
+                max_retries: settings.max_retries,
+                backoff_initial: settings.backoff_initial,
+                backoff_max: settings.backoff_max,
             },
         }));
     };
     install_crypto_provider();
-    let ClientConfig {
+    let ClientSettings {
         base_url,
         api_key,
         timeout,
@@ -79,9 +79,9 @@ pub fn client_with_env(
         max_output_tokens,
         allow_plain_http,
         extra_headers,
-    } = config;
+    } = settings;
     let provider = spec.provider;
-    let config_error = |detail: String| LlmError::Config { provider, detail };
+    let settings_error = |detail: String| LlmError::Settings { provider, detail };
 
     let base = base_url
         .or_else(|| {
@@ -93,14 +93,14 @@ pub fn client_with_env(
         .unwrap_or_else(|| provider.default_base_url().to_string());
     let base = base.trim().trim_end_matches('/').to_string();
     let parsed_base = Url::parse(&base)
-        .map_err(|e| config_error(format!("base URL `{base}` does not parse: {e}")))?;
+        .map_err(|e| settings_error(format!("base URL `{base}` does not parse: {e}")))?;
     if !matches!(parsed_base.scheme(), "http" | "https") {
-        return Err(config_error(format!(
+        return Err(settings_error(format!(
             "base URL `{base}` must start with http:// or https://"
         )));
     }
     if !parsed_base.username().is_empty() || parsed_base.password().is_some() {
-        return Err(config_error(
+        return Err(settings_error(
             "the base URL must not carry credentials; use the key variable".to_string(),
         ));
     }
@@ -116,7 +116,7 @@ pub fn client_with_env(
                 .is_ok_and(|ip| ip.is_loopback())
     });
     if key.is_some() && parsed_base.scheme() == "http" && !loopback && !allow_plain_http {
-        return Err(config_error(format!(
+        return Err(settings_error(format!(
             "the base URL `{base}` is plain http to another machine, where anyone on the way could read the API key: use https, or allow_plain_http to send it anyway"
         )));
     }
@@ -140,7 +140,7 @@ pub fn client_with_env(
 
     let mut headers = HeaderMap::new();
     let sensitive = |value: &str| -> Result<HeaderValue, LlmError> {
-        let mut value = HeaderValue::from_str(value).map_err(|_| LlmError::Config {
+        let mut value = HeaderValue::from_str(value).map_err(|_| LlmError::Settings {
             provider,
             detail: "the API key (or an extra header value) holds characters not allowed in an HTTP header".to_string(),
         })?;
@@ -171,7 +171,7 @@ pub fn client_with_env(
     }
     for (name, value) in &extra_headers {
         let name = HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| config_error(format!("`{name}` is not a valid header name")))?;
+            .map_err(|_| settings_error(format!("`{name}` is not a valid header name")))?;
         headers.insert(name, sensitive(value.trim())?);
     }
 
@@ -186,7 +186,7 @@ pub fn client_with_env(
         builder = builder.no_proxy();
     }
     let http = builder.build().map_err(|e| {
-        config_error(scrub(
+        settings_error(scrub(
             &format!("cannot build the HTTP client: {e}"),
             key.as_ref(),
         ))

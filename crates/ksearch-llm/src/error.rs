@@ -55,7 +55,7 @@ pub enum LlmError {
         /// What is wrong with it.
         detail: String,
     },
-    /// No key in the config nor in the environment.
+    /// No key in the client settings nor in the environment.
     #[error(
         "no API key for {provider}: set the {variable} environment variable (or pass a key in the client config)"
     )]
@@ -65,9 +65,9 @@ pub enum LlmError {
         /// The variable to set.
         variable: &'static str,
     },
-    /// A config the client cannot use (a base URL that does not parse, a bad header).
+    /// Settings the client cannot use (a base URL that does not parse, a bad header).
     #[error("invalid {provider} client config: {detail}")]
-    Config {
+    Settings {
         /// The provider.
         provider: Provider,
         /// What is wrong.

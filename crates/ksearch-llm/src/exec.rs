@@ -16,7 +16,7 @@
 //! environment is ksearch's (it finds its own keys); it runs in its own process group, killed
 //! with it at the call's timeout. Exit status 0: stdout, verbatim, is the answer. Exit status
 //! [`RETRY_EXIT_CODE`] (75, `EX_TEMPFAIL`): a transient failure, retried like an HTTP 429 up to
-//! `ClientConfig::max_retries` times. Any other status fails the call with the end of stderr.
+//! `ClientSettings::max_retries` times. Any other status fails the call with the end of stderr.
 //! Tokens are unknown (usage 0): such calls have no price and count as calls.
 
 use std::io::{Read, Write};

@@ -146,7 +146,7 @@ impl Transport {
     fn transport_failure(&self, error: &reqwest::Error) -> Result<Failure, LlmError> {
         let detail = scrub(&error_chain(error), self.secret.as_ref());
         if error.is_builder() {
-            return Err(LlmError::Config {
+            return Err(LlmError::Settings {
                 provider: self.provider,
                 detail,
             });
@@ -165,7 +165,7 @@ impl Transport {
             message.to_ascii_lowercase().contains("api key") || message.contains("API_KEY_INVALID");
         match status {
             401 | 403 => Some(format!(
-                "check the API key: {} or ClientConfig::api_key",
+                "check the API key: {} or ClientSettings::api_key",
                 self.provider.key_variable()
             )),
             404 => Some(format!(
@@ -176,7 +176,7 @@ impl Transport {
                     .map_or(self.url.as_str(), |(base, _)| base)
             )),
             _ if mentions_key => Some(format!(
-                "check the API key: {} or ClientConfig::api_key",
+                "check the API key: {} or ClientSettings::api_key",
                 self.provider.key_variable()
             )),
             400 | 422 => rejected_parameter(message),

@@ -10,9 +10,9 @@
 //! | `manual`             | prompt and answer as files in the run directory (see [`ManualClient`]) | none |
 //!
 //! ```no_run
-//! use ksearch_llm::{ClientConfig, CompletionRequest, Message, ModelSpec, client};
+//! use ksearch_llm::{ClientSettings, CompletionRequest, Message, ModelSpec, client};
 //! let spec: ModelSpec = "anthropic:claude-sonnet-4-5".parse()?;
-//! let llm = client(&spec, ClientConfig::default())?;
+//! let llm = client(&spec, ClientSettings::default())?;
 //! let answer = llm.complete(&CompletionRequest::new(vec![
 //!     Message::system("You write C kernels."),
 //!     Message::user("Unroll this loop: ..."),
@@ -44,9 +44,9 @@
 //!
 //! # Reliability
 //!
-//! Each HTTP attempt has `ClientConfig::timeout`. Attempts that fail with 408, 429, any 5xx
+//! Each HTTP attempt has `ClientSettings::timeout`. Attempts that fail with 408, 429, any 5xx
 //! (Anthropic's 529 included), a connection error or a timeout are retried up to
-//! `ClientConfig::max_retries` times, after a sleep drawn uniformly from
+//! `ClientSettings::max_retries` times, after a sleep drawn uniformly from
 //! `[0, min(backoff_max, backoff_initial · 2^retry)]` (full jitter); when the reply carries
 //! `Retry-After` (seconds or an HTTP date) or `retry-after-ms`, the sleep is at least that long,
 //! and never more than [`RETRY_AFTER_CEILING`]. Other statuses (400, 401, 403, 404, ...) fail at
@@ -61,7 +61,6 @@
 //! from a provider's reply into an error is scrubbed of the key.
 
 mod client;
-mod config;
 mod error;
 mod exec;
 mod http;
@@ -70,17 +69,18 @@ pub mod loopback;
 mod manual;
 mod prices;
 mod secret;
+mod settings;
 mod spec;
 mod types;
 mod wire;
 
 pub use client::{LlmClient, client, client_with_env, reasoning_effort_note};
-pub use config::ClientConfig;
 pub use error::{Failure, LlmError};
 pub use exec::{RETRY_EXIT_CODE, prompt_text};
 pub use http::RETRY_AFTER_CEILING;
 pub use manual::{CallAbout, ManualCall, ManualClient, pending_call};
 pub use prices::{ModelPrice, PriceError, PriceTable};
 pub use secret::Secret;
+pub use settings::ClientSettings;
 pub use spec::{ModelSpec, Provider};
 pub use types::{Completion, CompletionRequest, Message, MessageRole, Usage};

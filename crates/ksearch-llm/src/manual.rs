@@ -165,7 +165,7 @@ impl ManualClient {
     }
 
     fn io_error(&self, what: &str, e: &io::Error) -> LlmError {
-        LlmError::Config {
+        LlmError::Settings {
             provider: Provider::Manual,
             detail: format!("cannot {what} in {}: {e}", self.dir.display()),
         }

@@ -50,7 +50,7 @@ impl Provider {
         }
     }
 
-    /// The environment variable the key is read from when `ClientConfig::api_key` is `None`
+    /// The environment variable the key is read from when `ClientSettings::api_key` is `None`
     /// (none for a command, which finds its own).
     pub fn key_variable(self) -> &'static str {
         match self {
@@ -70,7 +70,7 @@ impl Provider {
         }
     }
 
-    /// The official endpoint, used when neither the config nor the environment names one
+    /// The official endpoint, used when neither the client settings nor the environment names one
     /// (empty for a command).
     pub fn default_base_url(self) -> &'static str {
         match self {

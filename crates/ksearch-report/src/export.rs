@@ -45,7 +45,9 @@ pub struct Provenance {
     pub run: RunInfo,
     pub task: TaskInfo,
     pub kernel: KernelInfo,
-    pub hardware: String,
+    /// The machine the run measured on (`hardware` in provenance.json).
+    #[serde(rename = "hardware")]
+    pub machine: String,
     pub toolchain: Toolchain,
     pub libraries: Vec<Library>,
     pub models: Models,
@@ -371,7 +373,7 @@ pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Proven
             best: node.id == data.summary.best.node,
             seed: node.id == ROOT,
         },
-        hardware: data.config.hardware.clone(),
+        machine: data.config.machine.clone(),
         toolchain: Toolchain {
             compiler: compile.map(|c| c.compiler.clone()),
             compile_command: compile.map(|c| c.command.clone()),
@@ -416,7 +418,7 @@ fn summary_lines(p: &Provenance) -> Vec<String> {
         (Some(s), None) => format!("{s:.2}x over {}", p.task.baseline),
         _ => "not timed".into(),
     };
-    lines.push(format!("Measured: {speed}, on {}.", p.hardware));
+    lines.push(format!("Measured: {speed}, on {}.", p.machine));
     match (k.seed, k.best) {
         (true, true) => lines.push(
             "No candidate was measured faster than the seed: this is the seed kernel.".into(),

@@ -194,7 +194,7 @@ fn the_report_loads_nothing_and_escapes_what_it_shows() {
     let mut data = run_data(BackendKind::C);
     let evil = "</script><script>alert(1)</script><img src=x onerror=alert(2)>";
     data.task.spec.description = evil.into();
-    data.config.hardware = evil.into();
+    data.config.machine = evil.into();
     data.attempts[4].note = evil.into();
     let page = html::render(&data);
     assert!(!page.contains("<img"), "unescaped markup");

@@ -2,7 +2,7 @@
 //! happened: one typed event each. The store keeps each as its kind (`session_ended`) and its
 //! data (JSON); these types are the only writer and the readers' only way in.
 
-use ksearch_core::gate::Comparison;
+use ksearch_core::gate::PairedRatio;
 use ksearch_core::tree::NodeId;
 use ksearch_core::tree_edit::EditOp;
 use serde::{Deserialize, Serialize};
@@ -36,13 +36,17 @@ pub enum RunEvent {
         node: NodeId,
         ranking: Vec<(NodeId, f64)>,
     },
-    /// An attempt timed paired against the cycle's best.
-    VsIncumbent { round: u64, comparison: Comparison },
+    /// An attempt timed paired against the cycle's best (stored as `comparison`).
+    VsIncumbent {
+        round: u64,
+        #[serde(rename = "comparison")]
+        ratio: PairedRatio,
+    },
     /// A cycle's best attempt became `node`'s solution.
     Attached {
         node: NodeId,
         round: u64,
-        vs_parent: Option<Comparison>,
+        vs_parent: Option<PairedRatio>,
     },
     /// A solved node was left without an open child: the engine inserted one.
     FallbackChild { node: NodeId, child: NodeId },

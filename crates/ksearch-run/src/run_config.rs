@@ -220,8 +220,10 @@ pub struct RunConfig {
     pub eval: EvalSettings,
     /// Seconds since the Unix epoch.
     pub created_unix: u64,
-    /// One line about the machine, e.g. the CPU model.
-    pub hardware: String,
+    /// One line about the machine the run measures on, e.g. the CPU model (stored as
+    /// `hardware`).
+    #[serde(rename = "hardware")]
+    pub machine: String,
     /// The CPU the run measures on, as detected when it started. The prompts of C kernels
     /// describe it from here, so a resume or a replay renders the same prompts anywhere. Runs
     /// recorded before it existed have none (and their prompts described no CPU).
@@ -395,7 +397,7 @@ mod tests {
             max_cycle_attempts: 15,
             eval: EvalSettings::default(),
             created_unix: 0,
-            hardware: "test".into(),
+            machine: "test".into(),
             host_cpu: None,
         }
     }

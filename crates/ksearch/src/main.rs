@@ -2,10 +2,10 @@
 
 mod cli;
 mod commands;
-mod config;
 mod error;
 mod exit_codes;
 mod interrupt;
+mod ksearch_toml;
 mod mcp;
 mod progress;
 mod tree_view;

@@ -13,6 +13,7 @@ mod torch;
 use std::fmt;
 use std::str::FromStr;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -22,7 +23,7 @@ use crate::static_check::Violation;
 use crate::task::TaskSpec;
 
 /// Which backend a task's candidates are written for (`backend` in `task.toml`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// C functions compiled by the system C compiler and run on the CPU.

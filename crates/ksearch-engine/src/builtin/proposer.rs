@@ -1,13 +1,13 @@
 //! The builtin proposer: no LLM. It walks a task family's template space one knob at a time.
 //!
-//! - An action is one knob change (one tactic) from the parent's solution configuration.
-//! - Its predicted speedup comes from the family's cost model (cycles of the parent's config over
+//! - An action is one knob change (one tactic) from the parent's solution point.
+//! - Its predicted speedup comes from the family's cost model (cycles of the parent's point over
 //!   the child's, geometric mean over workloads), multiplied by a per-tactic correction learned
 //!   from measurements: the geometric mean of measured/predicted over the tactic's solved nodes,
 //!   shrunk towards 1 while evidence is thin. Confidence grows with accurate evidence.
 //! - Improve rounds try the neighbouring values of the knob the action changed (tile sizes,
 //!   widths); debug rounds try the nearest other value; each returns `None` when nothing is left.
-//! - After a pass it proposes up to three next tactics from the new configuration (one per
+//! - After a pass it proposes up to three next tactics from the new point (one per
 //!   knob), and revises the predictions of open actions whose tactic it has just measured.
 //!
 //! Everything it needs is in the tree and the attempts (node and attempt payloads), so it keeps
@@ -21,7 +21,7 @@ use ksearch_core::tree::{Action, NewNode, NodeId, ROOT};
 use ksearch_core::tree_edit::{EditOp, EditScript, NodeUpdate};
 use serde::{Deserialize, Serialize};
 
-use super::families::{Config, Family, for_task};
+use super::families::{Family, Point, for_task};
 use super::machine::Machine;
 use super::space::FileSpace;
 use crate::proposer::{
@@ -39,16 +39,18 @@ const REFINE_ACTIONS: usize = 3;
 struct NodePlan {
     knob: String,
     value: i64,
-    /// The configuration the action leads to from its parent's solution at the time.
-    config: Config,
+    /// The point the action leads to from its parent's solution at the time.
+    #[serde(rename = "config")]
+    point: Point,
     /// The cost model's speedup over the parent, before any correction.
     model_speedup: f64,
 }
 
-/// Stored in an attempt's payload: the configuration rendered.
+/// Stored in an attempt's payload: the point rendered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct AttemptPlan {
-    config: Config,
+    #[serde(rename = "config")]
+    point: Point,
 }
 
 #[derive(Debug)]
@@ -57,12 +59,12 @@ pub struct BuiltinProposer {
     machine: Machine,
 }
 
-/// A possible next step from a configuration.
+/// A possible next step from a point.
 #[derive(Debug, Clone)]
 struct Step {
     knob: String,
     value: i64,
-    config: Config,
+    point: Point,
     model_speedup: f64,
     predicted: f64,
 }
@@ -124,15 +126,15 @@ impl BuiltinProposer {
         }
     }
 
-    /// Model cycles of a config over the task's workloads (geometric mean).
-    fn cycles(&self, task: &Task, config: &Config) -> f64 {
+    /// Model cycles of a point over the task's workloads (geometric mean).
+    fn cycles(&self, task: &Task, point: &Point) -> f64 {
         let logs: Vec<f64> = task
             .spec
             .workloads
             .iter()
             .map(|w| {
                 self.family
-                    .cost(config, w, &self.machine)
+                    .cost(point, w, &self.machine)
                     .cycles
                     .max(1.0)
                     .ln()
@@ -150,15 +152,15 @@ impl BuiltinProposer {
             .map_or_else(|| value.to_string(), |v| v.label.clone())
     }
 
-    /// The configuration of a node's solution (the seed's for the root).
-    fn solution_config(&self, ctx: &ProposeContext<'_>, node: NodeId) -> Option<Config> {
+    /// The point of a node's solution (the seed's for the root).
+    fn solution_point(&self, ctx: &ProposeContext<'_>, node: NodeId) -> Option<Point> {
         if node == ROOT {
             return Some(self.family.seed());
         }
         let attempt = ctx.solution_attempt(node)?;
         serde_json::from_value::<AttemptPlan>(attempt.payload.clone())
             .ok()
-            .map(|p| p.config)
+            .map(|p| p.point)
     }
 
     /// The sources (by content hash) the run has already measured: a candidate that renders
@@ -171,26 +173,26 @@ impl BuiltinProposer {
             .collect()
     }
 
-    /// Whether `config` renders to a source the run has not measured yet.
-    fn renders_fresh(&self, config: &Config, measured: &BTreeSet<&str>) -> bool {
-        self.family.render(config).map_or(true, |text| {
+    /// Whether `point` renders to a source the run has not measured yet.
+    fn renders_fresh(&self, point: &Point, measured: &BTreeSet<&str>) -> bool {
+        self.family.render(point).map_or(true, |text| {
             !measured.contains(ksearch_store::content_hash(&text).as_str())
         })
     }
 
-    /// Every configuration already in the tree or already tried.
-    fn taken(&self, ctx: &ProposeContext<'_>) -> BTreeSet<Config> {
-        let mut taken: BTreeSet<Config> = ctx
+    /// Every point already in the tree or already tried.
+    fn taken(&self, ctx: &ProposeContext<'_>) -> BTreeSet<Point> {
+        let mut taken: BTreeSet<Point> = ctx
             .tree
             .nodes()
             .filter_map(|n| plan_of(&n.payload))
-            .map(|p| p.config)
+            .map(|p| p.point)
             .collect();
         taken.extend(
             ctx.attempts
                 .iter()
                 .filter_map(|a| serde_json::from_value::<AttemptPlan>(a.payload.clone()).ok())
-                .map(|p| p.config),
+                .map(|p| p.point),
         );
         taken.insert(self.family.seed());
         taken
@@ -252,8 +254,8 @@ impl BuiltinProposer {
     fn steps(
         &self,
         task: &Task,
-        from: &Config,
-        taken: &BTreeSet<Config>,
+        from: &Point,
+        taken: &BTreeSet<Point>,
         corr: &BTreeMap<String, Correction>,
         seed: u64,
     ) -> Vec<Step> {
@@ -264,17 +266,17 @@ impl BuiltinProposer {
                 if from.get(&knob.name) == Some(&v.value) {
                     continue;
                 }
-                let mut config = from.clone();
-                config.insert(knob.name.clone(), v.value);
-                if taken.contains(&config) || !self.family.valid(&config) {
+                let mut point = from.clone();
+                point.insert(knob.name.clone(), v.value);
+                if taken.contains(&point) || !self.family.valid(&point) {
                     continue;
                 }
-                let model_speedup = base / self.cycles(task, &config);
+                let model_speedup = base / self.cycles(task, &point);
                 let factor = corr.get(&knob.name).map_or(1.0, |c| c.factor);
                 let step = Step {
                     knob: knob.name.clone(),
                     value: v.value,
-                    config,
+                    point,
                     model_speedup,
                     predicted: model_speedup * factor,
                 };
@@ -296,7 +298,7 @@ impl BuiltinProposer {
         steps
     }
 
-    fn new_node(&self, from: &Config, step: &Step, corr: &BTreeMap<String, Correction>) -> NewNode {
+    fn new_node(&self, from: &Point, step: &Step, corr: &BTreeMap<String, Correction>) -> NewNode {
         let knob = self
             .family
             .knobs()
@@ -342,7 +344,7 @@ impl BuiltinProposer {
             payload: serde_json::to_value(NodePlan {
                 knob: step.knob.clone(),
                 value: step.value,
-                config: step.config.clone(),
+                point: step.point.clone(),
                 model_speedup: step.model_speedup,
             })
             .expect("plans serialize"),
@@ -352,17 +354,17 @@ impl BuiltinProposer {
     fn candidate(
         &self,
         node: NodeId,
-        config: Config,
+        point: Point,
         note: String,
     ) -> Result<Candidate, ProposeError> {
-        let text = self.family.render(&config).map_err(|e| self.fail(e))?;
+        let text = self.family.render(&point).map_err(|e| self.fail(e))?;
         Ok(Candidate {
             source: Source {
                 file: format!("{}_n{node}.{}", self.family.name(), self.family.extension()),
                 text,
             },
             note,
-            payload: serde_json::to_value(AttemptPlan { config }).expect("plans serialize"),
+            payload: serde_json::to_value(AttemptPlan { point }).expect("plans serialize"),
         })
     }
 
@@ -446,17 +448,17 @@ impl Proposer for BuiltinProposer {
             s(b).total_cmp(&s(a)).then(a.id.cmp(&b.id))
         });
         for node in closed {
-            let Some(config) = self.solution_config(ctx, node.id) else {
+            let Some(point) = self.solution_point(ctx, node.id) else {
                 continue;
             };
-            let steps = self.steps(ctx.task, &config, &taken, &corr, ctx.seed);
+            let steps = self.steps(ctx.task, &point, &taken, &corr, ctx.seed);
             if !steps.is_empty() {
                 let ops = steps
                     .iter()
                     .take(REFINE_ACTIONS)
                     .map(|s| EditOp::Insert {
                         parent: node.id,
-                        node: self.new_node(&config, s, &corr),
+                        node: self.new_node(&point, s, &corr),
                     })
                     .collect();
                 return Ok(EditScript { ops });
@@ -475,18 +477,18 @@ impl Proposer for BuiltinProposer {
             .get(req.node)
             .ok_or_else(|| self.fail(format!("node {} is not in the tree", req.node)))?;
         let parent = node.parent.unwrap_or(ROOT);
-        let Some(parent_config) = self.solution_config(ctx, parent) else {
+        let Some(parent_point) = self.solution_point(ctx, parent) else {
             return Err(self.fail(format!(
                 "no configuration recorded for the solution of node {parent}"
             )));
         };
         let measured = Self::measured(ctx);
-        let fresh = |c: &Config| self.renders_fresh(c, &measured);
-        let tried: BTreeSet<Config> = req
+        let fresh = |c: &Point| self.renders_fresh(c, &measured);
+        let tried: BTreeSet<Point> = req
             .cycle_attempts
             .iter()
             .filter_map(|a| serde_json::from_value::<AttemptPlan>(a.payload.clone()).ok())
-            .map(|p| p.config)
+            .map(|p| p.point)
             .collect();
         let Some(plan) = plan_of(&node.payload) else {
             // A node the engine added (the continuation fallback): tune the best remaining step.
@@ -495,23 +497,23 @@ impl Proposer for BuiltinProposer {
             }
             let corr = self.corrections(ctx);
             let step = self
-                .steps(ctx.task, &parent_config, &self.taken(ctx), &corr, ctx.seed)
+                .steps(ctx.task, &parent_point, &self.taken(ctx), &corr, ctx.seed)
                 .into_iter()
-                .find(|s| fresh(&s.config));
+                .find(|s| fresh(&s.point));
             return step
                 .map(|s| {
                     let note = format!("tune: {} → {}", s.knob, self.label(&s.knob, s.value));
-                    self.candidate(req.node, s.config, note)
+                    self.candidate(req.node, s.point, note)
                 })
                 .transpose();
         };
         let with = |value: i64| {
-            let mut c = parent_config.clone();
+            let mut c = parent_point.clone();
             c.insert(plan.knob.clone(), value);
             c
         };
-        let pick = |values: Vec<i64>| -> Option<(i64, Config)> {
-            let mut options: Vec<(i64, Config)> = values
+        let pick = |values: Vec<i64>| -> Option<(i64, Point)> {
+            let mut options: Vec<(i64, Point)> = values
                 .into_iter()
                 .map(|v| (v, with(v)))
                 .filter(|(_, c)| self.family.valid(c) && !tried.contains(c) && fresh(c))
@@ -523,7 +525,7 @@ impl Proposer for BuiltinProposer {
             options.into_iter().next()
         };
         let chosen = match req.kind {
-            AttemptKind::Implement => [with(plan.value), plan.config.clone()]
+            AttemptKind::Implement => [with(plan.value), plan.point.clone()]
                 .into_iter()
                 .find(|c| self.family.valid(c) && fresh(c))
                 .map(|c| (plan.value, c)),
@@ -533,7 +535,7 @@ impl Proposer for BuiltinProposer {
                     .and_then(|b| {
                         serde_json::from_value::<AttemptPlan>(b.attempt.payload.clone()).ok()
                     })
-                    .and_then(|p| p.config.get(&plan.knob).copied())
+                    .and_then(|p| p.point.get(&plan.knob).copied())
                     .unwrap_or(plan.value);
                 let ordered = self
                     .family
@@ -556,8 +558,8 @@ impl Proposer for BuiltinProposer {
             AttemptKind::Seed => None,
         };
         chosen
-            .map(|(value, config)| {
-                let from = parent_config
+            .map(|(value, point)| {
+                let from = parent_point
                     .get(&plan.knob)
                     .map_or_else(|| "default".into(), |v| self.label(&plan.knob, *v));
                 let note = format!(
@@ -567,7 +569,7 @@ impl Proposer for BuiltinProposer {
                     self.label(&plan.knob, value)
                 )
                 .to_lowercase();
-                self.candidate(req.node, config, note)
+                self.candidate(req.node, point, note)
             })
             .transpose()
     }
@@ -611,16 +613,16 @@ impl Proposer for BuiltinProposer {
                 }
             }
         }
-        let Some(config) = self.solution_config(ctx, evidence.node) else {
+        let Some(point) = self.solution_point(ctx, evidence.node) else {
             return Err(self.fail(format!(
                 "no configuration recorded for the solution of node {}",
                 evidence.node
             )));
         };
-        let steps = self.steps(ctx.task, &config, &self.taken(ctx), &corr, ctx.seed);
+        let steps = self.steps(ctx.task, &point, &self.taken(ctx), &corr, ctx.seed);
         ops.extend(steps.iter().take(REFINE_ACTIONS).map(|s| EditOp::Insert {
             parent: evidence.node,
-            node: self.new_node(&config, s, &corr),
+            node: self.new_node(&point, s, &corr),
         }));
         Ok(EditScript { ops })
     }
@@ -641,8 +643,8 @@ impl Proposer for BuiltinProposer {
     }
 }
 
-fn describe(config: &Config) -> String {
-    config
+fn describe(point: &Point) -> String {
+    point
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()

@@ -12,7 +12,7 @@ use ksearch_knowledge::Hardware;
 use minijinja::value::Serde;
 use minijinja::{Environment, UndefinedBehavior, Value};
 
-use super::families::{Config, Cost, Family, Knob, KnobValue, impact};
+use super::families::{Cost, Family, Knob, KnobValue, Point, impact};
 use super::machine::Machine;
 
 /// Why a point of a space cannot be used.
@@ -128,13 +128,13 @@ impl FileSpace {
         &self.spec
     }
 
-    fn context(&self, config: &Config, axes: Option<&BTreeMap<String, i64>>) -> Value {
-        let mut ctx: BTreeMap<String, Value> = config
+    fn context(&self, point: &Point, axes: Option<&BTreeMap<String, i64>>) -> Value {
+        let mut ctx: BTreeMap<String, Value> = point
             .iter()
             .map(|(k, v)| (k.clone(), Value::from(*v)))
             .collect();
-        ctx.insert("knobs".into(), Value::from(Serde(config)));
-        ctx.insert("ksearch_config".into(), Value::from(knobs_of(config)));
+        ctx.insert("knobs".into(), Value::from(Serde(point)));
+        ctx.insert("ksearch_config".into(), Value::from(knobs_of(point)));
         ctx.insert("hw".into(), self.hw.clone());
         ctx.insert("target".into(), Value::from(self.target.clone()));
         if let Some(a) = axes {
@@ -151,9 +151,9 @@ impl FileSpace {
     }
 
     /// Whether the point meets every constraint on every workload; the first failure if not.
-    pub fn check_point(&self, config: &Config) -> Result<(), PointError> {
+    pub fn check_point(&self, point: &Point) -> Result<(), PointError> {
         for (workload, axes) in &self.workloads {
-            let ctx = self.context(config, Some(axes));
+            let ctx = self.context(point, Some(axes));
             for c in &self.spec.constraints {
                 if !self.eval(&c.check, &ctx, "constraint")?.is_true() {
                     return Err(PointError::Constraint {
@@ -168,21 +168,21 @@ impl FileSpace {
     }
 
     /// The candidate source for a point.
-    pub fn render_point(&self, config: &Config) -> Result<String, PointError> {
+    pub fn render_point(&self, point: &Point) -> Result<String, PointError> {
         let template = self
             .env
             .get_template(&self.spec.template)
             .map_err(|e| PointError::Template(format!("{e:#}")))?;
         template
-            .render(self.context(config, None))
+            .render(self.context(point, None))
             .map_err(|e| PointError::Template(format!("{}: {e:#}", self.spec.template)))
     }
 
     /// The cost expression's value on a workload, or the product of the value hints.
-    fn time(&self, config: &Config, workload: &Workload) -> f64 {
+    fn time(&self, point: &Point, workload: &Workload) -> f64 {
         match &self.spec.cost {
             Some(c) => {
-                let ctx = self.context(config, Some(&workload.axes));
+                let ctx = self.context(point, Some(&workload.axes));
                 self.eval(&c.time, &ctx, "cost")
                     .ok()
                     .and_then(|v| f64::try_from(v).ok())
@@ -201,7 +201,7 @@ impl FileSpace {
                                 .find(|x| x.value == v)
                                 .map_or(1.0, |x| x.hint)
                         };
-                        at(config.get(&k.name).copied().unwrap_or(k.seed)) / at(k.seed)
+                        at(point.get(&k.name).copied().unwrap_or(k.seed)) / at(k.seed)
                     })
                     .product();
                 1.0 / speedup
@@ -212,7 +212,7 @@ impl FileSpace {
     /// Every point (a stated sample when there are more than `limit`): the seed first, then
     /// every point one knob away from it, then the rest in a fixed pseudo-random order. Knobs
     /// named in `pinned` keep the value given there in every point (see [`FileSpace::pin`]).
-    pub fn points(&self, limit: usize, pinned: &Config) -> Vec<Config> {
+    pub fn points(&self, limit: usize, pinned: &Point) -> Vec<Point> {
         let values = |k: &Knob| -> Vec<i64> {
             match pinned.get(&k.name) {
                 Some(v) => vec![*v],
@@ -232,7 +232,7 @@ impl FileSpace {
             }
         }
         if self.size_with(pinned) <= limit as u128 {
-            let mut all = vec![Config::new()];
+            let mut all = vec![Point::new()];
             for k in &self.knobs {
                 all = all
                     .into_iter()
@@ -255,7 +255,7 @@ impl FileSpace {
             let mut tries = 0;
             while out.len() < limit && tries < 50 * limit {
                 tries += 1;
-                let c: Config = self
+                let c: Point = self
                     .knobs
                     .iter()
                     .map(|k| {
@@ -274,7 +274,7 @@ impl FileSpace {
     }
 
     /// How many points the space has with the knobs in `pinned` held.
-    pub fn size_with(&self, pinned: &Config) -> u128 {
+    pub fn size_with(&self, pinned: &Point) -> u128 {
         self.knobs
             .iter()
             .filter(|k| !pinned.contains_key(&k.name))
@@ -284,8 +284,8 @@ impl FileSpace {
 
     /// Reads `knob=value` settings (`--set` of `ksearch space check`) into the knobs they pin,
     /// refusing a knob the space lacks or a value the knob does not offer, naming both.
-    pub fn pin(&self, settings: &[String]) -> Result<Config, String> {
-        let mut pinned = Config::new();
+    pub fn pin(&self, settings: &[String]) -> Result<Point, String> {
+        let mut pinned = Point::new();
         for s in settings {
             let (name, value) = s
                 .split_once('=')
@@ -325,7 +325,7 @@ impl Family for FileSpace {
         true
     }
 
-    fn seed(&self) -> Config {
+    fn seed(&self) -> Point {
         self.spec
             .knobs
             .iter()
@@ -337,27 +337,27 @@ impl Family for FileSpace {
         &self.knobs
     }
 
-    fn valid(&self, config: &Config) -> bool {
-        self.check_point(config).is_ok()
+    fn valid(&self, point: &Point) -> bool {
+        self.check_point(point).is_ok()
     }
 
-    fn render(&self, config: &Config) -> Result<String, String> {
-        self.render_point(config).map_err(|e| e.to_string())
+    fn render(&self, point: &Point) -> Result<String, String> {
+        self.render_point(point).map_err(|e| e.to_string())
     }
 
     fn extension(&self) -> &str {
         self.spec.extension()
     }
 
-    fn cost(&self, config: &Config, workload: &Workload, _machine: &Machine) -> Cost {
+    fn cost(&self, point: &Point, workload: &Workload, _machine: &Machine) -> Cost {
         Cost {
-            cycles: self.time(config, workload),
+            cycles: self.time(point, workload),
             bytes: 0.0,
             flops: 0.0,
         }
     }
 
-    fn impacts(&self, _from: &Config, knob: &str, _value: i64) -> Impacts {
+    fn impacts(&self, _from: &Point, knob: &str, _value: i64) -> Impacts {
         let hints = self
             .spec
             .knobs
@@ -416,7 +416,7 @@ pub enum PointOutcome {
 pub struct SpaceCheck {
     /// Points in the whole space, before constraints.
     pub total: u128,
-    pub points: Vec<(Config, PointOutcome)>,
+    pub points: Vec<(Point, PointOutcome)>,
 }
 
 impl SpaceCheck {
@@ -444,15 +444,15 @@ impl SpaceCheck {
             )
         };
         let mut out = format!("{task}: the space in {file}: checked {scope}\n");
-        for (config, outcome) in &self.points {
-            let point = knobs_of(config);
+        for (point, outcome) in &self.points {
+            let knobs = knobs_of(point);
             match outcome {
-                PointOutcome::Ok => out.push_str(&format!("  ok        {point}\n")),
+                PointOutcome::Ok => out.push_str(&format!("  ok        {knobs}\n")),
                 PointOutcome::Excluded(why) => {
-                    out.push_str(&format!("  excluded  {point}: {why}\n"));
+                    out.push_str(&format!("  excluded  {knobs}: {why}\n"));
                 }
                 PointOutcome::Failed(why) => {
-                    out.push_str(&format!("  FAILED    {point}:\n"));
+                    out.push_str(&format!("  FAILED    {knobs}:\n"));
                     for line in why.lines().take(12) {
                         out.push_str(&format!("            {line}\n"));
                     }
@@ -470,8 +470,8 @@ impl SpaceCheck {
 }
 
 /// `block_m=64 warps=4`
-pub fn knobs_of(config: &Config) -> String {
-    config
+pub fn knobs_of(point: &Point) -> String {
+    point
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
@@ -485,25 +485,25 @@ impl FileSpace {
     pub fn check(
         &self,
         limit: usize,
-        pinned: &Config,
-        check: impl Fn(&Config, &str) -> Result<(), String>,
+        pinned: &Point,
+        check: impl Fn(&Point, &str) -> Result<(), String>,
     ) -> SpaceCheck {
         let points = self
             .points(limit, pinned)
             .into_iter()
-            .map(|config| {
-                let outcome = match self.check_point(&config) {
+            .map(|point| {
+                let outcome = match self.check_point(&point) {
                     Err(e @ PointError::Constraint { .. }) => PointOutcome::Excluded(e.to_string()),
                     Err(e) => PointOutcome::Failed(e.to_string()),
-                    Ok(()) => match self.render_point(&config) {
+                    Ok(()) => match self.render_point(&point) {
                         Err(e) => PointOutcome::Failed(e.to_string()),
-                        Ok(source) => match check(&config, &source) {
+                        Ok(source) => match check(&point, &source) {
                             Ok(()) => PointOutcome::Ok,
                             Err(e) => PointOutcome::Failed(e),
                         },
                     },
                 };
-                (config, outcome)
+                (point, outcome)
             })
             .collect();
         SpaceCheck {

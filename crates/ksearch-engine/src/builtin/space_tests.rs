@@ -2,7 +2,7 @@ use ksearch_core::space::{TaskSpace, parse_space};
 use ksearch_core::task::{Source, TaskSpec, Workload};
 
 use super::*;
-use crate::builtin::families::{Family, config_of};
+use crate::builtin::families::{Family, point_of};
 
 const SPACE: &str = r#"
 format = 1
@@ -87,11 +87,9 @@ const TEMPLATE: &str =
 fn a_point_renders_with_its_knobs_and_includes() {
     let hw = h200();
     let f = FileSpace::new(&spec(), &space(SPACE, TEMPLATE), Some(&hw)).unwrap();
-    assert_eq!(f.seed(), config_of(&[("block", 16), ("warps", 1)]));
+    assert_eq!(f.seed(), point_of(&[("block", 16), ("warps", 1)]));
     assert_eq!(f.extension(), "cu");
-    let src = f
-        .render(&config_of(&[("block", 64), ("warps", 4)]))
-        .unwrap();
+    let src = f.render(&point_of(&[("block", 64), ("warps", 4)])).unwrap();
     assert_eq!(src, "// block=64 warps=4 on cuda\nblock=64 warps=4");
 }
 
@@ -105,9 +103,9 @@ fn constraints_read_the_hardware_and_every_workload() {
     );
     let f = FileSpace::new(&spec(), &space(SPACE, TEMPLATE), Some(&hw)).unwrap();
     // 64 rows × 128 × 2 = 16 KB fits; 1024 × 64 × 2 = 128 KB does not, on either workload.
-    assert!(f.valid(&config_of(&[("block", 64), ("warps", 1)])));
+    assert!(f.valid(&point_of(&[("block", 64), ("warps", 1)])));
     let e = f
-        .check_point(&config_of(&[("block", 1024), ("warps", 1)]))
+        .check_point(&point_of(&[("block", 1024), ("warps", 1)]))
         .unwrap_err();
     assert_eq!(
         e,
@@ -133,7 +131,7 @@ fn hints_and_cost_expressions_give_the_model_s_prediction() {
     let w = &spec().workloads[0];
     let seed = f.cost(&f.seed(), w, &machine).cycles;
     let tiled = f
-        .cost(&config_of(&[("block", 64), ("warps", 4)]), w, &machine)
+        .cost(&point_of(&[("block", 64), ("warps", 4)]), w, &machine)
         .cycles;
     assert!(
         (seed / tiled - 3.0).abs() < 1e-9,
@@ -146,7 +144,7 @@ fn hints_and_cost_expressions_give_the_model_s_prediction() {
     let f = FileSpace::new(&spec(), &space(&with_cost, TEMPLATE), Some(&hw)).unwrap();
     assert_eq!(f.cost_model(), "the space's cost expression");
     let c = |b, wp| {
-        f.cost(&config_of(&[("block", b), ("warps", wp)]), w, &machine)
+        f.cost(&point_of(&[("block", b), ("warps", wp)]), w, &machine)
             .cycles
     };
     assert_eq!(c(16, 1), 4096.0 * 64.0 / 16.0);
@@ -185,7 +183,7 @@ fn a_template_error_is_found_when_the_space_loads_or_renders() {
 fn points_start_at_the_seed_and_a_sample_is_fixed() {
     let hw = h200();
     let f = FileSpace::new(&spec(), &space(SPACE, TEMPLATE), Some(&hw)).unwrap();
-    let all = f.points(100, &Config::new());
+    let all = f.points(100, &Point::new());
     assert_eq!(all.len(), 6);
     assert_eq!(all[0], f.seed());
     // The seed's neighbours next: one knob changed each.
@@ -193,10 +191,10 @@ fn points_start_at_the_seed_and_a_sample_is_fixed() {
         let changed = p.iter().filter(|(k, v)| f.seed()[*k] != **v).count();
         assert_eq!(changed, 1, "{p:?}");
     }
-    let some = f.points(2, &Config::new());
+    let some = f.points(2, &Point::new());
     assert_eq!(some.len(), 2);
-    assert_eq!(some, f.points(2, &Config::new()));
-    let report = f.check(4, &Config::new(), |c, _| {
+    assert_eq!(some, f.points(2, &Point::new()));
+    let report = f.check(4, &Point::new(), |c, _| {
         if c["warps"] == 4 {
             Err("no".into())
         } else {

@@ -20,7 +20,7 @@ impl LlmClient for OfflineClient {
     }
 
     fn complete(&self, _request: &CompletionRequest) -> Result<Completion, LlmError> {
-        Err(LlmError::Config {
+        Err(LlmError::Settings {
             provider: self.spec.provider,
             detail: "this client is offline (a replay); the request is not in the journal".into(),
         })

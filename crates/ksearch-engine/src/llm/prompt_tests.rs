@@ -410,7 +410,7 @@ fn refine_too_hard_and_propose_prompts() {
         stagnation: 0,
         attempts: 1,
     };
-    let cmp = ksearch_core::gate::Comparison {
+    let cmp = ksearch_core::gate::PairedRatio {
         ratio: 1.14,
         interval: (1.1, 1.18),
         verdict: Gate::Better,

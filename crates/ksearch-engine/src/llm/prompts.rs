@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ksearch_core::gate::Comparison;
+use ksearch_core::gate::PairedRatio;
 use ksearch_core::protocol::{Role, Status, trim_log};
 use ksearch_core::record::{AttemptRecord, Evaluation};
 use ksearch_core::task::Task;
@@ -257,7 +257,7 @@ impl AttemptView {
         a: &AttemptRecord,
         e: &Evaluation,
         code: &str,
-        vs_best: Option<Comparison>,
+        vs_best: Option<PairedRatio>,
     ) -> Self {
         let r = &e.result;
         let opt = |v: Option<f64>, f: fn(f64) -> String| v.map_or_else(|| "-".to_owned(), f);

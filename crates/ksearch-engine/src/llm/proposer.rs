@@ -517,7 +517,7 @@ impl Proposer for LlmProposer {
             AttemptKind::Seed => return Ok(None),
         };
         if let Some(p) = req.previous {
-            // The same comparison the engine judged the attempt by.
+            // The same paired ratio the engine judged the attempt by.
             let vs_best = gate::vs_incumbent(&p.evaluation.result, ctx.seed, p.attempt.round);
             c.insert(
                 "last".into(),

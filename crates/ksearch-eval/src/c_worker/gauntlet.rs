@@ -128,7 +128,7 @@ pub(crate) fn check_seed(
             .get(&tensor.dtype)
             .copied()
             .unwrap_or_else(|| spec.tolerance_for(tensor.dtype));
-        let c = compare(tensor, &workload.axes, slots.output(0, t), exp.bytes(), tol)?;
+        let c = check_output(tensor, &workload.axes, slots.output(0, t), exp.bytes(), tol)?;
         errors.max_abs_err = errors.max_abs_err.max(c.max_abs);
         errors.max_rel_err = errors.max_rel_err.max(c.max_rel);
         errors.norm_rel_err = errors.norm_rel_err.max(c.norm_rel);
@@ -154,23 +154,24 @@ pub(crate) fn index_name(t: &TensorSpec, axes: &BTreeMap<String, i64>, mut i: us
     s
 }
 
+/// One output checked against the reference's: its errors, and why it fails, if it does.
 #[derive(Debug)]
-pub(crate) struct Comparison {
+pub(crate) struct OutputCheck {
     pub(crate) max_abs: f64,
     pub(crate) max_rel: f64,
     pub(crate) norm_rel: f64,
     pub(crate) failure: Option<String>,
 }
 
-/// Compare one output with the reference's. `max_rel` counts only elements whose reference
+/// Check one output against the reference's. `max_rel` counts only elements whose reference
 /// magnitude exceeds `atol`, where a relative error means something.
-pub(crate) fn compare(
+pub(crate) fn check_output(
     t: &TensorSpec,
     axes: &BTreeMap<String, i64>,
     got: &[u8],
     expected: &[u8],
     tol: Tolerance,
-) -> Result<Comparison, TaskFault> {
+) -> Result<OutputCheck, TaskFault> {
     // One loop per element type, so that the loop decodes without asking the type each time.
     let scan = match t.dtype {
         Dtype::F32 => scan(got, expected, tol, |b: [u8; 4]| {
@@ -241,7 +242,7 @@ pub(crate) fn compare(
     } else {
         None
     };
-    Ok(Comparison {
+    Ok(OutputCheck {
         max_abs,
         max_rel,
         norm_rel,
@@ -333,8 +334,8 @@ mod tests {
         values.iter().flat_map(|v| v.to_ne_bytes()).collect()
     }
 
-    fn check(got: &[f32], exp: &[f32]) -> Comparison {
-        compare(
+    fn check(got: &[f32], exp: &[f32]) -> OutputCheck {
+        check_output(
             &tensor(),
             &axes(),
             &buffer(got),
@@ -363,13 +364,13 @@ mod tests {
         for (dtype, bytes) in [(Dtype::F64, f64s), (Dtype::I32, i32s), (Dtype::I64, i64s)] {
             let t = TensorSpec { dtype, ..tensor() };
             let tol = Tolerance::default_for(dtype);
-            let same = compare(&t, &axes(), &bytes, &bytes, tol).unwrap();
+            let same = check_output(&t, &axes(), &bytes, &bytes, tol).unwrap();
             assert!(same.failure.is_none(), "{dtype}");
             // Element [0][1] is -2 (or -2.5): change it, and the failure names it.
             let mut other = bytes.clone();
             let n = dtype.size_bytes();
             other[n..2 * n].copy_from_slice(&bytes[2 * n..3 * n]);
-            let c = compare(&t, &axes(), &other, &bytes, tol).unwrap();
+            let c = check_output(&t, &axes(), &other, &bytes, tol).unwrap();
             assert!(c.failure.unwrap().starts_with("y[0][1] = "), "{dtype}");
             assert!(c.max_abs >= 5.0, "{dtype}: {}", c.max_abs);
         }
@@ -414,7 +415,7 @@ mod tests {
     fn a_non_finite_reference_is_a_task_fault() {
         let mut exp = REF;
         exp[2] = f32::INFINITY;
-        let err = compare(
+        let err = check_output(
             &tensor(),
             &axes(),
             &buffer(&REF),

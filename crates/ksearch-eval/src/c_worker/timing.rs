@@ -8,7 +8,7 @@
 //! checked: sampled elements of every call, read the moment it says "done", must be written,
 //! and must equal the baseline's where it ran the same set; and the whole output of one such
 //! call, chosen after the fact, in the first round and a secret share of the others. A runner
-//! cannot tell which of its calls are compared. An output that changes after "done", and CPU time used
+//! cannot tell which of its calls are checked. An output that changes after "done", and CPU time used
 //! outside the timed calls, are caught as well.
 
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ use ksearch_core::stats::TimingStats;
 use ksearch_core::task::{TaskSpec, Tolerance, Workload};
 
 use super::contender::{Lost, Runner};
-use super::gauntlet::{compare, index_name};
+use super::gauntlet::{check_output, index_name};
 use super::pool::{Pool, Slots};
 use super::tensors::Stores;
 
@@ -39,10 +39,10 @@ const MIN_SAMPLES_FLOOR: usize = 3;
 const SAMPLED_ELEMENTS: usize = 16;
 const MIN_SAMPLED_ELEMENTS: usize = 2;
 const SAMPLES_PER_BATCH: usize = 1024;
-/// Share of rounds, after the first, in which one call's whole output is compared with the
+/// Share of rounds, after the first, in which one call's whole output is checked against the
 /// baseline's; which rounds is secret. The sampled elements check every call of every round.
 const WHOLE_CHECK_SHARE: f64 = 0.125;
-/// Timed outputs are compared with the baseline's, so both errors add up: this many times the
+/// Timed outputs are checked against the baseline's, so both errors add up: this many times the
 /// task's tolerance.
 const TIMED_TOLERANCE_FACTOR: f64 = 3.0;
 /// CPU a runner may use outside its timed calls (waking up, reading its orders, answering): a
@@ -199,7 +199,7 @@ pub(crate) fn time_workload(
     }
     // A round uses as many sets as the longest batch. Each contender's calls take the first of
     // them; the baseline's take a window at a secret offset, and an untrusted contender's calls
-    // on the sets of that window are the ones compared with the baseline's outputs (every call
+    // on the sets of that window are the ones checked against the baseline's outputs (every call
     // is checked for outputs left unwritten).
     let round_len = batch.iter().map(|b| b.0).max().unwrap_or(1);
     let mut pool = if sets == warm_sets {
@@ -425,7 +425,7 @@ fn scaled(tol: Tolerance) -> Tolerance {
 
 /// Check the round's timed outputs of every untrusted contender: the sampled elements of every
 /// call are written, and equal the baseline's where the baseline ran the same set (`checked`);
-/// where `whole`, one such call's whole output is compared.
+/// where `whole`, one such call's whole output is checked.
 #[allow(clippy::too_many_arguments)]
 fn verify_round(
     spec: &TaskSpec,
@@ -510,16 +510,16 @@ fn verify_round(
             }
         }
         // And one whole output the baseline computed too.
-        let comparable: Vec<usize> = (0..k)
+        let checkable: Vec<usize> = (0..k)
             .filter(|&j| checked[mine_calls[j] as usize])
             .collect();
-        if !whole || comparable.is_empty() {
+        if !whole || checkable.is_empty() {
             continue;
         }
-        let call = comparable[rng.next_u64() as usize % comparable.len()];
+        let call = checkable[rng.next_u64() as usize % checkable.len()];
         let set = mine_calls[call] as usize;
         for (t, tensor) in spec.outputs.iter().enumerate() {
-            let c = compare(
+            let c = check_output(
                 tensor,
                 &workload.axes,
                 mine.output(set, t),

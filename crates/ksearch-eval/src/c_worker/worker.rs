@@ -368,9 +368,12 @@ impl CWorker {
     ) -> Stop {
         let what = match who {
             None => "the candidate".to_owned(),
-            Some(i) => format!("the {} `{}`", req.compare[i].role, req.compare[i].label),
+            Some(i) => format!(
+                "the {} `{}`",
+                req.contenders[i].role, req.contenders[i].label
+            ),
         };
-        if let Some(c) = who.map(|i| &req.compare[i])
+        if let Some(c) = who.map(|i| &req.contenders[i])
             && matches!(c.role, Role::Baseline | Role::Comparison)
         {
             return Stop::Fault(format!(
@@ -432,7 +435,7 @@ impl CWorker {
         out.progress(req.id, Phase::Compile, None);
         let reference = self.reference(req).map_err(Stop::Fault)?;
         let mut contender_builds = Vec::new();
-        for c in &req.compare {
+        for c in &req.contenders {
             let what = format!("{} `{}`", c.role, c.label);
             contender_builds.push(
                 self.trusted(req, &c.source, &c.libs, Flavor::Optimized, &what)
@@ -479,7 +482,7 @@ impl CWorker {
         })?;
         result.sandbox = Some(candidate.confinement().clone());
         runners.push((None, candidate));
-        for (i, (c, so)) in req.compare.iter().zip(&contender_builds).enumerate() {
+        for (i, (c, so)) in req.contenders.iter().zip(&contender_builds).enumerate() {
             let env: Vec<(String, String)> =
                 c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             let trusted = matches!(c.role, Role::Baseline | Role::Comparison);
@@ -536,7 +539,7 @@ impl CWorker {
             let t = Instant::now();
             let timing_seed = req.check.recheck_seed ^ 0x7143_D00D;
             let baseline = req
-                .compare
+                .contenders
                 .iter()
                 .position(|c| c.role == Role::Baseline)
                 .map(|i| i + 1)
@@ -547,11 +550,16 @@ impl CWorker {
                     .iter_mut()
                     .map(|(who, r)| Timed {
                         trusted: who.is_some_and(|i| {
-                            matches!(req.compare[i].role, Role::Baseline | Role::Comparison)
+                            matches!(req.contenders[i].role, Role::Baseline | Role::Comparison)
                         }),
                         what: who.map_or_else(
                             || "the candidate".to_owned(),
-                            |i| format!("the {} `{}`", req.compare[i].role, req.compare[i].label),
+                            |i| {
+                                format!(
+                                    "the {} `{}`",
+                                    req.contenders[i].role, req.contenders[i].label
+                                )
+                            },
                         ),
                         runner: r,
                     })
@@ -580,7 +588,7 @@ impl CWorker {
                             None => message,
                             Some(i) => format!(
                                 "{message} (the {} `{}`, timed beside the candidate)",
-                                req.compare[i].role, req.compare[i].label
+                                req.contenders[i].role, req.contenders[i].label
                             ),
                         };
                         report.status = Status::Incorrect;
@@ -592,7 +600,7 @@ impl CWorker {
                     }
                 };
                 let labels = std::iter::once((Role::Candidate, req.candidate.file.clone()))
-                    .chain(req.compare.iter().map(|c| (c.role, c.label.clone())));
+                    .chain(req.contenders.iter().map(|c| (c.role, c.label.clone())));
                 report.timings = labels
                     .zip(stats)
                     .map(|((role, label), stats)| ContenderTiming { role, label, stats })

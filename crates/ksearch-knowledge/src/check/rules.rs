@@ -1,5 +1,5 @@
 //! Running the rules: each rule goes to its kind's check, and what the kinds share (the limit a
-//! rule compares against, the violation it reports).
+//! rule checks against, the violation it reports).
 
 use ksearch_core::static_check::Violation;
 
@@ -50,7 +50,7 @@ pub(crate) fn violation(rule: &Rule, line: usize, values: &[(&str, String)]) -> 
     }
 }
 
-/// The limit a rule compares against, and where it comes from.
+/// The limit a rule checks against, and where it comes from.
 pub(crate) fn limit(rule: &Rule, hardware: Option<&Hardware>) -> Option<(u64, String)> {
     let field = rule.spec.limit.as_deref()?;
     if let Some(hw) = hardware

@@ -8,16 +8,16 @@
 //!
 //! ```
 //! use ksearch_llm::loopback::{self, Reply, ScriptedServer};
-//! use ksearch_llm::{ClientConfig, CompletionRequest, Message, ModelSpec, Secret, Usage, client};
+//! use ksearch_llm::{ClientSettings, CompletionRequest, Message, ModelSpec, Secret, Usage, client};
 //!
 //! let usage = Usage { input_tokens: 12, output_tokens: 5, ..Usage::default() };
 //! let server = ScriptedServer::start(vec![Reply::ok(loopback::anthropic_body("hello", &usage))]);
-//! let config = ClientConfig {
+//! let settings = ClientSettings {
 //!     base_url: Some(server.url()),
 //!     api_key: Some(Secret::new("test-key")),
-//!     ..ClientConfig::default()
+//!     ..ClientSettings::default()
 //! };
-//! let llm = client(&"anthropic:claude-haiku-4-5".parse::<ModelSpec>()?, config)?;
+//! let llm = client(&"anthropic:claude-haiku-4-5".parse::<ModelSpec>()?, settings)?;
 //! let answer = llm.complete(&CompletionRequest::new(vec![Message::user("hi")]))?;
 //! assert_eq!(answer.text, "hello");
 //! assert_eq!(server.requests()[0].path, "/v1/messages");

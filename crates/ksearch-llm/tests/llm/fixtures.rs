@@ -8,7 +8,7 @@ use ksearch_llm::loopback::{Reply, ScriptedServer};
 use ksearch_llm::{Completion, LlmError, Provider, Usage};
 use serde_json::Value;
 
-use crate::support::{config, make_client, request};
+use crate::support::{make_client, request, test_settings};
 
 /// The fixture `name` (without `.json`) as JSON.
 fn fixture(name: &str) -> Value {
@@ -21,7 +21,7 @@ fn fixture(name: &str) -> Value {
 /// request against the provider's schema.
 fn answer(provider: Provider, replies: Vec<Reply>) -> (Result<Completion, LlmError>, usize) {
     let server = ScriptedServer::start(replies);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let result = llm.complete(&request());
     assert!(server.rejections().is_empty(), "{:?}", server.rejections());
     (result, server.request_count())

@@ -9,7 +9,7 @@ use ksearch_llm::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{config, make_client, request};
+use crate::support::{make_client, request, test_settings};
 
 #[test]
 fn the_loopback_refuses_by_default_what_the_provider_refuses() {
@@ -24,9 +24,9 @@ fn the_loopback_refuses_by_default_what_the_provider_refuses() {
         }
         let ok = || Reply::success(provider, "ok", &Usage::default());
         let server = ScriptedServer::start(vec![ok()]);
-        let mut cfg = config(provider, &server);
-        cfg.reasoning_effort = None;
-        let error = make_client(provider, cfg)
+        let mut settings = test_settings(provider, &server);
+        settings.reasoning_effort = None;
+        let error = make_client(provider, settings)
             .complete(&bad)
             .expect_err("refused");
         let LlmError::Api {
@@ -45,9 +45,11 @@ fn the_loopback_refuses_by_default_what_the_provider_refuses() {
         assert_eq!(server.remaining(), 1, "the script was not used");
         // The lenient server answers anything.
         let lenient = ScriptedServer::start_lenient(vec![ok()]);
-        let mut cfg = config(provider, &lenient);
-        cfg.reasoning_effort = None;
-        let answer = make_client(provider, cfg).complete(&bad).expect("lenient");
+        let mut settings = test_settings(provider, &lenient);
+        settings.reasoning_effort = None;
+        let answer = make_client(provider, settings)
+            .complete(&bad)
+            .expect("lenient");
         assert_eq!(answer.text, "ok");
     }
 }
@@ -70,10 +72,10 @@ fn a_provider_s_own_max_output_tokens_replaces_the_request_s() {
             Reply::success(provider, "ok", &Usage::default()),
             Reply::success(provider, "ok", &Usage::default()),
         ]);
-        let mut own = config(provider, &server);
+        let mut own = test_settings(provider, &server);
         own.max_output_tokens = Some(3000);
         make_client(provider, own).complete(&request()).expect("ok");
-        make_client(provider, config(provider, &server))
+        make_client(provider, test_settings(provider, &server))
             .complete(&request())
             .expect("ok");
         let requests = server.requests();
@@ -88,9 +90,9 @@ fn sent(spec: &str, effort: &str, max_output_tokens: u32) -> Value {
     let spec: ModelSpec = spec.parse().expect("spec");
     let server =
         ScriptedServer::start(vec![Reply::success(spec.provider, "ok", &Usage::default())]);
-    let mut cfg = config(spec.provider, &server);
-    cfg.reasoning_effort = Some(effort.to_string());
-    let llm = client_with_env(&spec, cfg, |_| None).expect("client");
+    let mut settings = test_settings(spec.provider, &server);
+    settings.reasoning_effort = Some(effort.to_string());
+    let llm = client_with_env(&spec, settings, |_| None).expect("client");
     let mut r = CompletionRequest::new(vec![Message::system("s"), Message::user("u")]);
     r.max_output_tokens = Some(max_output_tokens);
     r.temperature = Some(0.2);

@@ -5,21 +5,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ksearch_llm::loopback::{Reply, ScriptedServer};
 use ksearch_llm::{
-    ClientConfig, CompletionRequest, Failure, LlmError, Message, ModelSpec, Provider, Usage,
+    ClientSettings, CompletionRequest, Failure, LlmError, Message, ModelSpec, Provider, Usage,
     client_with_env,
 };
 
-use crate::support::{config, make_client, request, spec};
+use crate::support::{make_client, request, spec, test_settings};
 
 #[test]
 fn hang_with_no_retry_left_is_a_timeout_error() {
     let provider = Provider::OpenAiChat;
     let server = ScriptedServer::start(vec![Reply::hang(Duration::from_secs(10))]);
-    let config = ClientConfig {
+    let settings = ClientSettings {
         max_retries: 0,
-        ..config(provider, &server)
+        ..test_settings(provider, &server)
     };
-    let llm = make_client(provider, config);
+    let llm = make_client(provider, settings);
     let started = Instant::now();
     let error = llm.complete(&request()).expect_err("timeout");
     let took = started.elapsed();
@@ -40,18 +40,18 @@ fn connection_refused_is_retried_then_reported() {
         .and_then(|l| l.local_addr())
         .expect("port")
         .port();
-    let config = ClientConfig {
+    let settings = ClientSettings {
         base_url: Some(format!("http://127.0.0.1:{port}")),
         max_retries: 1,
-        ..ClientConfig {
+        ..ClientSettings {
             api_key: Some("k".into()),
             timeout: Duration::from_secs(1),
             backoff_initial: Duration::from_millis(5),
             backoff_max: Duration::from_millis(5),
-            ..ClientConfig::default()
+            ..ClientSettings::default()
         }
     };
-    let llm = make_client(Provider::Anthropic, config);
+    let llm = make_client(Provider::Anthropic, settings);
     let error = llm.complete(&request()).expect_err("refused");
     match &error {
         LlmError::RetriesExhausted {
@@ -71,7 +71,7 @@ fn dropped_connection_is_retried() {
         Reply::Close,
         Reply::success(provider, "ok", &Usage::default()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let answer = llm.complete(&request()).expect("answer");
     assert_eq!(answer.http_attempts, 2);
 }
@@ -97,7 +97,7 @@ fn retry_after_as_http_date_is_honoured() {
         ),
         Reply::success(provider, "ok", &Usage::default()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let started = Instant::now();
     let answer = llm.complete(&request()).expect("answer");
     let waited = started.elapsed();
@@ -113,7 +113,7 @@ fn retry_after_as_http_date_is_honoured() {
             .with_header("retry-after", "Thu, 01 Jan 2015 00:00:00 GMT"),
         Reply::success(provider, "ok", &Usage::default()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let started = Instant::now();
     let answer = llm.complete(&request()).expect("answer");
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -127,7 +127,7 @@ fn redirects_are_not_followed() {
         Reply::raw(307, "").with_header("location", "http://127.0.0.1:9/elsewhere"),
         Reply::success(provider, "must not be reached", &Usage::default()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let error = llm.complete(&request()).expect_err("redirect");
     assert_eq!(server.request_count(), 1);
     assert_eq!(error.status(), Some(307));
@@ -141,7 +141,7 @@ fn html_error_page_is_quoted() {
         400,
         "<html><body>400 Bad Request</body></html>",
     )]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let error = llm.complete(&request()).expect_err("400");
     assert_eq!(server.request_count(), 1);
     assert!(
@@ -158,7 +158,7 @@ fn gemini_bad_key_400_hints_at_the_variable() {
         400,
         "API key not valid. Please pass a valid API key.",
     )]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let error = llm.complete(&request()).expect_err("400");
     assert_eq!(server.request_count(), 1);
     assert!(error.to_string().contains("GEMINI_API_KEY"), "{error}");
@@ -174,7 +174,7 @@ fn x_should_retry_overrides_the_status() {
             .with_header("x-should-retry", "false"),
         Reply::success(provider, "unreached", &Usage::default()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     llm.complete(&request()).expect_err("not retried");
     assert_eq!(server.request_count(), 1);
 
@@ -182,7 +182,7 @@ fn x_should_retry_overrides_the_status() {
         Reply::provider_error(provider, 400, "try again").with_header("x-should-retry", "true"),
         Reply::success(provider, "ok", &Usage::default()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     assert_eq!(llm.complete(&request()).expect("retried").text, "ok");
     assert_eq!(server.request_count(), 2);
 }
@@ -199,7 +199,7 @@ fn a_429_for_no_quota_is_not_retried() {
     body["error"]["code"] = "insufficient_quota".into();
     body["error"]["type"] = "insufficient_quota".into();
     let server = ScriptedServer::start(vec![Reply::json(429, body)]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let error = llm.complete(&request()).expect_err("429").to_string();
     assert_eq!(server.request_count(), 1);
     assert!(error.contains("no quota or credit left"), "{error}");
@@ -215,7 +215,7 @@ fn a_refused_parameter_is_named_with_how_to_leave_it_out() {
         "1 validation error: reasoning_effort: Input should be 'low', 'medium' or 'high'",
     ] {
         let server = ScriptedServer::start(vec![Reply::provider_error(provider, 400, message)]);
-        let llm = make_client(provider, config(provider, &server));
+        let llm = make_client(provider, test_settings(provider, &server));
         let error = llm.complete(&request()).expect_err("400").to_string();
         assert_eq!(server.request_count(), 1, "not retried");
         assert!(error.contains(message), "{error}");
@@ -231,11 +231,11 @@ fn local_openai_compatible_server_needs_no_key() {
     for provider in [Provider::OpenAiChat, Provider::OpenAiResponses] {
         let server =
             ScriptedServer::start(vec![Reply::success(provider, "local", &Usage::default())]);
-        let config = ClientConfig {
+        let settings = ClientSettings {
             api_key: None,
-            ..config(provider, &server)
+            ..test_settings(provider, &server)
         };
-        let llm = client_with_env(&spec(provider), config, |_| None).expect("no key needed");
+        let llm = client_with_env(&spec(provider), settings, |_| None).expect("no key needed");
         let answer = llm.complete(&request()).expect("answer");
         assert_eq!(answer.text, "local");
         assert_eq!(server.requests()[0].header("authorization"), None);
@@ -248,7 +248,10 @@ fn a_local_server_answer_without_usage_or_ids() {
     let server = ScriptedServer::start(vec![Reply::ok(serde_json::json!({
         "choices": [{"message": {"role": "assistant", "content": "hi"}}]
     }))]);
-    let llm = make_client(Provider::OpenAiChat, config(Provider::OpenAiChat, &server));
+    let llm = make_client(
+        Provider::OpenAiChat,
+        test_settings(Provider::OpenAiChat, &server),
+    );
     let answer = llm.complete(&request()).expect("answer");
     assert_eq!(answer.text, "hi");
     assert_eq!(answer.usage, Usage::default());
@@ -264,11 +267,11 @@ fn openai_base_url_and_key_come_from_the_environment() {
     let provider = Provider::OpenAiChat;
     let server = ScriptedServer::start(vec![Reply::success(provider, "env", &Usage::default())]);
     let base = format!("{}/v1", server.url());
-    let config = ClientConfig {
+    let settings = ClientSettings {
         timeout: Duration::from_secs(2),
-        ..ClientConfig::default()
+        ..ClientSettings::default()
     };
-    let llm = client_with_env(&spec(provider), config, |name| match name {
+    let llm = client_with_env(&spec(provider), settings, |name| match name {
         "OPENAI_BASE_URL" => Some(format!("{base}/")),
         // As read from a file: a trailing newline.
         "OPENAI_API_KEY" => Some("env-key\n".to_string()),
@@ -293,7 +296,7 @@ fn openai_base_url_and_key_come_from_the_environment() {
 fn anthropic_max_tokens_defaults_to_8192() {
     let provider = Provider::Anthropic;
     let server = ScriptedServer::start(vec![Reply::success(provider, "x", &Usage::default())]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     llm.complete(&CompletionRequest::new(vec![Message::user("x")]))
         .expect("answer");
     let body = &server.requests()[0].body;
@@ -302,19 +305,19 @@ fn anthropic_max_tokens_defaults_to_8192() {
 }
 
 #[test]
-fn bad_base_urls_are_config_errors() {
+fn bad_base_urls_are_settings_errors() {
     for base in [
         "not a url",
         "ftp://example.com",
         "https://user:pw@example.com",
     ] {
-        let config = ClientConfig {
+        let settings = ClientSettings {
             base_url: Some(base.to_string()),
             api_key: Some("k".into()),
-            ..ClientConfig::default()
+            ..ClientSettings::default()
         };
         let spec: ModelSpec = "anthropic:claude-haiku-4-5".parse().expect("spec");
-        let error = client_with_env(&spec, config, |_| None).expect_err(base);
-        assert!(matches!(error, LlmError::Config { .. }), "{error:?}");
+        let error = client_with_env(&spec, settings, |_| None).expect_err(base);
+        assert!(matches!(error, LlmError::Settings { .. }), "{error:?}");
     }
 }

@@ -5,9 +5,9 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use ksearch_llm::loopback::{Reply, ScriptedServer};
-use ksearch_llm::{ClientConfig, LlmError, Provider, Secret, Usage, client_with_env};
+use ksearch_llm::{ClientSettings, LlmError, Provider, Secret, Usage, client_with_env};
 
-use crate::support::{config, request, spec};
+use crate::support::{request, spec, test_settings};
 
 const SECRET: &str = "sk-test-SECRET-123";
 
@@ -25,12 +25,12 @@ fn assert_error_clean(what: &str, error: &LlmError) {
     assert_clean(what, &format!("{error:#?}"));
 }
 
-fn secret_config(provider: Provider, server: &ScriptedServer) -> ClientConfig {
-    ClientConfig {
+fn secret_settings(provider: Provider, server: &ScriptedServer) -> ClientSettings {
+    ClientSettings {
         api_key: Some(Secret::new(SECRET)),
         max_retries: 1,
         extra_headers: vec![("x-other-token".to_string(), SECRET.to_string())],
-        ..config(provider, server)
+        ..test_settings(provider, server)
     }
 }
 
@@ -57,12 +57,14 @@ fn every_error_path(provider: Provider) {
         // Finally a success, so the key was really sent.
         Reply::success(provider, "fine", &Usage::default()),
     ]);
-    let llm = client_with_env(&spec(provider), secret_config(provider, &server), |_| None)
-        .expect("client");
+    let llm = client_with_env(&spec(provider), secret_settings(provider, &server), |_| {
+        None
+    })
+    .expect("client");
     assert_clean("client Debug", &format!("{llm:?}"));
     assert_clean(
         "config Debug",
-        &format!("{:?}", secret_config(provider, &server)),
+        &format!("{:?}", secret_settings(provider, &server)),
     );
 
     for step in [
@@ -111,64 +113,64 @@ fn the_key_never_leaks() {
 }
 
 #[test]
-fn the_key_never_leaks_from_connection_and_config_errors() {
+fn the_key_never_leaks_from_connection_and_settings_errors() {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("port")
         .port();
     for provider in Provider::ALL {
-        let config = ClientConfig {
+        let settings = ClientSettings {
             base_url: Some(format!("http://127.0.0.1:{port}")),
             api_key: Some(Secret::new(SECRET)),
             timeout: Duration::from_secs(1),
             max_retries: 0,
-            ..ClientConfig::default()
+            ..ClientSettings::default()
         };
-        let llm = client_with_env(&spec(provider), config, |_| None).expect("client");
+        let llm = client_with_env(&spec(provider), settings, |_| None).expect("client");
         let error = llm.complete(&request()).expect_err("refused");
         assert_error_clean("connection refused", &error);
 
         // A key that cannot be a header value (an attempt at header injection).
-        let config = ClientConfig {
+        let settings = ClientSettings {
             api_key: Some(Secret::new(format!("{SECRET}\r\nx-evil: 1"))),
-            ..ClientConfig::default()
+            ..ClientSettings::default()
         };
-        let error = client_with_env(&spec(provider), config, |_| None).expect_err("bad key");
-        assert!(matches!(error, LlmError::Config { .. }), "{error:?}");
+        let error = client_with_env(&spec(provider), settings, |_| None).expect_err("bad key");
+        assert!(matches!(error, LlmError::Settings { .. }), "{error:?}");
         assert_error_clean("bad header", &error);
 
         // A key in the environment, and a missing one.
-        let ok = client_with_env(&spec(provider), ClientConfig::default(), |name| {
+        let ok = client_with_env(&spec(provider), ClientSettings::default(), |name| {
             (name == provider.key_variable()).then(|| SECRET.to_string())
         })
         .expect("env key");
         assert_clean("env client Debug", &format!("{ok:?}"));
-        let error =
-            client_with_env(&spec(provider), ClientConfig::default(), |_| None).expect_err("none");
+        let error = client_with_env(&spec(provider), ClientSettings::default(), |_| None)
+            .expect_err("none");
         assert_error_clean("missing key", &error);
     }
     assert_eq!(format!("{}", Secret::new(SECRET)), "[redacted]");
     assert_eq!(format!("{:?}", Secret::new(SECRET)), "[redacted]");
 }
 
-/// A key is never sent over plain http to another machine unless the config says so; a local
+/// A key is never sent over plain http to another machine unless the settings say so; a local
 /// server is fine, and a keyless compatible server is fine anywhere.
 #[test]
 fn a_key_is_not_sent_over_plain_http_to_another_machine() {
     for provider in Provider::ALL {
-        let remote = ClientConfig {
+        let remote = ClientSettings {
             base_url: Some("http://192.0.2.7:8000/v1".into()),
             api_key: Some(Secret::new(SECRET)),
-            ..ClientConfig::default()
+            ..ClientSettings::default()
         };
         let error =
             client_with_env(&spec(provider), remote.clone(), |_| None).expect_err("refused");
-        assert!(matches!(error, LlmError::Config { .. }), "{error:?}");
+        assert!(matches!(error, LlmError::Settings { .. }), "{error:?}");
         assert!(error.to_string().contains("plain http"), "{error}");
         assert_error_clean("plain http", &error);
         client_with_env(
             &spec(provider),
-            ClientConfig {
+            ClientSettings {
                 allow_plain_http: true,
                 ..remote.clone()
             },
@@ -182,7 +184,7 @@ fn a_key_is_not_sent_over_plain_http_to_another_machine() {
         ] {
             client_with_env(
                 &spec(provider),
-                ClientConfig {
+                ClientSettings {
                     base_url: Some(local.into()),
                     ..remote.clone()
                 },
@@ -192,7 +194,7 @@ fn a_key_is_not_sent_over_plain_http_to_another_machine() {
         }
         client_with_env(
             &spec(provider),
-            ClientConfig {
+            ClientSettings {
                 base_url: Some("https://example.com/v1".into()),
                 ..remote.clone()
             },
@@ -203,9 +205,9 @@ fn a_key_is_not_sent_over_plain_http_to_another_machine() {
     // No key, no risk: a compatible server on another machine over http.
     client_with_env(
         &spec(Provider::OpenAiChat),
-        ClientConfig {
+        ClientSettings {
             base_url: Some("http://192.0.2.7:8000/v1".into()),
-            ..ClientConfig::default()
+            ..ClientSettings::default()
         },
         |_| None,
     )

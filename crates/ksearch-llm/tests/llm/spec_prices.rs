@@ -1,7 +1,7 @@
 //! Model specs, missing keys, and the price table.
 
 use ksearch_llm::{
-    ClientConfig, LlmError, ModelPrice, ModelSpec, PriceTable, Provider, Usage, client_with_env,
+    ClientSettings, LlmError, ModelPrice, ModelSpec, PriceTable, Provider, Usage, client_with_env,
 };
 
 #[test]
@@ -68,7 +68,7 @@ fn missing_key_names_the_variable() {
     ];
     for (text, variable) in cases {
         let spec: ModelSpec = text.parse().expect(text);
-        let error = client_with_env(&spec, ClientConfig::default(), |_| None).expect_err(text);
+        let error = client_with_env(&spec, ClientSettings::default(), |_| None).expect_err(text);
         assert!(
             matches!(error, LlmError::MissingKey { variable: v, .. } if v == variable),
             "{error:?}"
@@ -79,14 +79,14 @@ fn missing_key_names_the_variable() {
             "{message}"
         );
         // An empty variable counts as unset.
-        let error = client_with_env(&spec, ClientConfig::default(), |name| {
+        let error = client_with_env(&spec, ClientSettings::default(), |name| {
             (name == variable).then(|| "  ".to_string())
         })
         .expect_err(text);
         assert!(matches!(error, LlmError::MissingKey { .. }), "{error:?}");
         // A key in the environment is enough.
         assert!(
-            client_with_env(&spec, ClientConfig::default(), |name| {
+            client_with_env(&spec, ClientSettings::default(), |name| {
                 (name == variable).then(|| "k".to_string())
             })
             .is_ok()

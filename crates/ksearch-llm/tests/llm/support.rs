@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ksearch_llm::loopback::{RecordedRequest, ScriptedServer};
 use ksearch_llm::{
-    ClientConfig, CompletionRequest, LlmClient, Message, ModelSpec, Provider, Secret, Usage,
+    ClientSettings, CompletionRequest, LlmClient, Message, ModelSpec, Provider, Secret, Usage,
     client_with_env,
 };
 use serde_json::{Value, json};
@@ -48,9 +48,9 @@ pub(crate) fn expected_path(provider: Provider) -> String {
     }
 }
 
-/// A fast config for tests: 1 s timeout, short backoff.
-pub(crate) fn config(provider: Provider, server: &ScriptedServer) -> ClientConfig {
-    ClientConfig {
+/// Fast settings for tests: 1 s timeout, short backoff.
+pub(crate) fn test_settings(provider: Provider, server: &ScriptedServer) -> ClientSettings {
+    ClientSettings {
         base_url: Some(base_url(provider, server)),
         api_key: Some(Secret::new(KEY)),
         timeout: Duration::from_secs(1),
@@ -65,8 +65,8 @@ pub(crate) fn config(provider: Provider, server: &ScriptedServer) -> ClientConfi
 }
 
 /// A client with no environment at all (nothing leaks in from the machine running the tests).
-pub(crate) fn make_client(provider: Provider, config: ClientConfig) -> Box<dyn LlmClient> {
-    client_with_env(&spec(provider), config, |_| None).expect("client builds")
+pub(crate) fn make_client(provider: Provider, settings: ClientSettings) -> Box<dyn LlmClient> {
+    client_with_env(&spec(provider), settings, |_| None).expect("client builds")
 }
 
 /// The conversation every wire test sends: system, user, assistant, user.
@@ -95,7 +95,7 @@ pub(crate) fn usage() -> Usage {
 }
 
 /// Checks method, path, auth and body shape of a request made from [`request`] with
-/// [`config`].
+/// [`test_settings`].
 pub(crate) fn assert_request_shape(provider: Provider, req: &RecordedRequest) {
     let model = spec(provider).model;
     assert_eq!(req.method, "POST");

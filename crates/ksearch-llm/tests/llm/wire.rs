@@ -3,11 +3,11 @@
 use std::time::{Duration, Instant};
 
 use ksearch_llm::loopback::{self, LOOPBACK_MODEL, Reply, ScriptedServer};
-use ksearch_llm::{ClientConfig, Failure, LlmError, Provider, Usage};
+use ksearch_llm::{ClientSettings, Failure, LlmError, Provider, Usage};
 use serde_json::json;
 
 use crate::support::{
-    assert_request_shape, canonical_finish, config, make_client, request, set, usage,
+    assert_request_shape, canonical_finish, make_client, request, set, test_settings, usage,
 };
 
 /// A normal answer: the request has the provider's shape; text, model, finish reason and every
@@ -53,7 +53,7 @@ fn normal_answer_with_usage(provider: Provider) {
         Provider::Exec | Provider::Manual => unreachable!("a command is not reached over HTTP"),
     }
     let server = ScriptedServer::start(vec![Reply::ok(body)]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let answer = llm.complete(&request()).expect("answer");
 
     assert_eq!(answer.text, "The answer.");
@@ -75,7 +75,7 @@ fn malformed_json(provider: Provider) {
         Reply::raw(200, r#"{"id": "x", "choices": [{"message": "#),
         Reply::ok(json!({"object": "list", "data": []})),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
 
     let error = llm.complete(&request()).expect_err("not JSON");
     assert!(
@@ -106,7 +106,7 @@ fn malformed_json(provider: Provider) {
 fn prose_around_fenced_code(provider: Provider) {
     let text = "Here is the unrolled kernel:\n\n```c\nvoid scale(float *x, int n) {\n    for (int i = 0; i < n; i += 4) {\n        x[i] *= 2.0f; x[i + 1] *= 2.0f;\n    }\n}\n```\n\nIt assumes `n % 4 == 0` — \"quotes\", tabs\tand unicode ✓ survive.\n";
     let server = ScriptedServer::start(vec![Reply::success(provider, text, &Usage::default())]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let answer = llm.complete(&request()).expect("answer");
     assert_eq!(answer.text, text);
 }
@@ -131,7 +131,7 @@ fn rate_limited_then_success(provider: Provider) {
             .with_header("Retry-After", "1"),
     };
     let server = ScriptedServer::start(vec![limited, Reply::success(provider, "ok", &usage())]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let started = Instant::now();
     let answer = llm.complete(&request()).expect("answer after the retry");
     let waited = started.elapsed();
@@ -151,7 +151,7 @@ fn server_error_then_success(provider: Provider) {
         Reply::provider_error(provider, 500, "internal error"),
         Reply::success(provider, "ok", &usage()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let answer = llm.complete(&request()).expect("answer after the retry");
     assert_eq!(answer.text, "ok");
     assert_eq!(answer.http_attempts, 2);
@@ -167,11 +167,11 @@ fn hang_past_timeout_then_success(provider: Provider) {
         Reply::hang(Duration::from_secs(10)),
         Reply::success(provider, "ok", &usage()),
     ]);
-    let config = ClientConfig {
+    let settings = ClientSettings {
         max_retries: 1,
-        ..config(provider, &server)
+        ..test_settings(provider, &server)
     };
-    let llm = make_client(provider, config);
+    let llm = make_client(provider, settings);
     let started = Instant::now();
     let answer = llm.complete(&request()).expect("answer after the timeout");
     let took = started.elapsed();
@@ -187,7 +187,7 @@ fn unauthorized_is_not_retried(provider: Provider) {
         Reply::provider_error(provider, 401, "Incorrect API key provided"),
         Reply::success(provider, "must not be reached", &usage()),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let error = llm.complete(&request()).expect_err("401");
     assert_eq!(server.request_count(), 1, "401 is not retried");
     assert_eq!(error.status(), Some(401));
@@ -205,7 +205,7 @@ fn not_found_names_the_model(provider: Provider) {
         404,
         "The model does not exist",
     )]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let error = llm.complete(&request()).expect_err("404");
     assert_eq!(server.request_count(), 1);
     let message = error.to_string();
@@ -223,7 +223,7 @@ fn retries_exhausted(provider: Provider) {
         Reply::provider_error(provider, 502, "bad gateway"),
         Reply::provider_error(provider, 503, "still overloaded"),
     ]);
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     let error = llm.complete(&request()).expect_err("exhausted");
     assert_eq!(server.request_count(), 3);
     match &error {
@@ -249,7 +249,7 @@ fn answers_from_the_prompt(provider: Provider) {
         let prompt = req.last_user_text().unwrap_or_default();
         Reply::success(provider, &format!("echo: {prompt}"), &Usage::default())
     });
-    let llm = make_client(provider, config(provider, &server));
+    let llm = make_client(provider, test_settings(provider, &server));
     for _ in 0..2 {
         let answer = llm.complete(&request()).expect("answer");
         assert_eq!(answer.text, format!("echo: {}", crate::support::USER));

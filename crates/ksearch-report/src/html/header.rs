@@ -41,7 +41,7 @@ pub(super) fn section(o: &mut String, data: &RunData) {
             compiler.map_or_else(String::new, |c| format!(" · {}", esc(&c)))
         ),
     );
-    fact("hardware", esc(&data.config.hardware));
+    fact("hardware", esc(&data.config.machine));
     let models = match &data.config.llm {
         Some(l) => format!(
             "reasoning <code>{}</code> · codegen <code>{}</code>{}",

@@ -2,13 +2,15 @@
 
 use std::io::Write;
 
-use ksearch_core::gate::{self, Comparison};
+use ksearch_core::gate::{self, PairedRatio};
 use ksearch_core::protocol::{Role, Status, TimingPlan};
 use ksearch_core::stats::TimingStats;
 use ksearch_core::task::Task;
 use ksearch_core::tree::Gate;
 use ksearch_engine::EvalSettings;
-use ksearch_eval::{BackendOptions, Compare, Evaluation, Evaluator, LocalEvaluator, backend_for};
+use ksearch_eval::{
+    BackendOptions, Contenders, Evaluation, Evaluator, LocalEvaluator, backend_for,
+};
 use serde::Serialize;
 
 use crate::cli::{EvalArgs, EvalFlags};
@@ -33,14 +35,14 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         .as_deref()
         .map(ksearch_tasks::read_candidate)
         .transpose()?;
-    let compare = Compare {
+    let contenders = Contenders {
         parent: against.as_ref(),
         incumbent: None,
         comparisons: true,
     };
     let progress = crate::progress::EvalProgress::new(&format!("{} · {}", task.id, candidate.file));
     evaluator.set_phase_observer(progress.phase_observer());
-    let evaluation = evaluator.evaluate(&task, &candidate, compare, &options);
+    let evaluation = evaluator.evaluate(&task, &candidate, contenders, &options);
     drop(progress);
     let mut evaluation = evaluation?;
     if evaluation.result.status == Status::Timeout && !settings.timeout_given {
@@ -147,7 +149,7 @@ struct EvalJson<'a> {
     /// With `--against FILE`: the acceptance gate's verdict on the paired samples (the ratio,
     /// its 95% interval, `better` / `same` / `worse`), as a search judges a candidate.
     #[serde(skip_serializing_if = "Option::is_none")]
-    vs_against: Option<Comparison>,
+    vs_against: Option<PairedRatio>,
     /// The task's other implementations, timed alongside: the candidate's speedup over each.
     comparisons: Vec<ComparisonJson>,
     workloads: Vec<WorkloadJson<'a>>,
@@ -260,8 +262,8 @@ impl<'a> EvalJson<'a> {
             against,
             speedup_vs_against: e.speedup_vs_parent.as_ref().map(|s| s.geomean),
             vs_against: against
-                .and_then(|_| gate::compare_in(r, Role::Parent, 0))
-                .filter(Comparison::is_finite),
+                .and_then(|_| gate::vs_contender(r, Role::Parent, 0))
+                .filter(PairedRatio::is_finite),
             comparisons: ksearch_core::score::speedups_over_comparisons(r)
                 .into_iter()
                 .map(|(label, s)| ComparisonJson {
@@ -368,7 +370,7 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
             sp.geomean,
             per.join(", ")
         );
-        if let Some(c) = gate::compare_in(r, Role::Parent, 0).filter(Comparison::is_finite) {
+        if let Some(c) = gate::vs_contender(r, Role::Parent, 0).filter(PairedRatio::is_finite) {
             let _ = writeln!(
                 s,
                 "  acceptance gate on the paired samples: {:.2}× (95% interval {:.2}–{:.2}): {}",

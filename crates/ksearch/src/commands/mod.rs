@@ -221,7 +221,7 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         if let Some(
             ksearch_llm::LlmError::MissingKey { .. }
             | ksearch_llm::LlmError::InvalidSpec { .. }
-            | ksearch_llm::LlmError::Config { .. },
+            | ksearch_llm::LlmError::Settings { .. },
         ) = cause.downcast_ref()
         {
             return exit_codes::INPUT;

@@ -18,13 +18,15 @@ use ksearch_engine::{
 };
 use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
 use ksearch_knowledge::{ContextRequest, HostCpu, Level, Target};
-use ksearch_llm::{ClientConfig, LlmClient, ManualClient, ModelSpec, PriceTable, Provider, Secret};
+use ksearch_llm::{
+    ClientSettings, LlmClient, ManualClient, ModelSpec, PriceTable, Provider, Secret,
+};
 
 use super::eval::{backend_options, eval_settings};
 use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
-use crate::config::{self, Config};
 use crate::exit_codes;
 use crate::interrupt::stop_flag;
+use crate::ksearch_toml::{self, KsearchToml};
 use crate::progress::RunProgress;
 
 const DEFAULT_ITERATIONS: u64 = 30;
@@ -36,21 +38,24 @@ pub(crate) fn manual_dir(run_dir: &Path) -> PathBuf {
 const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 16_384;
 
 /// The LLM models the flags and config ask for; `None` for the builtin proposer.
-fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmModels>> {
+fn choose_models(
+    flags: &ModelFlags,
+    file_defaults: &KsearchToml,
+) -> anyhow::Result<Option<LlmModels>> {
     let model = flags
         .model
         .clone()
-        .or_else(|| cfg.models.model.clone())
+        .or_else(|| file_defaults.models.model.clone())
         .unwrap_or_else(|| "builtin".into());
     let reasoning = flags
         .reasoning_model
         .clone()
-        .or_else(|| cfg.models.reasoning.clone())
+        .or_else(|| file_defaults.models.reasoning.clone())
         .unwrap_or_else(|| model.clone());
     let codegen = flags
         .codegen_model
         .clone()
-        .or_else(|| cfg.models.codegen.clone())
+        .or_else(|| file_defaults.models.codegen.clone())
         .unwrap_or_else(|| model.clone());
     match (reasoning == "builtin", codegen == "builtin") {
         (true, true) => return Ok(None),
@@ -66,7 +71,7 @@ fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmM
             .with_context(|| format!("invalid model `{m}`"))?;
     }
     // The flag is checked by the command line; the config file's value here.
-    if let Some(c) = cfg.budget.max_cost_usd
+    if let Some(c) = file_defaults.budget.max_cost_usd
         && !(c.is_finite() && c > 0.0)
     {
         anyhow::bail!(
@@ -77,9 +82,9 @@ fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmM
         reasoning,
         codegen,
         base_url: flags.base_url.clone(),
-        max_cost_usd: flags.max_cost.or(cfg.budget.max_cost_usd),
+        max_cost_usd: flags.max_cost.or(file_defaults.budget.max_cost_usd),
         reasoning_effort: flags.reasoning_effort.clone(),
-        max_output_tokens: cfg
+        max_output_tokens: file_defaults
             .llm
             .max_output_tokens
             .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
@@ -90,7 +95,7 @@ fn choose_models(flags: &ModelFlags, cfg: &Config) -> anyhow::Result<Option<LlmM
 fn client_for(
     spec_text: &str,
     models: &LlmModels,
-    cfg: &Config,
+    file_defaults: &KsearchToml,
     offline: bool,
     run_dir: &Path,
 ) -> anyhow::Result<Box<dyn LlmClient>> {
@@ -103,7 +108,7 @@ fn client_for(
     if spec.provider == Provider::Manual {
         return Ok(Box::new(ManualClient::new(spec, manual_dir(run_dir))));
     }
-    let p = cfg.provider(spec.provider.prefix());
+    let p = file_defaults.provider(spec.provider.prefix());
     let effort = models
         .reasoning_effort
         .clone()
@@ -114,19 +119,19 @@ fn client_for(
             let _ = writeln!(std::io::stderr().lock(), "note: {note}");
         }
     }
-    let defaults = ClientConfig::default();
+    let defaults = ClientSettings::default();
     // `--base-url` names an OpenAI-compatible server: it is for the OpenAI-format roles only.
     // Gemini and Anthropic take a base URL from their own [providers.*] table alone, never
     // from one shared with other providers, so their key goes nowhere it was not meant for.
     let base_url = match spec.provider {
         Provider::OpenAiChat | Provider::OpenAiResponses => models.base_url.clone().or(p.base_url),
-        Provider::Gemini | Provider::Anthropic => cfg
+        Provider::Gemini | Provider::Anthropic => file_defaults
             .providers
             .get(spec.provider.prefix())
             .and_then(|own| own.base_url.clone()),
         Provider::Exec | Provider::Manual => None,
     };
-    let config = ClientConfig {
+    let settings = ClientSettings {
         base_url,
         allow_plain_http: p.allow_plain_http.unwrap_or(false),
         api_key: p.api_key.map(Secret::new),
@@ -136,21 +141,22 @@ fn client_for(
         max_retries: p.max_retries.unwrap_or(defaults.max_retries),
         reasoning_effort: effort,
         // The provider's own output budget, over [llm]'s (which the engine puts in each request).
-        max_output_tokens: cfg
+        max_output_tokens: file_defaults
             .providers
             .get(spec.provider.prefix())
             .and_then(|own| own.max_output_tokens),
         ..defaults
     };
-    Ok(ksearch_llm::client(&spec, config)?)
+    Ok(ksearch_llm::client(&spec, settings)?)
 }
 
-fn prices(cfg: &Config) -> anyhow::Result<PriceTable> {
+fn prices(file_defaults: &KsearchToml) -> anyhow::Result<PriceTable> {
     let builtin = PriceTable::builtin();
-    if cfg.prices.is_empty() {
+    if file_defaults.prices.is_empty() {
         return Ok(builtin);
     }
-    let text = toml::to_string(&cfg.prices).context("failed to read the price overrides")?;
+    let text =
+        toml::to_string(&file_defaults.prices).context("failed to read the price overrides")?;
     Ok(builtin.merged(&PriceTable::from_toml(&text, "ksearch.toml [prices]")?))
 }
 
@@ -221,7 +227,7 @@ fn knowledge_source(
 fn proposer_for(
     task: &Task,
     models: Option<&LlmModels>,
-    cfg: &Config,
+    file_defaults: &KsearchToml,
     eval: &EvalSettings,
     host: Option<&HostCpu>,
     replay: Option<(&[LlmCallRecord], &ReplayPlan)>,
@@ -240,12 +246,12 @@ fn proposer_for(
     let offline = replay.is_some();
     let contract = ksearch_core::contract::contract_for(&task.spec);
     let candidate = task.spec.backend.backend().candidate();
-    let prices = prices(cfg)?;
+    let prices = prices(file_defaults)?;
     if m.max_cost_usd.is_some() && !offline {
         for model in [&m.reasoning, &m.codegen] {
             let spec: ModelSpec = model.parse()?;
             if matches!(spec.provider, Provider::Exec | Provider::Manual) {
-                return Err(ksearch_llm::LlmError::Config {
+                return Err(ksearch_llm::LlmError::Settings {
                     provider: spec.provider,
                     detail: format!(
                         "a cost cap cannot limit `{spec}`: its tokens are unknown or estimated; limit the run with --iterations or --time instead"
@@ -254,7 +260,7 @@ fn proposer_for(
                 .into());
             }
             if prices.get(&spec).is_none() {
-                return Err(ksearch_llm::LlmError::Config {
+                return Err(ksearch_llm::LlmError::Settings {
                     provider: spec.provider,
                     detail: format!(
                         "a cost cap needs the price of `{spec}`, which ksearch does not know (it would count as $0): give it one in ksearch.toml, [prices.\"{spec}\"] with input_per_mtok and output_per_mtok in US dollars per million tokens (0 for a local model)"
@@ -265,8 +271,8 @@ fn proposer_for(
         }
     }
     let mut proposer = LlmProposer::new(LlmSettings {
-        reasoning: client_for(&m.reasoning, m, cfg, offline, run_dir)?,
-        codegen: client_for(&m.codegen, m, cfg, offline, run_dir)?,
+        reasoning: client_for(&m.reasoning, m, file_defaults, offline, run_dir)?,
+        codegen: client_for(&m.codegen, m, file_defaults, offline, run_dir)?,
         prices,
         max_cost_usd: m.max_cost_usd,
         knowledge: knowledge_source(task, m, eval, host)?,
@@ -292,8 +298,8 @@ fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEv
     Ok(evaluator)
 }
 
-/// One line about a CPU.
-fn hardware(host: &HostCpu) -> String {
+/// One line about a CPU: the run's `machine`.
+fn machine_line(host: &HostCpu) -> String {
     format!("{}, {} cores", host.model, host.logical_cpus)
 }
 
@@ -310,8 +316,11 @@ fn utc_stamp(secs: u64) -> String {
         .collect()
 }
 
-fn time_budget(flag: Option<Duration>, cfg: &Config) -> anyhow::Result<Option<Duration>> {
-    match (flag, &cfg.budget.time) {
+fn time_budget(
+    flag: Option<Duration>,
+    file_defaults: &KsearchToml,
+) -> anyhow::Result<Option<Duration>> {
+    match (flag, &file_defaults.budget.time) {
         (Some(t), _) => Ok(Some(t)),
         (None, Some(text)) => Ok(Some(
             humantime::parse_duration(text)
@@ -327,7 +336,7 @@ fn deadline(budget: Option<Duration>) -> Option<Instant> {
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
-    let cfg = config::load()?;
+    let file_defaults = ksearch_toml::load()?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -364,7 +373,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 crate::commands::load_task(&args.task)?,
                 args.eval.python.as_deref(),
             );
-            let models = choose_models(&args.models, &cfg)?;
+            let models = choose_models(&args.models, &file_defaults)?;
             let host = HostCpu::detect();
             let config = RunConfig {
                 format: RUN_FORMAT,
@@ -376,7 +385,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 max_cycle_attempts: 3 * args.window.max(DEFAULT_WINDOW),
                 eval: eval_settings(&args.eval)?,
                 created_unix: now,
-                hardware: hardware(&host),
+                machine: machine_line(&host),
                 host_cpu: Some(host),
             };
             (task, config)
@@ -399,7 +408,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         Some((_, _, _, state)) => state.round_budget,
         None => Some(
             args.iterations
-                .or(cfg.budget.iterations)
+                .or(file_defaults.budget.iterations)
                 .unwrap_or(DEFAULT_ITERATIONS),
         ),
     };
@@ -409,7 +418,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let proposer = proposer_for(
         &task,
         config.llm.as_ref(),
-        &cfg,
+        &file_defaults,
         &config.eval,
         config.host_cpu.as_ref(),
         replay
@@ -438,7 +447,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     };
     let until = match &plan {
         Some(_) => None,
-        None => deadline(time_budget(args.time, &cfg)?),
+        None => deadline(time_budget(args.time, &file_defaults)?),
     };
     let parts = Parts {
         proposer,
@@ -528,7 +537,7 @@ fn change_models(m: &mut LlmModels, args: &ResumeArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
-    let cfg = config::load()?;
+    let file_defaults = ksearch_toml::load()?;
     let run = open_run_writer(&args.run_dir)?;
     // The run's speedups are quoted against its baseline: without the baseline's libraries it
     // cannot go on (the error says how to install them).
@@ -554,7 +563,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let proposer = proposer_for(
         &run.task,
         models.as_ref(),
-        &cfg,
+        &file_defaults,
         &run.config.eval,
         run.config.host_cpu.as_ref(),
         None,
@@ -603,7 +612,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         "resuming the run in {}: {budget_words}{cost_words}{model_words}",
         args.run_dir.display()
     ));
-    let until = deadline(time_budget(args.time, &cfg)?);
+    let until = deadline(time_budget(args.time, &file_defaults)?);
     let parts = Parts {
         proposer,
         evaluator: &mut evaluator,

@@ -343,7 +343,7 @@ mod c_only {
                     file: "candidate.c".into(),
                     text: candidate(ALL_ROWS),
                 },
-                ksearch_eval::Compare::default(),
+                ksearch_eval::Contenders::default(),
                 &crate::support::quick_options(),
             )
             .expect_err("the reference faults");

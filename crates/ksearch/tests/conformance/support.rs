@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ksearch_core::protocol::{Status, TimingPlan};
 use ksearch_core::task::{Source, Task};
-use ksearch_eval::{Compare, EvalOptions, Evaluation, Evaluator, LocalEvaluator};
+use ksearch_eval::{Contenders, EvalOptions, Evaluation, Evaluator, LocalEvaluator};
 
 /// What a candidate does, independent of the language it is written in. Honest mistakes first,
 /// then attacks on the evaluator.
@@ -30,7 +30,7 @@ pub(crate) enum Behaviour {
     SkipsFinishedOutput,
     /// Writes garbage when called back to back (as timing does).
     GarbageWhenTimed,
-    /// Aimed at a judge that compares only some timed calls with the baseline: once timed, it
+    /// Aimed at a judge that checks only some timed calls against the baseline: once timed, it
     /// computes one call in eight and returns a copy of its last honest answer from the other
     /// seven, finite and shaped like a softmax (rows sum to one), about eight times faster.
     CopiesAnEarlierAnswer,
@@ -128,7 +128,12 @@ pub(crate) trait Fixture {
             text: text.into(),
         };
         self.evaluator()
-            .evaluate(self.task(), &source, Compare::default(), &quick_options())
+            .evaluate(
+                self.task(),
+                &source,
+                Contenders::default(),
+                &quick_options(),
+            )
             .expect("evaluation completes")
     }
 
@@ -142,7 +147,7 @@ pub(crate) trait Fixture {
         ev.evaluate(
             self.task(),
             &self.source(b),
-            Compare {
+            Contenders {
                 parent,
                 incumbent: None,
                 comparisons: true,

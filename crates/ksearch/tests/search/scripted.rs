@@ -152,7 +152,7 @@ fn config(window: u32) -> RunConfig {
             ..EvalSettings::default()
         },
         created_unix: 0,
-        hardware: "test".into(),
+        machine: "test".into(),
         host_cpu: None,
     }
 }
@@ -394,10 +394,10 @@ impl ksearch_eval::Evaluator for Forging {
         &mut self,
         task: &Task,
         candidate: &Source,
-        compare: ksearch_eval::Compare<'_>,
+        contenders: ksearch_eval::Contenders<'_>,
         options: &ksearch_eval::EvalOptions,
     ) -> Result<ksearch_core::record::Evaluation, ksearch_eval::EvalError> {
-        let mut e = self.inner.evaluate(task, candidate, compare, options)?;
+        let mut e = self.inner.evaluate(task, candidate, contenders, options)?;
         self.calls += 1;
         match self.calls {
             1 => {}

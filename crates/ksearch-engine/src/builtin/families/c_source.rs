@@ -1,11 +1,11 @@
-//! C shared by the families' renderings: the header comment naming the config, the vector type
+//! C shared by the families' renderings: the header comment naming the point, the vector type
 //! and its helpers, streaming stores.
 
-use super::Config;
+use super::Point;
 
-/// The C header comment listing the family and its config.
-pub(crate) fn header(family: &str, config: &Config, summary: &str) -> String {
-    let knobs: Vec<String> = config.iter().map(|(k, v)| format!("{k}={v}")).collect();
+/// The C header comment listing the family and its point.
+pub(crate) fn header(family: &str, point: &Point, summary: &str) -> String {
+    let knobs: Vec<String> = point.iter().map(|(k, v)| format!("{k}={v}")).collect();
     format!(
         "/* Builtin template family `{family}`: {summary}\n * config: {}\n */\n",
         knobs.join(" ")

@@ -1,4 +1,4 @@
-//! What a template family is: its knobs, a point of its space (a [`Config`]), and the trait
+//! What a template family is: its knobs, a point of its space (a [`Point`]), and the trait
 //! every family implements.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use ksearch_core::tree::Impacts;
 use super::Machine;
 
 /// A point in a family's template space: knob name -> chosen value.
-pub type Config = BTreeMap<String, i64>;
+pub type Point = BTreeMap<String, i64>;
 
 /// One value of a knob, with a short label for titles ("64×64 tiles").
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub struct KnobValue {
 /// A tunable dimension of a template: changing it is one tactic.
 #[derive(Debug, Clone)]
 pub struct Knob {
-    /// Config key, e.g. "loop_order".
+    /// Its key in a point, e.g. "loop_order".
     pub name: String,
     /// Tactic name, e.g. "loop interchange".
     pub tactic: String,
@@ -52,13 +52,13 @@ pub trait Family: Send + Sync + std::fmt::Debug {
     /// Name, inputs, outputs, axes and dtypes match the built-in task.
     fn matches(&self, spec: &TaskSpec) -> bool;
     /// Reproduces seed.c's algorithm.
-    fn seed(&self) -> Config;
+    fn seed(&self) -> Point;
     fn knobs(&self) -> &[Knob];
     /// Whether the combination can be rendered.
-    fn valid(&self, config: &Config) -> bool;
-    /// Complete source satisfying the candidate contract; a header comment lists the config.
+    fn valid(&self, point: &Point) -> bool;
+    /// Complete source satisfying the candidate contract; a header comment lists the point.
     /// Fails only for a file-defined space whose template cannot be rendered.
-    fn render(&self, config: &Config) -> Result<String, String>;
+    fn render(&self, point: &Point) -> Result<String, String>;
     /// The candidate's file extension.
     fn extension(&self) -> &str {
         "c"
@@ -72,8 +72,8 @@ pub trait Family: Send + Sync + std::fmt::Debug {
         "bytes moved and operations per element against this machine's bandwidth and vector width"
     }
     /// Deterministic.
-    fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost;
+    fn cost(&self, point: &Point, workload: &Workload, machine: &Machine) -> Cost;
     /// Expected effect of setting `knob` to `value` from `from`, on the tree's three impact axes
     /// (ratings 0-10, risk, notes).
-    fn impacts(&self, from: &Config, knob: &str, value: i64) -> Impacts;
+    fn impacts(&self, from: &Point, knob: &str, value: i64) -> Impacts;
 }

@@ -10,8 +10,8 @@ use ksearch_core::task::{TaskSpec, Workload};
 use ksearch_core::tree::{Impacts, Risk};
 
 use super::{
-    Config, Cost, Family, Knob, Machine, axis, c_stream_helpers, c_vector_preamble, config_of,
-    header, impact, in_space, spec_is, value, values,
+    Cost, Family, Knob, Machine, Point, axis, c_stream_helpers, c_vector_preamble, header, impact,
+    in_space, point_of, spec_is, value, values,
 };
 
 /// The linear-recurrence template family.
@@ -78,7 +78,7 @@ struct P {
     nt: bool,
 }
 
-fn params(c: &Config) -> P {
+fn params(c: &Point) -> P {
     P {
         rows: value(c, "rows").max(1),
         block: value(c, "block").max(0),
@@ -101,41 +101,41 @@ impl Family for LinearRecurrence {
         )
     }
 
-    fn seed(&self) -> Config {
-        config_of(&[("rows", 1), ("block", 0), ("nt_store", 0)])
+    fn seed(&self) -> Point {
+        point_of(&[("rows", 1), ("block", 0), ("nt_store", 0)])
     }
 
     fn knobs(&self) -> &[Knob] {
         &self.knobs
     }
 
-    fn valid(&self, config: &Config) -> bool {
-        if !in_space(&self.knobs, config) {
+    fn valid(&self, point: &Point) -> bool {
+        if !in_space(&self.knobs, point) {
             return false;
         }
-        let p = params(config);
+        let p = params(point);
         // Streaming stores write whole vectors: they need the blocked scan.
         !(p.nt && p.block == 0)
     }
 
-    fn render(&self, config: &Config) -> Result<String, String> {
-        Ok(render(config))
+    fn render(&self, point: &Point) -> Result<String, String> {
+        Ok(render(point))
     }
 
-    fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost {
-        cost(params(config), workload, machine)
+    fn cost(&self, point: &Point, workload: &Workload, machine: &Machine) -> Cost {
+        cost(params(point), workload, machine)
     }
 
-    fn impacts(&self, from: &Config, knob: &str, value: i64) -> Impacts {
+    fn impacts(&self, from: &Point, knob: &str, value: i64) -> Impacts {
         impacts(params(from), knob, value)
     }
 }
 
-fn render(config: &Config) -> String {
-    let p = params(config);
+fn render(point: &Point) -> String {
+    let p = params(point);
     let mut s = header(
         "linear_recurrence",
-        config,
+        point,
         &format!(
             "{} row(s) in lock-step, {}{}.",
             p.rows,
@@ -404,7 +404,7 @@ mod tests {
     }
 
     /// The greedy path measured with `ksearch eval` (each step faster than its parent).
-    pub(crate) fn best_path() -> Vec<Config> {
+    pub(crate) fn best_path() -> Vec<Point> {
         let f = LinearRecurrence::new();
         let mut path = vec![f.seed()];
         for (k, v) in [("block", 16), ("nt_store", 1)] {
@@ -447,7 +447,7 @@ mod tests {
     fn cost_ranks_the_path() {
         let f = LinearRecurrence::new();
         let s = spec();
-        let total = |c: &Config| model_total(&f, &s, c);
+        let total = |c: &Point| model_total(&f, &s, c);
         let path = best_path();
         assert!(total(&path[1]) < total(&path[0]));
         assert!(total(&path[2]) < total(&path[1]));
@@ -462,7 +462,7 @@ mod tests {
     }
 
     #[test]
-    fn invalid_configs_are_rejected() {
+    fn invalid_points_are_rejected() {
         let f = LinearRecurrence::new();
         let mut c = f.seed();
         c.insert("nt_store".into(), 1);
@@ -474,14 +474,14 @@ mod tests {
     }
 
     #[test]
-    fn reachable_configs_compile() {
+    fn reachable_points_compile() {
         let f = LinearRecurrence::new();
         // The space is small: compile all of it.
-        let mut configs = within_two(&f, &f.seed());
-        configs.extend(best_path());
-        configs.sort();
-        configs.dedup();
-        let failures = compile_all(&f, &configs);
+        let mut points = within_two(&f, &f.seed());
+        points.extend(best_path());
+        points.sort();
+        points.dedup();
+        let failures = compile_all(&f, &points);
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }

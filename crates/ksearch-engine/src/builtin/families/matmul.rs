@@ -19,8 +19,8 @@ use ksearch_core::task::{TaskSpec, Workload};
 use ksearch_core::tree::{Impacts, Risk};
 
 use super::{
-    Config, Cost, Family, Knob, Machine, axis, c_vector_preamble, config_of, header, impact,
-    in_space, spec_is, value, values,
+    Cost, Family, Knob, Machine, Point, axis, c_vector_preamble, header, impact, in_space,
+    point_of, spec_is, value, values,
 };
 
 /// The matmul template family.
@@ -180,7 +180,7 @@ impl P {
     }
 }
 
-fn params(c: &Config) -> P {
+fn params(c: &Point) -> P {
     P {
         cols_outer: value(c, "loop_order") == 1,
         vec: value(c, "vec").max(1),
@@ -208,8 +208,8 @@ impl Family for Matmul {
         )
     }
 
-    fn seed(&self) -> Config {
-        config_of(&[
+    fn seed(&self) -> Point {
+        point_of(&[
             ("loop_order", 0),
             ("vec", 1),
             ("nr", 1),
@@ -225,28 +225,28 @@ impl Family for Matmul {
         &self.knobs
     }
 
-    fn valid(&self, config: &Config) -> bool {
-        in_space(&self.knobs, config)
+    fn valid(&self, point: &Point) -> bool {
+        in_space(&self.knobs, point)
     }
 
-    fn render(&self, config: &Config) -> Result<String, String> {
-        Ok(render(config))
+    fn render(&self, point: &Point) -> Result<String, String> {
+        Ok(render(point))
     }
 
-    fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost {
-        cost(params(config), workload, machine)
+    fn cost(&self, point: &Point, workload: &Workload, machine: &Machine) -> Cost {
+        cost(params(point), workload, machine)
     }
 
-    fn impacts(&self, from: &Config, knob: &str, value: i64) -> Impacts {
+    fn impacts(&self, from: &Point, knob: &str, value: i64) -> Impacts {
         impacts(params(from), knob, value)
     }
 }
 
-fn render(config: &Config) -> String {
-    let p = params(config);
+fn render(point: &Point) -> String {
+    let p = params(point);
     let mut s = header(
         "matmul",
-        config,
+        point,
         &format!(
             "{} outermost, {}×{} tiles ({} × {} floats), {}{}{}{}.",
             if p.cols_outer {
@@ -724,7 +724,7 @@ mod tests {
     }
 
     /// The greedy path measured with `ksearch eval` (each step faster than its parent).
-    pub(crate) fn best_path() -> Vec<Config> {
+    pub(crate) fn best_path() -> Vec<Point> {
         let f = Matmul::new();
         let mut path = vec![f.seed()];
         for (k, v) in [("vec", 16), ("mr", 8), ("nc", 512), ("nr", 3)] {
@@ -766,7 +766,7 @@ mod tests {
     fn cost_ranks_the_path() {
         let f = Matmul::new();
         let s = spec();
-        let total = |c: &Config| model_total(&f, &s, c);
+        let total = |c: &Point| model_total(&f, &s, c);
         let path = best_path();
         for pair in path.windows(2).take(3) {
             assert!(total(&pair[1]) < total(&pair[0]), "{:?}", pair[1]);
@@ -780,7 +780,7 @@ mod tests {
     }
 
     #[test]
-    fn invalid_configs_are_rejected() {
+    fn invalid_points_are_rejected() {
         let f = Matmul::new();
         let mut c = f.seed();
         c.insert("loop_order".into(), 1);
@@ -793,20 +793,20 @@ mod tests {
     }
 
     #[test]
-    fn reachable_configs_compile() {
+    fn reachable_points_compile() {
         let f = Matmul::new();
-        // A sample of everything within two knob changes of the seed (about 300 configs; all of
+        // A sample of everything within two knob changes of the seed (about 300 points; all of
         // them were compiled and checked with `ksearch eval` when the space was built), the
         // path, and a sample of the neighbourhood of the path's end.
         let near = within_two(&f, &f.seed());
         assert!(near.len() > 200, "{}", near.len());
-        let mut configs = sample(&near, 100);
-        configs.extend(best_path());
+        let mut points = sample(&near, 100);
+        points.extend(best_path());
         let end = within_two(&f, best_path().last().expect("path"));
-        configs.extend(sample(&end, 20));
-        configs.sort();
-        configs.dedup();
-        let failures = compile_all(&f, &configs);
+        points.extend(sample(&end, 20));
+        points.sort();
+        points.dedup();
+        let failures = compile_all(&f, &points);
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }

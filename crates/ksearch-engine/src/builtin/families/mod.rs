@@ -19,8 +19,8 @@ pub mod softmax;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use family::{Config, Cost, Family, Knob, KnobValue};
-pub use knobs::{config_of, neighbours, value};
+pub use family::{Cost, Family, Knob, KnobValue, Point};
+pub use knobs::{neighbours, point_of, value};
 pub use registry::{all, for_task};
 
 pub(crate) use c_source::{c_stream_helpers, c_vector_preamble, header};

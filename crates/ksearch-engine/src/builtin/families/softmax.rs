@@ -13,8 +13,8 @@ use ksearch_core::task::{TaskSpec, Workload};
 use ksearch_core::tree::{Impacts, Risk};
 
 use super::{
-    Config, Cost, Family, Knob, Machine, axis, c_stream_helpers, c_vector_preamble, config_of,
-    header, impact, in_space, spec_is, value, values,
+    Cost, Family, Knob, Machine, Point, axis, c_stream_helpers, c_vector_preamble, header, impact,
+    in_space, point_of, spec_is, value, values,
 };
 
 /// The softmax template family.
@@ -110,7 +110,7 @@ struct P {
     nt: bool,
 }
 
-fn params(c: &Config) -> P {
+fn params(c: &Point) -> P {
     P {
         vec: value(c, "vec").max(1),
         acc: value(c, "acc").max(1),
@@ -136,8 +136,8 @@ impl Family for Softmax {
         )
     }
 
-    fn seed(&self) -> Config {
-        config_of(&[
+    fn seed(&self) -> Point {
+        point_of(&[
             ("vec", 1),
             ("acc", 1),
             ("exp", 0),
@@ -151,35 +151,35 @@ impl Family for Softmax {
         &self.knobs
     }
 
-    fn valid(&self, config: &Config) -> bool {
-        if !in_space(&self.knobs, config) {
+    fn valid(&self, point: &Point) -> bool {
+        if !in_space(&self.knobs, point) {
             return false;
         }
-        let p = params(config);
+        let p = params(point);
         // Streaming stores need vectors.
         !(p.nt && p.vec < 4)
     }
 
-    fn render(&self, config: &Config) -> Result<String, String> {
-        Ok(render(config))
+    fn render(&self, point: &Point) -> Result<String, String> {
+        Ok(render(point))
     }
 
-    fn cost(&self, config: &Config, workload: &Workload, machine: &Machine) -> Cost {
-        cost(params(config), workload, machine)
+    fn cost(&self, point: &Point, workload: &Workload, machine: &Machine) -> Cost {
+        cost(params(point), workload, machine)
     }
 
-    fn impacts(&self, from: &Config, knob: &str, value: i64) -> Impacts {
+    fn impacts(&self, from: &Point, knob: &str, value: i64) -> Impacts {
         impacts(params(from), knob, value)
     }
 }
 
-fn render(config: &Config) -> String {
-    let p = params(config);
+fn render(point: &Point) -> String {
+    let p = params(point);
     let vw = p.vec;
     let acc = p.acc as usize;
     let mut s = header(
         "softmax",
-        config,
+        point,
         &format!(
             "{}, {} accumulator(s), {} exp, {}, {}{}.",
             if vw == 1 {
@@ -654,7 +654,7 @@ mod tests {
     }
 
     /// The greedy path measured with `ksearch eval` (each step faster than its parent).
-    pub(crate) fn best_path() -> Vec<Config> {
+    pub(crate) fn best_path() -> Vec<Point> {
         let f = Softmax::new();
         let mut path = vec![f.seed()];
         for (k, v) in [("vec", 16), ("exp", 1), ("recip", 1), ("acc", 4)] {
@@ -696,7 +696,7 @@ mod tests {
     fn cost_ranks_the_path() {
         let f = Softmax::new();
         let s = spec();
-        let total = |c: &Config| model_total(&f, &s, c);
+        let total = |c: &Point| model_total(&f, &s, c);
         let path = best_path();
         let first = total(&path[0]);
         let last = total(path.last().expect("path"));
@@ -711,7 +711,7 @@ mod tests {
     }
 
     #[test]
-    fn invalid_configs_are_rejected() {
+    fn invalid_points_are_rejected() {
         let f = Softmax::new();
         let mut c = f.seed();
         c.insert("recip".into(), 1);
@@ -725,14 +725,14 @@ mod tests {
     }
 
     #[test]
-    fn reachable_configs_compile() {
+    fn reachable_points_compile() {
         let f = Softmax::new();
-        let mut configs = within_two(&f, &f.seed());
-        configs.extend(best_path());
-        configs.extend(within_two(&f, best_path().last().expect("path")));
-        configs.sort();
-        configs.dedup();
-        let failures = compile_all(&f, &configs);
+        let mut points = within_two(&f, &f.seed());
+        points.extend(best_path());
+        points.extend(within_two(&f, best_path().last().expect("path")));
+        points.sort();
+        points.dedup();
+        let failures = compile_all(&f, &points);
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Config, Family};
+use super::{Family, Point};
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -23,7 +23,7 @@ pub(crate) fn temp_dir(tag: &str) -> PathBuf {
 pub(crate) fn assert_renders_and_costs(
     family: &dyn Family,
     spec: &ksearch_core::task::TaskSpec,
-    path: Vec<Config>,
+    path: Vec<Point>,
     signature: &str,
     min_neighbours: usize,
 ) {
@@ -67,11 +67,11 @@ pub(crate) fn assert_impacts_rated(family: &dyn Family) {
     }
 }
 
-/// The cost model's total (log cycles over the workloads) of a config.
+/// The cost model's total (log cycles over the workloads) of a point.
 pub(crate) fn model_total(
     family: &dyn Family,
     spec: &ksearch_core::task::TaskSpec,
-    c: &Config,
+    c: &Point,
 ) -> f64 {
     let m = crate::builtin::machine::generic();
     spec.workloads
@@ -80,14 +80,14 @@ pub(crate) fn model_total(
         .sum()
 }
 
-/// Compiles each config's rendering as the worker does (plus `-c` and implicit-declaration
+/// Compiles each point's rendering as the worker does (plus `-c` and implicit-declaration
 /// errors), two at a time; returns the failures with the compiler's output.
-pub(crate) fn compile_all(family: &dyn Family, configs: &[Config]) -> Vec<String> {
+pub(crate) fn compile_all(family: &dyn Family, points: &[Point]) -> Vec<String> {
     let dir = temp_dir(family.name());
     let threads = 2;
-    let chunks: Vec<Vec<(usize, &Config)>> = (0..threads)
+    let chunks: Vec<Vec<(usize, &Point)>> = (0..threads)
         .map(|t| {
-            configs
+            points
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| i % threads == t)
@@ -101,10 +101,10 @@ pub(crate) fn compile_all(family: &dyn Family, configs: &[Config]) -> Vec<String
                 let dir = &dir;
                 s.spawn(move || {
                     let mut fails = Vec::new();
-                    for (i, config) in chunk {
+                    for (i, point) in chunk {
                         let src = dir.join(format!("c{i}.c"));
                         let obj = dir.join(format!("c{i}.o"));
-                        fs_err::write(&src, family.render(config).unwrap()).expect("write source");
+                        fs_err::write(&src, family.render(point).unwrap()).expect("write source");
                         let out = Command::new(std::env::var("CC").unwrap_or("cc".into()))
                             .args([
                                 "-O3",
@@ -122,7 +122,7 @@ pub(crate) fn compile_all(family: &dyn Family, configs: &[Config]) -> Vec<String
                             .expect("run cc");
                         if !out.status.success() {
                             fails.push(format!(
-                                "{config:?}: {}",
+                                "{point:?}: {}",
                                 String::from_utf8_lossy(&out.stderr)
                             ));
                         }
@@ -140,8 +140,8 @@ pub(crate) fn compile_all(family: &dyn Family, configs: &[Config]) -> Vec<String
     failures
 }
 
-/// Every valid config within two knob changes of `start` (including `start`).
-pub(crate) fn within_two(family: &dyn Family, start: &Config) -> Vec<Config> {
+/// Every valid point within two knob changes of `start` (including `start`).
+pub(crate) fn within_two(family: &dyn Family, start: &Point) -> Vec<Point> {
     let mut seen = std::collections::BTreeSet::new();
     seen.insert(start.clone());
     for (_, _, one) in super::neighbours(family, start) {

@@ -1,5 +1,5 @@
 //! `ksearch.toml`: models, base URLs, budgets, timeouts and price overrides. Read from the
-//! project (`./ksearch.toml`) and the user's config (`$XDG_CONFIG_HOME/ksearch/config.toml`, else
+//! project (`./ksearch.toml`) and the user's (`$XDG_CONFIG_HOME/ksearch/config.toml`, else
 //! `~/.config/ksearch/config.toml`); the project's values win, command-line flags win over both.
 //! Unknown keys are errors with file, line and column.
 
@@ -11,20 +11,20 @@ use serde::Deserialize;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Config {
+pub(crate) struct KsearchToml {
     #[serde(default)]
     pub(crate) models: Models,
     #[serde(default)]
-    pub(crate) budget: BudgetConfig,
+    pub(crate) budget: BudgetDefaults,
     /// Defaults for every provider.
     #[serde(default)]
-    pub(crate) llm: ProviderConfig,
+    pub(crate) llm: ProviderDefaults,
     /// Per provider: `openai`, `openai-responses`, `gemini`, `anthropic`.
     #[serde(default)]
-    pub(crate) providers: BTreeMap<String, ProviderConfig>,
+    pub(crate) providers: BTreeMap<String, ProviderDefaults>,
     /// Price overrides by model spec, USD per million tokens.
     #[serde(default)]
-    pub(crate) prices: BTreeMap<String, PriceConfig>,
+    pub(crate) prices: BTreeMap<String, PriceOverride>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -38,7 +38,7 @@ pub(crate) struct Models {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct BudgetConfig {
+pub(crate) struct BudgetDefaults {
     pub(crate) iterations: Option<u64>,
     /// e.g. `"2h"`.
     pub(crate) time: Option<String>,
@@ -47,7 +47,7 @@ pub(crate) struct BudgetConfig {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ProviderConfig {
+pub(crate) struct ProviderDefaults {
     pub(crate) base_url: Option<String>,
     /// Prefer the environment variable; a key here is read but never printed or stored.
     pub(crate) api_key: Option<String>,
@@ -61,7 +61,7 @@ pub(crate) struct ProviderConfig {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct PriceConfig {
+pub(crate) struct PriceOverride {
     pub(crate) input_per_mtok: f64,
     pub(crate) output_per_mtok: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -74,10 +74,10 @@ fn or<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
     a.clone().or_else(|| b.clone())
 }
 
-impl ProviderConfig {
+impl ProviderDefaults {
     /// `self`'s values, falling back to `under`'s.
-    pub(crate) fn over(&self, under: &ProviderConfig) -> ProviderConfig {
-        ProviderConfig {
+    pub(crate) fn over(&self, under: &ProviderDefaults) -> ProviderDefaults {
+        ProviderDefaults {
             base_url: or(&self.base_url, &under.base_url),
             api_key: or(&self.api_key, &under.api_key),
             timeout_s: or(&self.timeout_s, &under.timeout_s),
@@ -89,9 +89,9 @@ impl ProviderConfig {
     }
 }
 
-impl Config {
+impl KsearchToml {
     /// `self`'s values, falling back to `under`'s, field by field.
-    pub(crate) fn over(self, under: Config) -> Config {
+    pub(crate) fn over(self, under: KsearchToml) -> KsearchToml {
         let mut providers = under.providers;
         for (name, p) in self.providers {
             let merged = match providers.get(&name) {
@@ -102,13 +102,13 @@ impl Config {
         }
         let mut prices = under.prices;
         prices.extend(self.prices);
-        Config {
+        KsearchToml {
             models: Models {
                 model: or(&self.models.model, &under.models.model),
                 reasoning: or(&self.models.reasoning, &under.models.reasoning),
                 codegen: or(&self.models.codegen, &under.models.codegen),
             },
-            budget: BudgetConfig {
+            budget: BudgetDefaults {
                 iterations: or(&self.budget.iterations, &under.budget.iterations),
                 time: or(&self.budget.time, &under.budget.time),
                 max_cost_usd: or(&self.budget.max_cost_usd, &under.budget.max_cost_usd),
@@ -120,14 +120,14 @@ impl Config {
     }
 
     /// Settings for one provider: its own section over the `[llm]` defaults.
-    pub(crate) fn provider(&self, name: &str) -> ProviderConfig {
+    pub(crate) fn provider(&self, name: &str) -> ProviderDefaults {
         self.providers
             .get(name)
             .map_or_else(|| self.llm.clone(), |p| p.over(&self.llm))
     }
 
-    pub(crate) fn parse(text: &str, file: &str) -> Result<Config, FileError> {
-        let c: Config = parse_toml(text, file)?;
+    pub(crate) fn parse(text: &str, file: &str) -> Result<KsearchToml, FileError> {
+        let c: KsearchToml = parse_toml(text, file)?;
         for name in c.providers.keys() {
             if !["openai", "openai-responses", "gemini", "anthropic"].contains(&name.as_str()) {
                 let path = ksearch_core::location::FieldPath::root()
@@ -145,7 +145,7 @@ impl Config {
     }
 }
 
-fn user_config_path() -> Option<PathBuf> {
+fn user_file_path() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
@@ -153,10 +153,13 @@ fn user_config_path() -> Option<PathBuf> {
     Some(base.join("ksearch").join("config.toml"))
 }
 
-fn read(path: &Path) -> anyhow::Result<Option<Config>> {
+fn read(path: &Path) -> anyhow::Result<Option<KsearchToml>> {
     use ksearch_tasks::{MAX_TOML_BYTES, ReadError, read_text};
     match read_text(path, MAX_TOML_BYTES, "a configuration file") {
-        Ok(text) => Ok(Some(Config::parse(&text, &path.display().to_string())?)),
+        Ok(text) => Ok(Some(KsearchToml::parse(
+            &text,
+            &path.display().to_string(),
+        )?)),
         Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Ok(None)
         }
@@ -164,9 +167,9 @@ fn read(path: &Path) -> anyhow::Result<Option<Config>> {
     }
 }
 
-/// The project's config over the user's; empty when neither exists.
-pub(crate) fn load() -> anyhow::Result<Config> {
-    let user = match user_config_path() {
+/// The project's file over the user's; empty when neither exists.
+pub(crate) fn load() -> anyhow::Result<KsearchToml> {
+    let user = match user_file_path() {
         Some(p) => read(&p)?,
         None => None,
     };
@@ -174,7 +177,7 @@ pub(crate) fn load() -> anyhow::Result<Config> {
     Ok(match (project, user) {
         (Some(p), Some(u)) => p.over(u),
         (Some(c), None) | (None, Some(c)) => c,
-        (None, None) => Config::default(),
+        (None, None) => KsearchToml::default(),
     })
 }
 
@@ -211,9 +214,9 @@ output_per_mtok = 0.0
 
     #[test]
     fn project_values_win_field_by_field() {
-        let c = Config::parse(PROJECT, "ksearch.toml")
+        let c = KsearchToml::parse(PROJECT, "ksearch.toml")
             .unwrap()
-            .over(Config::parse(USER, "config.toml").unwrap());
+            .over(KsearchToml::parse(USER, "config.toml").unwrap());
         assert_eq!(c.models.model.as_deref(), Some("openai:gpt-5"));
         assert_eq!(c.models.codegen.as_deref(), Some("openai:gpt-5-mini"));
         let p = c.provider("openai");
@@ -228,13 +231,14 @@ output_per_mtok = 0.0
     #[test]
     fn unknown_keys_name_line_and_column() {
         let text = "[models]\nmodle = \"x\"\n";
-        let e = Config::parse(text, "ksearch.toml").unwrap_err();
+        let e = KsearchToml::parse(text, "ksearch.toml").unwrap_err();
         assert_eq!(
             e.to_string().split(": field").next().unwrap(),
             "ksearch.toml:2:1"
         );
         assert_eq!(e.field, "models.modle");
-        let e = Config::parse("[providers.openia]\ntimeout_s = 1\n", "ksearch.toml").unwrap_err();
+        let e =
+            KsearchToml::parse("[providers.openia]\ntimeout_s = 1\n", "ksearch.toml").unwrap_err();
         assert!(e.message.contains("unknown provider"), "{e}");
         assert_eq!(e.location.unwrap().line, 1);
     }

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use crate::secret::Secret;
 
-/// Connection settings for one client. `ClientConfig::default()` is right for the official
+/// Connection settings for one client. `ClientSettings::default()` is right for the official
 /// endpoints with the key in the environment.
 #[derive(Clone)]
-pub struct ClientConfig {
+pub struct ClientSettings {
     /// Base URL of the API. `None`: `OPENAI_BASE_URL` for the OpenAI wire formats when set,
     /// else the provider's official endpoint (`https://api.openai.com/v1`,
     /// `https://generativelanguage.googleapis.com`, `https://api.anthropic.com`). For OpenAI
@@ -45,9 +45,9 @@ pub struct ClientConfig {
     pub extra_headers: Vec<(String, String)>,
 }
 
-impl Default for ClientConfig {
-    fn default() -> ClientConfig {
-        ClientConfig {
+impl Default for ClientSettings {
+    fn default() -> ClientSettings {
+        ClientSettings {
             base_url: None,
             api_key: None,
             timeout: Duration::from_secs(600),
@@ -62,14 +62,14 @@ impl Default for ClientConfig {
     }
 }
 
-impl fmt::Debug for ClientConfig {
+impl fmt::Debug for ClientSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self
             .extra_headers
             .iter()
             .map(|(name, _)| name.as_str())
             .collect();
-        f.debug_struct("ClientConfig")
+        f.debug_struct("ClientSettings")
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key)
             .field("timeout", &self.timeout)
