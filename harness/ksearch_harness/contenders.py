@@ -380,7 +380,7 @@ class Pool:
             [(shape_of(s, self.axes), NP[s["dtype"]]) for s in task["outputs"]],
         )
         self.names = {"inputs": [s["name"] for s in task["inputs"]], "outputs": [s["name"] for s in task["outputs"]]}
-        self.inputs = Region(self.layout.input_region())
+        self.inputs = Region(self.layout.input_region(), sealed=True)
 
     def fill(self, task, workload, s, seed):
         from .arrays import draw

@@ -67,19 +67,28 @@ class Layout:
 
 
 class Region:
-    """An unlinked file mapped read-write by the judge; `read_only_fd()` gives a descriptor a
-    runner can only map for reading."""
+    """A file with no name mapped read-write by the judge; `ro_fd` is a descriptor a runner can
+    only map for reading. `sealed` (inputs): once mapped here, nothing else can write the file,
+    not even through a descriptor reopened writable from `ro_fd` (`/proc/self/fd/N`)."""
 
-    def __init__(self, size):
-        fd, path = tempfile.mkstemp(prefix="ksearch-shm-")
-        try:
+    def __init__(self, size, sealed=False):
+        if hasattr(os, "memfd_create"):
+            fd = os.memfd_create("ksearch-shm", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, size)
-            self.ro_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        finally:
-            os.unlink(path)
+            self.ro_fd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        else:
+            # macOS: an unlinked file; the runner maps its inputs read-only itself (docs/sandbox.md).
+            fd, path = tempfile.mkstemp(prefix="ksearch-shm-")
+            try:
+                os.ftruncate(fd, size)
+                self.ro_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            finally:
+                os.unlink(path)
         self.fd = fd
         self.size = size
         self.map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        if sealed and hasattr(os, "memfd_create"):
+            seal_writers(fd)
 
     def close(self):
         for fd in (self.fd, self.ro_fd):
@@ -91,6 +100,20 @@ class Region:
             self.map.close()
         except (BufferError, ValueError):
             pass
+
+
+# F_SEAL_FUTURE_WRITE (Linux 5.1), which Python's fcntl does not name: writable mappings made
+# before it keep working, no other write is allowed.
+F_SEAL_FUTURE_WRITE = 0x0010
+
+
+def seal_writers(fd):
+    """Only the mappings already made may write the memfd `fd` from now on; its size is fixed;
+    and only its owner may open it."""
+    import fcntl
+
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+    os.fchmod(fd, 0o400)
 
 
 def poison_slot(layout, buf, s):

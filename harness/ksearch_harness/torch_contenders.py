@@ -31,7 +31,7 @@ def _nbytes(shape, dtype):
 class TorchMemory:
     """Shared memory for one pool or output region: host (an unlinked file) or device."""
 
-    def __init__(self, arrays, size):
+    def __init__(self, arrays, size, sealed=False):
         torch = arrays.torch
         if arrays.target == "cuda":
             from .cuda_memory import DeviceRegion
@@ -41,7 +41,7 @@ class TorchMemory:
             self.ro_fd = self.region.fd
             self.bytes = self.region.bytes
         else:
-            self.region = Region(size)
+            self.region = Region(size, sealed=sealed)
             self.fd = self.region.fd
             self.ro_fd = self.region.ro_fd
             self.bytes = torch.frombuffer(self.region.map, dtype=torch.uint8)
@@ -76,7 +76,7 @@ class TorchPool:
         self.layout = Layout(sets, [(s, STORAGE[d]) for s, d in self.in_specs], [(s, STORAGE[d]) for s, d in self.out_specs])
         self.names = {"inputs": [s["name"] for s in task["inputs"]], "outputs": [s["name"] for s in task["outputs"]]}
         self.dtype_names = {"inputs": [d for _, d in self.in_specs], "outputs": [d for _, d in self.out_specs]}
-        self.inputs = TorchMemory(arrays, self.layout.input_region())
+        self.inputs = TorchMemory(arrays, self.layout.input_region(), sealed=True)
         self.sums = {}
 
     def input_views(self, s):

@@ -165,6 +165,31 @@ class Shared(unittest.TestCase):
         view.close()
         pool.close()
 
+    @unittest.skipUnless(sys.platform.startswith("linux"), "memfd seals are Linux's")
+    def test_a_runner_cannot_reopen_the_inputs_writable(self):
+        # What a hostile runner holding the read-only descriptor tries: reopen it through
+        # /proc/self/fd with write access, then write or map it writable. Root passes the
+        # permission bits; the seals hold anyway. The judge's own mapping still writes.
+        import mmap
+
+        pool = contenders.Pool(TASK, WORKLOAD, 1)
+        pool.fill(TASK, WORKLOAD, 0, 7)
+        try:
+            fd = os.open(f"/proc/self/fd/{pool.inputs.ro_fd}", os.O_RDWR)
+        except PermissionError:
+            fd = None
+        if fd is not None:
+            with self.assertRaises(PermissionError):
+                os.write(fd, b"x")
+            with self.assertRaises(PermissionError):
+                mmap.mmap(fd, pool.layout.input_region(), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            os.close(fd)
+        pool.fill(TASK, WORKLOAD, 0, 8)
+        view = mmap.mmap(pool.inputs.ro_fd, pool.layout.input_region(), mmap.MAP_SHARED, mmap.PROT_READ)
+        np.testing.assert_array_equal(np.frombuffer(view, np.float32, 15), pool.input_arrays(0)[0].reshape(-1))
+        del view
+        pool.close()
+
 
 class DirectRunner(unittest.TestCase):
     def test_a_correct_candidate_gives_the_reference_outputs(self):

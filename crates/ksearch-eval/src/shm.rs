@@ -61,9 +61,16 @@ impl Shared {
     }
 
     /// A new descriptor of the same file that only allows reading: a process given it can map
-    /// it, but never writably.
+    /// it, but never writably, and (once [`Shared::seal`]ed) cannot reopen it writable either.
     pub(crate) fn read_only_fd(&self) -> io::Result<OwnedFd> {
         reopen_read_only(&self.file)
+    }
+
+    /// From now on only this mapping can write the file: no new writable mapping and no
+    /// `write` through any descriptor, however it was opened (a runner could otherwise reopen
+    /// its read-only descriptor writable through `/proc/self/fd`), and its size is fixed.
+    pub(crate) fn seal(&self) -> io::Result<()> {
+        seal_writers(&self.file)
     }
 
     /// A descriptor of the same file, read-write.
@@ -118,7 +125,9 @@ fn anonymous_file(name: &str) -> io::Result<File> {
     use std::os::fd::FromRawFd;
     let name = std::ffi::CString::new(name).expect("no NUL");
     // SAFETY: memfd_create with a valid name; the fd is checked and then owned.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -131,6 +140,26 @@ fn anonymous_file(name: &str) -> io::Result<File> {
     // Created, opened and unlinked at once: only descriptors reach it.
     let _ = name;
     tempfile::tempfile()
+}
+
+/// `F_SEAL_FUTURE_WRITE` (Linux 5.1): writable mappings made before it keep working.
+#[cfg(target_os = "linux")]
+fn seal_writers(file: &File) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    const F_SEAL_FUTURE_WRITE: libc::c_int = 0x0010;
+    let seals = F_SEAL_FUTURE_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Readable by its owner only, as well: another uid cannot even open it.
+    file.set_permissions(std::fs::Permissions::from_mode(0o400))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn seal_writers(_file: &File) -> io::Result<()> {
+    // No memfd seals: the runner maps the file read-only itself (docs/sandbox.md says so).
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]
@@ -167,5 +196,40 @@ mod tests {
             Shared::map(ro, 4096, true).is_err(),
             "a read-only descriptor must not map writable"
         );
+    }
+
+    /// What a hostile runner holding the read-only descriptor tries: reopen it writable through
+    /// `/proc/self/fd`, write through it, map it writable. After `seal` all fail, and the judge's
+    /// own mapping still writes.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_sealed_file_cannot_be_reopened_writable() {
+        use std::io::Write;
+        let mut s = Shared::create("t", 4096).unwrap();
+        let ro = File::from(s.read_only_fd().unwrap());
+        let reopen = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(format!("/proc/self/fd/{}", ro.as_raw_fd()))
+        };
+        let before = reopen().expect("an unsealed memfd reopens writable (the hole)");
+        drop(before);
+        s.seal().unwrap();
+        s.bytes_mut()[9] = 44;
+        let view = Shared::map(ro.try_clone().unwrap(), 4096, false).unwrap();
+        assert_eq!(view.bytes()[9], 44, "the judge's mapping still writes");
+        match reopen() {
+            // Root passes the permission bits: the seals must hold anyway.
+            Ok(mut f) => {
+                assert!(f.write_all(b"x").is_err(), "a write through a reopened descriptor");
+                assert!(
+                    Shared::map(f, 4096, true).is_err(),
+                    "a writable mapping of a reopened descriptor"
+                );
+            }
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}"),
+        }
+        assert_eq!(view.bytes()[0], 0);
     }
 }

@@ -44,6 +44,7 @@ impl Pool {
             inputs.no_access(off, len)?;
         }
         let inputs_ro = inputs.read_only_fd()?;
+        inputs.seal()?;
         Ok(Pool {
             id,
             axes: spec.axes.iter().map(|a| workload.axes[a]).collect(),

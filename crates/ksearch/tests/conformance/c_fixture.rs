@@ -160,6 +160,12 @@ impl Fixture for CFixture {
                     "static int once = 0;\nif (!once) {{ once = 1; pthread_t th; pthread_create(&th, 0, later, 0); }}\n{ALL_ROWS}"
                 ),
             ),
+            Behaviour::ReopensInputsWritable => with_prelude(
+                "#include <fcntl.h>\n#include <sys/mman.h>\n#include <sys/stat.h>\nstatic char ksq_said[64][160]; static int ksq_nsaid;\nstatic void ksq_say(const char *what, const char *link) { char m[160]; snprintf(m, sizeof m, \"%s %s\", what, link); for (int i = 0; i < ksq_nsaid; i++) if (!strcmp(ksq_said[i], m)) return; if (ksq_nsaid < 64) strcpy(ksq_said[ksq_nsaid++], m); printf(\"%s\\n\", m); fflush(stdout); }\n",
+                &format!(
+                    "for (int fd = 0; fd < 256; fd++) {{ char p[64], l[128]; snprintf(p, sizeof p, \"/proc/self/fd/%d\", fd); ssize_t n = readlink(p, l, sizeof l - 1); if (n <= 0) continue; l[n] = 0; int fl = fcntl(fd, F_GETFL); if (strncmp(l, \"/memfd:\", 7) || fl < 0 || (fl & O_ACCMODE) != O_RDONLY) continue;\n  int w = open(p, O_RDWR); if (w < 0) {{ ksq_say(\"reopen refused:\", l); continue; }}\n  struct stat st; fstat(w, &st); char *m = mmap(0, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, w, 0);\n  if (m == MAP_FAILED) ksq_say(\"writable map refused:\", l); else {{ ksq_say(\"REOPENED WRITABLE\", l); munmap(m, st.st_size); }}\n  close(w); }}\n{ALL_ROWS}"
+                ),
+            ),
             Behaviour::StopsTheClockEarly
             | Behaviour::WaitsEachCall
             | Behaviour::ForgesItsDescription => {

@@ -228,6 +228,17 @@ macro_rules! conformance_suite {
             }
             #[test]
             $(#[$attr])*
+            fn inputs_cannot_be_reopened_writable() {
+                let f = fixture();
+                let e = outcome(&f, &Behaviour::ReopensInputsWritable);
+                let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+                assert!(!out.contains("REOPENED WRITABLE"), "{out}");
+                if f.inputs_in_shared_memory() {
+                    assert!(out.contains("refused"), "the candidate found no input descriptor: {out:?}");
+                }
+            }
+            #[test]
+            $(#[$attr])*
             fn memory_is_limited() {
                 let f = fixture();
                 let e = outcome(&f, &Behaviour::MemoryHog);

@@ -66,6 +66,10 @@ impl Fixture for MlxCpuFixture {
         }
     }
 
+    fn inputs_in_shared_memory(&self) -> bool {
+        false
+    }
+
     fn expect(&self, b: &Behaviour) -> Expect {
         match b {
             // MLX arrays are values: the assignment changes the candidate's copy, not the input,

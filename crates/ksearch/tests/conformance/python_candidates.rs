@@ -168,6 +168,11 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             "import time as _time\n",
             "y = _softmax(x)\n_time.sleep(0.001)\nreturn y",
         ),
+        Behaviour::ReopensInputsWritable => module(
+            lib,
+            "import fcntl, mmap, os\n_said = set()\n\ndef _say(*what):\n    m = ' '.join(str(w) for w in what)\n    if m not in _said:\n        _said.add(m)\n        print(m, flush=True)\n\ndef _reopen():\n    for fd in range(3, 256):\n        try:\n            link = os.readlink(f'/proc/self/fd/{fd}')\n            flags = fcntl.fcntl(fd, fcntl.F_GETFL)\n        except OSError:\n            continue\n        if not link.startswith('/memfd:') or flags & os.O_ACCMODE != os.O_RDONLY:\n            continue\n        try:\n            w = os.open(f'/proc/self/fd/{fd}', os.O_RDWR)\n        except OSError:\n            _say('reopen refused:', link)\n            continue\n        try:\n            m = mmap.mmap(w, os.fstat(w).st_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)\n            _say('REOPENED WRITABLE', link)\n            m.close()\n        except (OSError, ValueError):\n            _say('writable map refused:', link)\n        os.close(w)\n",
+            "_reopen()\nreturn _softmax(x)",
+        ),
         Behaviour::ClockTamper => module(
             lib,
             "import time\ntime.perf_counter = lambda: 0.0\ntime.perf_counter_ns = lambda: 0\ntime.monotonic = lambda: 0.0\ntime.time = lambda: 0.0\n",

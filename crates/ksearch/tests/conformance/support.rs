@@ -83,6 +83,12 @@ pub(crate) enum Behaviour {
     ThreadCrashesLater,
     /// Tries to change the clock.
     ClockTamper,
+    /// Reopens every read-only shared-memory descriptor it holds (its inputs) writable through
+    /// `/proc/self/fd` and maps it writable: with write access it could rewrite the inputs of
+    /// later calls, and the baseline's, to values whose answer costs nothing. Prints
+    /// `reopen refused` or `writable map refused` for each refusal, `REOPENED WRITABLE` if it
+    /// got write access.
+    ReopensInputsWritable,
 }
 
 /// What an evaluation of a behaviour must come to on a backend.
@@ -113,6 +119,12 @@ pub(crate) trait Fixture {
     /// interpreter importing PyTorch twice): added to the hang test's limit.
     fn start_slack(&self) -> Duration {
         Duration::ZERO
+    }
+
+    /// Whether its runners get their inputs as shared-memory descriptors (not an MLX
+    /// executor, which draws its inputs itself).
+    fn inputs_in_shared_memory(&self) -> bool {
+        true
     }
 
     /// The most a four times slower variant may measure against the good one (ideally 0.25):
@@ -196,7 +208,8 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         | B::ClockTamper
         | B::StopsTheClockEarly
         | B::WaitsEachCall
-        | B::ForgesItsDescription => Expect::Status(Status::Passed, "passed"),
+        | B::ForgesItsDescription
+        | B::ReopensInputsWritable => Expect::Status(Status::Passed, "passed"),
     }
 }
 
