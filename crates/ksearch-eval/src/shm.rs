@@ -125,9 +125,8 @@ fn anonymous_file(name: &str) -> io::Result<File> {
     use std::os::fd::FromRawFd;
     let name = std::ffi::CString::new(name).expect("no NUL");
     // SAFETY: memfd_create with a valid name; the fd is checked and then owned.
-    let fd = unsafe {
-        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-    };
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -222,7 +221,10 @@ mod tests {
         match reopen() {
             // Root passes the permission bits: the seals must hold anyway.
             Ok(mut f) => {
-                assert!(f.write_all(b"x").is_err(), "a write through a reopened descriptor");
+                assert!(
+                    f.write_all(b"x").is_err(),
+                    "a write through a reopened descriptor"
+                );
                 assert!(
                     Shared::map(f, 4096, true).is_err(),
                     "a writable mapping of a reopened descriptor"

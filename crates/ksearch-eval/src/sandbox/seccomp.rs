@@ -2,8 +2,9 @@
 //! takes away is what untrusted kernel code has no business doing: starting processes and
 //! signalling any process but itself (runners only; threads stay allowed), inspecting or writing
 //! other processes, changing namespaces or
-//! mounts, loading BPF, unpinning itself from its CPU, and opening IPv4/IPv6/packet sockets (the
-//! network namespace already has no network; this also holds where namespaces are refused).
+//! mounts, loading BPF, unpinning itself from its CPU, and opening any socket but a Unix or netlink
+//! one (the network namespace already has no network; this also holds where namespaces are
+//! refused, and for families a network namespace does not fence, such as a VM's `AF_VSOCK`).
 
 use std::io;
 
@@ -11,6 +12,7 @@ use std::io;
 const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0_LO: u32 = 16;
+const ARG1_LO: u32 = 24;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -86,6 +88,20 @@ fn own_process_only() -> [i64; 6] {
     ]
 }
 
+/// System calls whose first argument names a process, 0 meaning the caller: a runner may only
+/// change its own priority, scheduling, limits and memory placement (without a pid namespace it
+/// could otherwise lower the baseline's limits or priority, or the judge's).
+fn self_or_own_process_only() -> [i64; 6] {
+    [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_migrate_pages,
+        libc::SYS_move_pages,
+    ]
+}
+
 /// The filter: refuse what `refused` lists; for runners (`own_pid`), signals and pidfds only
 /// for themselves, and no `fork`, `vfork` or `clone` without `CLONE_THREAD` (`clone3` answers
 /// `ENOSYS`, so libraries fall back to `clone`).
@@ -107,13 +123,16 @@ fn program(allow_fork: bool, own_pid: u32) -> Vec<libc::sock_filter> {
         p.push(jump(BPF_JEQ_K, nr as u32, 0, 1));
         p.push(stmt(BPF_RET_K, deny));
     }
-    // socket(domain, …): no IPv4, IPv6 or raw packet sockets.
-    p.push(jump(BPF_JEQ_K, libc::SYS_socket as u32, 0, 5));
-    p.push(stmt(BPF_LD_W_ABS, ARG0_LO));
-    p.push(jump(BPF_JEQ_K, libc::AF_INET as u32, 2, 0));
-    p.push(jump(BPF_JEQ_K, libc::AF_INET6 as u32, 1, 0));
-    p.push(jump(BPF_JEQ_K, libc::AF_PACKET as u32, 0, 1));
-    p.push(stmt(BPF_RET_K, deny));
+    // socket(domain, …) and socketpair(domain, …): Unix and netlink sockets only (no IPv4, IPv6,
+    // packet, vsock, Bluetooth, … sockets).
+    for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+        p.push(jump(BPF_JEQ_K, nr as u32, 0, 5));
+        p.push(stmt(BPF_LD_W_ABS, ARG0_LO));
+        p.push(jump(BPF_JEQ_K, libc::AF_UNIX as u32, 1, 0));
+        p.push(jump(BPF_JEQ_K, libc::AF_NETLINK as u32, 0, 1));
+        p.push(stmt(BPF_RET_K, RET_ALLOW));
+        p.push(stmt(BPF_RET_K, deny));
+    }
     if !allow_fork {
         p.push(stmt(BPF_LD_W_ABS, NR));
         for nr in own_process_only() {
@@ -123,6 +142,25 @@ fn program(allow_fork: bool, own_pid: u32) -> Vec<libc::sock_filter> {
             p.push(stmt(BPF_RET_K, RET_ALLOW));
             p.push(stmt(BPF_RET_K, deny));
         }
+        for nr in self_or_own_process_only() {
+            p.push(jump(BPF_JEQ_K, nr as u32, 0, 5));
+            p.push(stmt(BPF_LD_W_ABS, ARG0_LO));
+            p.push(jump(BPF_JEQ_K, 0, 1, 0));
+            p.push(jump(BPF_JEQ_K, own_pid, 0, 1));
+            p.push(stmt(BPF_RET_K, RET_ALLOW));
+            p.push(stmt(BPF_RET_K, deny));
+        }
+        // setpriority(which, who, …): only PRIO_PROCESS of itself; ioprio_set not at all.
+        p.push(jump(BPF_JEQ_K, libc::SYS_setpriority as u32, 0, 7));
+        p.push(stmt(BPF_LD_W_ABS, ARG0_LO));
+        p.push(jump(BPF_JEQ_K, libc::PRIO_PROCESS as u32, 0, 4));
+        p.push(stmt(BPF_LD_W_ABS, ARG1_LO));
+        p.push(jump(BPF_JEQ_K, 0, 1, 0));
+        p.push(jump(BPF_JEQ_K, own_pid, 0, 1));
+        p.push(stmt(BPF_RET_K, RET_ALLOW));
+        p.push(stmt(BPF_RET_K, deny));
+        p.push(jump(BPF_JEQ_K, libc::SYS_ioprio_set as u32, 0, 1));
+        p.push(stmt(BPF_RET_K, deny));
         p.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
         p.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
         #[cfg(target_arch = "x86_64")]
@@ -185,5 +223,94 @@ mod tests {
             }
             assert_eq!(p.last().map(|i| i.k), Some(RET_ALLOW));
         }
+    }
+
+    /// In a child under the filter: which socket families open, and that other calls (after
+    /// the socket rules in the program) still reach their own rules.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_unix_sockets_and_its_own_process_are_in_reach() {
+        fn opens(domain: i32) -> bool {
+            // SAFETY: a plain socket call; the descriptor is closed at once.
+            let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM, 0) };
+            let fd = if fd < 0 && domain == libc::AF_NETLINK {
+                // SAFETY: as above (netlink sockets are datagram sockets).
+                unsafe { libc::socket(domain, libc::SOCK_RAW, 0) }
+            } else {
+                fd
+            };
+            if fd >= 0 {
+                // SAFETY: our own descriptor.
+                unsafe { libc::close(fd) };
+            }
+            fd >= 0
+        }
+        // SAFETY: the child only makes system calls and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let code = (|| {
+                if install(false).is_err() {
+                    return 10;
+                }
+                let expected = [
+                    (libc::AF_UNIX, true),
+                    (libc::AF_NETLINK, true),
+                    (libc::AF_INET, false),
+                    (libc::AF_INET6, false),
+                    (libc::AF_PACKET, false),
+                    (libc::AF_VSOCK, false),
+                ];
+                for (i, (domain, open)) in expected.into_iter().enumerate() {
+                    if opens(domain) != open {
+                        return 20 + i as i32;
+                    }
+                }
+                let mut pair = [0; 2];
+                // SAFETY: a socketpair into a local array.
+                let inet_pair = unsafe {
+                    libc::socketpair(libc::AF_INET, libc::SOCK_STREAM, 0, pair.as_mut_ptr())
+                };
+                // SAFETY: as above.
+                let unix_pair = unsafe {
+                    libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, pair.as_mut_ptr())
+                };
+                if inet_pair == 0 || unix_pair != 0 {
+                    return 30;
+                }
+                // SAFETY: a signal to a process that is not this one is refused by the rules
+                // after the socket rules; pid 1 is never this test.
+                if unsafe { libc::kill(1, 0) } == 0 {
+                    return 31;
+                }
+                // Its own priority and limits it may change; nobody else's.
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                // SAFETY: reading and setting limits through a local struct.
+                unsafe {
+                    if libc::setpriority(libc::PRIO_PROCESS, 0, 1) != 0
+                        || libc::setpriority(libc::PRIO_USER, 0, 1) == 0
+                        || libc::setpriority(libc::PRIO_PROCESS, 1, 1) == 0
+                    {
+                        return 32;
+                    }
+                    if libc::prlimit(0, libc::RLIMIT_NOFILE, std::ptr::null(), &raw mut lim) != 0
+                        || libc::prlimit(1, libc::RLIMIT_NOFILE, std::ptr::null(), &raw mut lim)
+                            == 0
+                    {
+                        return 33;
+                    }
+                }
+                0
+            })();
+            // SAFETY: leave the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        assert!(libc::WIFEXITED(status), "status {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "see the codes in the child");
     }
 }
