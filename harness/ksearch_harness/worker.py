@@ -209,7 +209,7 @@ def run_phases(arrays, req, channel, result, settings, contenders):
             report["status"] = "incorrect"
             report["message"] = f"after timing: {f}"
             result["phases"]["check_s"] += time.perf_counter() - t
-            raise Outcome("incorrect", f"workload `{w['name']}`, re-check on fresh inputs after timing: {f}")
+            raise Outcome("incorrect", f"workload `{w['name']}`, re-check on fresh inputs after timing (seed {req['check']['recheck_seed']}): {f}")
     result["phases"]["check_s"] += time.perf_counter() - t
 
 

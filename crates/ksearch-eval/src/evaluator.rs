@@ -212,7 +212,14 @@ pub fn build_request(
         candidate: candidate.clone(),
         contenders: timed,
         workloads,
-        check: CheckPlan::from_base_seed(options.base_seed, options.seeds).with_tolerances(spec),
+        check: CheckPlan {
+            // The check seeds follow `base_seed` (reproducible, and so predictable: a module
+            // could carry the answers for them); the re-check after timing is on inputs no
+            // candidate can predict, drawn anew for every evaluation.
+            recheck_seed: crate::secret::seed(),
+            ..CheckPlan::from_base_seed(options.base_seed, options.seeds)
+        }
+        .with_tolerances(spec),
         timing: options.timing,
     })
 }

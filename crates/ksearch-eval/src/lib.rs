@@ -14,6 +14,7 @@ mod knowledge_checks;
 mod mlx_backend;
 mod output_capture;
 pub mod sandbox;
+mod secret;
 mod shm;
 mod supervisor;
 mod torch_backend;

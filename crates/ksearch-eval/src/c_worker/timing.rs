@@ -149,7 +149,7 @@ pub(crate) fn time_workload(
     baseline: usize,
     next_pool: &mut u32,
 ) -> Result<Vec<TimingStats>, TimingStop> {
-    let mut secret = Rng::new(secret_seed());
+    let mut secret = Rng::new(crate::secret::seed());
     let n = contenders.len();
     let set_bytes = spec.bytes_per_call(workload).max(1);
     let internal = |e: std::io::Error| TimingStop::Internal(format!("shared memory: {e}"));
@@ -536,24 +536,6 @@ fn verify_round(
         }
     }
     Ok(())
-}
-
-/// A seed no runner can predict.
-fn secret_seed() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: getrandom fills the buffer.
-    #[cfg(target_os = "linux")]
-    unsafe {
-        libc::getrandom(b.as_mut_ptr().cast(), 8, 0)
-    };
-    #[cfg(not(target_os = "linux"))]
-    unsafe {
-        libc::arc4random_buf(b.as_mut_ptr().cast(), 8)
-    };
-    u64::from_ne_bytes(b)
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
 }
 
 #[cfg(test)]

@@ -633,8 +633,8 @@ impl CWorker {
                 return Err(Stop::Outcome(
                     Status::Incorrect,
                     format!(
-                        "workload `{}`, re-check on fresh inputs after timing: {f}",
-                        w.name
+                        "workload `{}`, re-check on fresh inputs after timing (seed {}): {f}",
+                        w.name, req.check.recheck_seed
                     ),
                 ));
             }

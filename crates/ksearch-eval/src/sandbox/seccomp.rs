@@ -153,7 +153,7 @@ fn program(allow_fork: bool, own_pid: u32) -> Vec<libc::sock_filter> {
         // setpriority(which, who, …): only PRIO_PROCESS of itself; ioprio_set not at all.
         p.push(jump(BPF_JEQ_K, libc::SYS_setpriority as u32, 0, 7));
         p.push(stmt(BPF_LD_W_ABS, ARG0_LO));
-        p.push(jump(BPF_JEQ_K, libc::PRIO_PROCESS as u32, 0, 4));
+        p.push(jump(BPF_JEQ_K, 0 /* PRIO_PROCESS */, 0, 4));
         p.push(stmt(BPF_LD_W_ABS, ARG1_LO));
         p.push(jump(BPF_JEQ_K, 0, 1, 0));
         p.push(jump(BPF_JEQ_K, own_pid, 0, 1));
