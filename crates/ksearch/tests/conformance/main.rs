@@ -340,6 +340,61 @@ mod python_runners {
         assert!(!json.contains("FORGED"), "{json}");
     }
 
+    /// A module that carries the answers for the check seeds it can predict (the harness's own
+    /// input draw is importable, and `quick_options` checks seeds 11, 12 and 13; the re-check
+    /// used to follow at 11 + 0x5EED0000) and returns zeros for anything else: it passes the
+    /// check phase, and the re-check, on a seed drawn from the OS, finds it out.
+    fn answers_carried_for_predictable_seeds_fail_the_recheck<F: Fixture>(f: &F, draw: &str) {
+        let text = format!(
+            "import numpy as np\n{draw}\nSEEDS = [11, 12, 13, 11 + 0x5EED0000]\nSPEC = {{'name': 'x', 'dtype': 'f32', 'init': {{'uniform': [-12.0, 12.0]}}}}\n_t = {{}}\n\ndef _table(shape):\n    if shape not in _t:\n        rows = []\n        for s in SEEDS:\n            x = _draw(SPEC, shape, s).astype(np.float64)\n            e = np.exp(x - x.max(axis=1, keepdims=True))\n            rows.append((_as(x[0, :8].astype(np.float32)), _as((e / e.sum(axis=1, keepdims=True)).astype(np.float32))))\n        _t[shape] = rows\n    return _t[shape]\n\ndef run(x, *, rows, cols):\n    y = _zeros(x)\n    for k, o in _table((rows, cols)):\n        y = _where(_all(x[0, :8] == k), o, y)\n    return y\n"
+        );
+        use ksearch_eval::Evaluator;
+        let mut opts = quick_options();
+        opts.timing = None;
+        let e = f
+            .evaluator()
+            .evaluate(
+                f.task(),
+                &ksearch_core::task::Source {
+                    file: "candidate.py".into(),
+                    text,
+                },
+                ksearch_eval::Contenders::default(),
+                &opts,
+            )
+            .expect("evaluation completes");
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        assert!(
+            e.result.message.contains("re-check on fresh inputs"),
+            "it must pass the check phase and fail the re-check: {}",
+            e.result.message
+        );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it)"
+    )]
+    fn mlx_harness_numpy_answers_carried_for_predictable_seeds_fail_the_recheck() {
+        answers_carried_for_predictable_seeds_fail_the_recheck(
+            &numpy_fixture::NumpyFixture::new(),
+            "from ksearch_harness.arrays import draw\n\ndef _draw(spec, shape, s):\n    return draw(spec, shape, s, 'small')\n_as = lambda a: a\n_zeros = np.zeros_like\n_where = lambda c, a, b: a if c else b\n_all = lambda a: bool(np.all(a))\n",
+        );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(has_mlx),
+        ignore = "needs python3 with MLX for CPU (`.ci/run` installs it)"
+    )]
+    fn mlx_harness_cpu_answers_carried_for_predictable_seeds_fail_the_recheck() {
+        answers_carried_for_predictable_seeds_fail_the_recheck(
+            &mlx_cpu_fixture::MlxCpuFixture::new(),
+            "import mlx.core as mx\nfrom ksearch_harness.arrays import MlxArrays\n_arrays = MlxArrays('cpu')\n\ndef _draw(spec, shape, s):\n    return np.array(_arrays.draw_inputs([spec], [shape], s, 'small')[0])\n_as = mx.array\n_zeros = mx.zeros_like\n_where = mx.where\n_all = mx.all\n",
+        );
+    }
+
     #[test]
     #[cfg_attr(
         not(has_numpy),
