@@ -64,6 +64,9 @@ const MAX_EMPTY_CYCLES: u32 = 25;
 /// recorded as `crashed` and never run again.
 pub const MAX_LOST_EVALUATIONS: u32 = 2;
 
+/// Judge failures in consecutive rounds after which the run stops on the error.
+pub const MAX_JUDGE_FAILURES: u32 = 3;
+
 #[derive(Debug, Error)]
 pub enum EngineError {
     #[error(transparent)]
@@ -125,6 +128,8 @@ pub struct Engine<'e> {
     uncommitted_calls: Vec<LlmCallRecord>,
     /// Replaying: how the recorded session being replayed ended.
     target: Option<SessionEnd>,
+    /// Rounds in a row, this session, whose judge failed.
+    judge_failures: u32,
 }
 
 /// What one step came to.
@@ -295,6 +300,7 @@ impl<'e> Engine<'e> {
             events: Vec::new(),
             uncommitted_calls: Vec::new(),
             target: None,
+            judge_failures: 0,
         }
     }
 
@@ -537,7 +543,25 @@ impl<'e> Engine<'e> {
         let result = self.timed_evaluate(source, contenders);
         self.state.evaluating = None;
         match result {
-            Ok(evaluation) => self.admit(round, evaluation),
+            Ok(evaluation) => {
+                self.judge_failures = 0;
+                self.admit(round, evaluation)
+            }
+            // A later round's judge that fails (its harness, or the task's own code beside this
+            // candidate, with which it shares the machine) fails this attempt: the seed's round
+            // showed that both work, and a candidate can make them fail (a malformed message to
+            // the judge, the device's memory held). Several in a row: the judge itself is
+            // broken, and the run stops on the error.
+            Err(EngineError::Eval(e @ (EvalError::Worker { .. } | EvalError::Task { .. })))
+                if round > 0 && self.judge_failures + 1 < MAX_JUDGE_FAILURES =>
+            {
+                self.judge_failures += 1;
+                let evaluation = self.unevaluated(
+                    Status::RuntimeError,
+                    format!("the evaluation failed beside this candidate, which is recorded as failing: {e}"),
+                );
+                self.admit(round, evaluation)
+            }
             Err(e) => {
                 // Abandoned (Ctrl-C) or failed, but the orchestrator did not die: say so on
                 // disk, so that a resume runs it again as new. (Best effort: the error that
@@ -550,6 +574,16 @@ impl<'e> Engine<'e> {
 
     /// The outcome of an evaluation that killed the orchestrator every time it ran.
     fn lost_evaluation(&self, times: u32) -> Evaluation {
+        self.unevaluated(
+            Status::Crashed,
+            format!(
+                "the orchestrator (ksearch) died {times} times while this candidate was being evaluated, and the run was resumed each time; it is recorded as crashed and not evaluated again"
+            ),
+        )
+    }
+
+    /// An evaluation that measured nothing, with its status and why.
+    fn unevaluated(&self, status: Status, message: String) -> Evaluation {
         let baseline = self
             .attempts
             .iter()
@@ -560,10 +594,8 @@ impl<'e> Engine<'e> {
         Evaluation {
             result: EvaluateResult {
                 id: 0,
-                status: Status::Crashed,
-                message: format!(
-                    "the orchestrator (ksearch) died {times} times while this candidate was being evaluated, and the run was resumed each time; it is recorded as crashed and not evaluated again"
-                ),
+                status,
+                message,
                 compile: None,
                 workloads: Vec::new(),
                 phases: Phases::default(),

@@ -478,3 +478,87 @@ fn an_evaluation_with_a_non_finite_or_impossible_number_is_rejected_and_never_st
     let (s, _, _) = ksearch_engine::read_summary(&rd).unwrap();
     assert_eq!(s.best.node, ROOT);
 }
+
+/// Measures the seed, then fails as a judge does that a candidate broke (a malformed message to
+/// it, the machine's memory held): every later evaluation is a worker error.
+struct BrokenJudge {
+    inner: LocalEvaluator,
+    calls: usize,
+}
+
+impl ksearch_eval::Evaluator for BrokenJudge {
+    fn evaluate(
+        &mut self,
+        task: &Task,
+        candidate: &Source,
+        contenders: ksearch_eval::Contenders<'_>,
+        options: &ksearch_eval::EvalOptions,
+    ) -> Result<ksearch_core::record::Evaluation, ksearch_eval::EvalError> {
+        self.calls += 1;
+        if self.calls == 1 {
+            return self.inner.evaluate(task, candidate, contenders, options);
+        }
+        Err(ksearch_eval::EvalError::Worker {
+            message: format!("the harness failed: RecursionError (call {})", self.calls),
+        })
+    }
+}
+
+fn run_with_broken_judge(rounds: u64) -> (tempfile::TempDir, Result<(), String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut evaluator = BrokenJudge {
+        inner: LocalEvaluator::new(Box::new(CBackend {
+            ksearch_exe: env!("CARGO_BIN_EXE_ksearch").into(),
+        })),
+        calls: 0,
+    };
+    let mut p = Scripted::new(kernels::good(), Rc::new(RefCell::new(Vec::new())));
+    p.debug = Some(kernels::good());
+    let mut observer = Silent;
+    let parts = Parts {
+        proposer: Box::new(p),
+        evaluator: &mut evaluator,
+        observer: &mut observer,
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let budget = Budget {
+        rounds: Some(rounds),
+        until: None,
+    };
+    let mut engine =
+        Engine::create(&dir.path().join("run"), task(), config(5), budget, parts).unwrap();
+    let outcome = engine.run().map(|_| ()).map_err(|e| e.to_string());
+    (dir, outcome)
+}
+
+/// A candidate that breaks the judge fails its own round, and the search goes on (it used to
+/// stop the run, and every resume evaluated the same candidate and stopped again); a judge that
+/// fails round after round is broken, and the run stops saying so.
+#[test]
+fn a_round_whose_judge_fails_is_that_candidates_failure_until_the_judge_is_plainly_broken() {
+    let (dir, outcome) = run_with_broken_judge(2);
+    assert_eq!(outcome, Ok(()));
+    let snap = snapshot(&dir);
+    let later: Vec<_> = snap.attempts.iter().filter(|a| a.round > 0).collect();
+    assert_eq!(later.len(), 2);
+    for a in later {
+        assert_eq!(
+            a.status(),
+            Some(ksearch_core::protocol::Status::RuntimeError)
+        );
+        let m = &a.evaluation.as_ref().unwrap().result.message;
+        assert!(m.contains("RecursionError"), "{m}");
+    }
+
+    let (dir, outcome) = run_with_broken_judge(5);
+    let err = outcome.expect_err("three judge failures in a row stop the run");
+    assert!(err.contains("RecursionError (call 4)"), "{err}");
+    assert_eq!(
+        snapshot(&dir)
+            .attempts
+            .iter()
+            .filter(|a| a.round > 0 && a.evaluation.is_some())
+            .count(),
+        2
+    );
+}
