@@ -13,6 +13,7 @@ pub mod gate;
 pub mod implementation;
 pub mod location;
 pub mod platform;
+pub mod printable;
 pub mod protocol;
 pub mod record;
 pub mod rng;

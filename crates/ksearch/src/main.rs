@@ -67,6 +67,7 @@ fn main() {
                     format!("error: {text}")
                 }
             };
+            let line = ksearch_core::printable::printable(&line);
             let _ = writeln!(std::io::stderr().lock(), "{line}");
             code
         }

@@ -46,6 +46,7 @@ impl Output {
         if self.quiet {
             return;
         }
+        let text = &*ksearch_core::printable::printable(text);
         match &self.bar {
             Some(bar) => bar.println(text),
             None => {

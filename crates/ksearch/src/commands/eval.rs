@@ -63,7 +63,12 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         write!(
             out,
             "{}",
-            render_text(&task.id, &candidate.file, against_file, &evaluation)
+            ksearch_core::printable::printable(&render_text(
+                &task.id,
+                &candidate.file,
+                against_file,
+                &evaluation
+            ))
         )?;
     }
     Ok(exit_codes::OK)

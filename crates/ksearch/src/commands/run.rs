@@ -637,7 +637,11 @@ fn report(summary: &RunSummary, output: &OutputFlags, live: bool) -> anyhow::Res
         serde_json::to_writer(&mut out, summary)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", render_summary(summary))?;
+        write!(
+            out,
+            "{}",
+            ksearch_core::printable::printable(&render_summary(summary))
+        )?;
     }
     // Stopped by Ctrl-C: saved, but not done; a script must not take it for a finished run.
     Ok(

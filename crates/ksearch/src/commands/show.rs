@@ -30,7 +30,7 @@ pub(crate) fn run(args: &ShowArgs) -> anyhow::Result<i32> {
         writeln!(out)?;
     } else {
         let text = ksearch_report::show::render(&data, id)?;
-        out.write_all(text.as_bytes())?;
+        out.write_all(ksearch_core::printable::printable(&text).as_bytes())?;
     }
     Ok(exit_codes::OK)
 }

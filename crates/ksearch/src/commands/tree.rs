@@ -28,7 +28,11 @@ pub(crate) fn run(dir: &Path, json: bool) -> anyhow::Result<i32> {
         )?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", render(&summary, &tree))?;
+        write!(
+            out,
+            "{}",
+            ksearch_core::printable::printable(&render(&summary, &tree))
+        )?;
     }
     Ok(exit_codes::OK)
 }

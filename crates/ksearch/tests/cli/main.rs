@@ -136,6 +136,28 @@ fn a_failing_candidate_still_exits_zero() {
     assert!(j["speedup"].is_null());
 }
 
+/// What a candidate prints reaches the report as text: the control sequences in it (clear the
+/// screen, set the window title, paint a forged "passed") are shown, not obeyed.
+#[test]
+fn a_candidates_control_sequences_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("escapes.c");
+    std::fs::write(&path, "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\nvoid softmax(const float *x, float *y, int64_t rows, int64_t cols) { printf(\"\\x1b[2J\\x1b]0;pwned\\x07\\x1b[32mpassed 99x\\x1b[0m\\n\"); fflush(stdout); exit(3); }\n").unwrap();
+    let mut args = vec!["eval", "cpu/softmax", path.to_str().unwrap()];
+    args.extend_from_slice(QUICK);
+    let (code, stdout, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("runtime_error"), "{stdout}");
+    assert!(
+        stdout.contains("\\u{1b}]0;pwned"),
+        "the output is shown: {stdout:?}"
+    );
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{7}'),
+        "{stdout:?}"
+    );
+}
+
 #[test]
 fn a_rejected_candidate_names_the_rule() {
     let dir = tempfile::tempdir().unwrap();
