@@ -477,6 +477,16 @@ fn drop_bounding_capabilities() {
 fn limits(spec: &SandboxSpec) -> Result<(), String> {
     let l = &spec.limits;
     let set = |res, value: u64, name: &str| {
+        // Never above the hard limit already in force: raising it takes CAP_SYS_RESOURCE in the
+        // initial namespace, which no ordinary user has (nor root inside a user namespace), and
+        // a lower limit caps all the same (`ulimit -n 1024` made every runner fail).
+        let mut now = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit fills the struct.
+        check(unsafe { libc::getrlimit(res, &raw mut now) }, name)?;
+        let value = value.min(now.rlim_max);
         let r = libc::rlimit {
             rlim_cur: value,
             rlim_max: value,
@@ -865,4 +875,96 @@ pub(crate) fn main_with(spec_json: &OsStr) -> i32 {
         }
     };
     launch(&spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Limits;
+
+    fn spec(limits: Limits) -> SandboxSpec {
+        SandboxSpec {
+            program: PathBuf::from("/bin/true"),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: PathBuf::from("/tmp"),
+            root_dir: PathBuf::from("/nonexistent"),
+            read_only: Vec::new(),
+            writable: Vec::new(),
+            tmp_bytes: 1 << 20,
+            gpu: false,
+            allow_fork: false,
+            cpu: None,
+            limits,
+            keep_fds: Vec::new(),
+            report_fd: 2,
+            no_namespaces: true,
+        }
+    }
+
+    /// Run `f` in a child process (what it changes cannot be undone) and return its exit code.
+    fn in_child(f: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child only makes system calls and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let code = f();
+            // SAFETY: leaving the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        assert!(libc::WIFEXITED(status), "status {status}");
+        libc::WEXITSTATUS(status)
+    }
+
+    /// Leave root (and with it CAP_SYS_RESOURCE) in a child, as an ordinary user is.
+    fn as_ordinary_user() -> bool {
+        // SAFETY: plain credential calls.
+        unsafe {
+            libc::geteuid() != 0
+                || (libc::setgroups(0, std::ptr::null()) == 0
+                    && libc::setresgid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID) == 0
+                    && libc::setresuid(UNPRIVILEGED_ID, UNPRIVILEGED_ID, UNPRIVILEGED_ID) == 0)
+        }
+    }
+
+    /// `ulimit -n 1024` (a hard limit under the runners' 4096 open files) must not make the
+    /// sandbox fail: the limit is lowered to the hard limit.
+    #[test]
+    fn a_limit_above_the_hard_limit_is_lowered_to_it() {
+        let code = in_child(|| {
+            let low = libc::rlimit {
+                rlim_cur: 512,
+                rlim_max: 512,
+            };
+            // SAFETY: setting our own limit from a local struct.
+            if !as_ordinary_user()
+                || unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const low) } != 0
+            {
+                return 10;
+            }
+            let asked = spec(Limits {
+                memory_bytes: 1 << 30,
+                cpu_seconds: 60,
+                file_bytes: 1 << 20,
+                processes: 1 << 16,
+                open_files: 4096,
+            });
+            if limits(&asked).is_err() {
+                return 11;
+            }
+            let mut now = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: reading our own limit into a local struct.
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut now) };
+            if now.rlim_cur != 512 || now.rlim_max != 512 {
+                return 12;
+            }
+            0
+        });
+        assert_eq!(code, 0, "see the codes in the child");
+    }
 }

@@ -51,7 +51,8 @@ pub struct SandboxSpec {
     pub no_namespaces: bool,
 }
 
-/// Resource limits, applied with `setrlimit` (inherited by everything the program starts).
+/// Resource limits, applied with `setrlimit` (inherited by everything the program starts); a
+/// limit above the hard limit already in force is lowered to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Private memory (heap, anonymous mappings, static data): `RLIMIT_DATA`.
