@@ -128,6 +128,13 @@ fn clone_with(flags: libc::c_int) -> io::Result<libc::pid_t> {
     }
 }
 
+/// Whether other processes of the same user may read this one's memory and descriptors and
+/// write its `/proc` files.
+fn set_dumpable(on: bool) {
+    // SAFETY: prctl on ourselves.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, libc::c_ulong::from(on), 0, 0, 0) };
+}
+
 /// How far namespaces went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Isolation {
@@ -163,13 +170,27 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    // SAFETY: geteuid cannot fail.
+    // SAFETY: geteuid, getuid and getgid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
+    // SAFETY: as above.
+    let launcher_ids = unsafe { (libc::getuid(), libc::getgid()) };
     let mut missing = Vec::new();
     let full = if spec.no_namespaces {
         Err(io::Error::other("not asked for"))
     } else {
-        clone_with(ns | libc::CLONE_NEWUSER)
+        // The program's /proc files must be its own user's, not root's, while the launcher
+        // writes its uid and gid maps (an ordinary user may not write root's): a clone inherits
+        // the dumpable flag that `main` clears in every ksearch process, so the launcher sets
+        // it for the clone alone, and the program clears it again once the maps are written.
+        // Safe: in that window the launcher and the program hold only the program's own spec
+        // and descriptors, and no sandboxed process can see them (every one is in its own PID
+        // namespace, or in none and fenced from `/proc/PID` by Landlock).
+        set_dumpable(true);
+        let r = clone_with(ns | libc::CLONE_NEWUSER);
+        if !matches!(r, Ok(0)) {
+            set_dumpable(false);
+        }
+        r
     };
     let (pid, isolation) = match full {
         Ok(pid) => (pid, Isolation::Full),
@@ -205,11 +226,14 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
         // SAFETY: closing our copy of the write end, so EOF tells us the launcher died.
         unsafe { libc::close(sync[1]) };
         let outer_uid = match isolation {
-            Isolation::Full => outer_ids(root).0,
-            // SAFETY: getuid cannot fail.
-            _ => unsafe { libc::getuid() },
+            // Asked of the launcher's credentials: in the new user namespace, getuid says 0 or
+            // the overflow uid, depending on whether the maps are written yet.
+            Isolation::Full => outer_ids(root, launcher_ids).0,
+            _ => launcher_ids.0,
         };
-        let code = match child(spec, &exposures, isolation, sync[0], outer_uid, missing) {
+        let code = match child(
+            spec, &exposures, isolation, sync[0], outer_uid, root, missing,
+        ) {
             Ok(never) => match never {},
             Err(e) => {
                 report(spec.report_fd, &Report::Failed(e));
@@ -222,7 +246,7 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
     // SAFETY: our copy of the read end.
     unsafe { libc::close(sync[0]) };
     if isolation == Isolation::Full
-        && let Err(e) = write_id_maps(pid, root)
+        && let Err(e) = write_id_maps(pid, root, launcher_ids)
     {
         report(spec.report_fd, &Report::Failed(e));
         // SAFETY: killing the child we just made.
@@ -239,12 +263,10 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
     wait_and_mirror(pid)
 }
 
-/// Map the program's uid and gid (`INNER_ID` inside) to the caller's own, or to 65534 when the
-/// caller is root.
-fn write_id_maps(pid: libc::pid_t, root: bool) -> Result<(), String> {
-    let (outer_uid, outer_gid) = outer_ids(root);
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+/// Map the program's uid and gid to the caller's own (`uid`, `gid`), or to 65534 when the caller
+/// is root.
+fn write_id_maps(pid: libc::pid_t, root: bool, (uid, gid): (u32, u32)) -> Result<(), String> {
+    let (outer_uid, outer_gid) = outer_ids(root, (uid, gid));
     let write = |file: &str, text: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), text)
             .map_err(|e| err(&format!("writing /proc/{pid}/{file}"), &e))
@@ -267,13 +289,12 @@ fn write_id_maps(pid: libc::pid_t, root: bool) -> Result<(), String> {
     }
 }
 
-/// The uid and gid the program has outside its user namespace.
-fn outer_ids(root: bool) -> (u32, u32) {
+/// The uid and gid the program has outside its user namespace, given the launcher's.
+fn outer_ids(root: bool, launcher_ids: (u32, u32)) -> (u32, u32) {
     if root {
         (UNPRIVILEGED_ID, UNPRIVILEGED_ID)
     } else {
-        // SAFETY: getuid/getgid cannot fail.
-        unsafe { (libc::getuid(), libc::getgid()) }
+        launcher_ids
     }
 }
 
@@ -320,6 +341,7 @@ fn child(
     isolation: Isolation,
     sync: i32,
     outer_uid: u32,
+    root: bool,
     mut missing: Vec<String>,
 ) -> Result<std::convert::Infallible, String> {
     // SAFETY: prctl on ourselves.
@@ -331,6 +353,7 @@ fn child(
         return Err("the launcher went away".into());
     }
     if isolation == Isolation::Full {
+        set_dumpable(false);
         // Take the uid and gid the launcher mapped (credentials do not change by themselves).
         // SAFETY: plain credential calls.
         unsafe {
@@ -354,9 +377,9 @@ fn child(
     drop_bounding_capabilities();
     let uid = match isolation {
         Isolation::Full => {
-            // SAFETY: getuid cannot fail.
-            if unsafe { libc::getuid() } == 0 && outer_uid == UNPRIVILEGED_ID {
-                // Root's sandbox: leave the setup uid for the program's.
+            if root {
+                // Root's sandbox: leave the setup uid for the program's (only root's maps hold
+                // a second uid).
                 // SAFETY: plain credential calls, within the namespace's map.
                 unsafe {
                     check(

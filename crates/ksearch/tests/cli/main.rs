@@ -15,6 +15,7 @@ mod libraries;
 mod limits;
 mod space;
 mod task_build;
+mod unprivileged;
 
 fn ksearch(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ksearch"));
