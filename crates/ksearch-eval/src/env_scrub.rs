@@ -11,14 +11,22 @@ pub fn is_secret_name(name: &OsStr) -> bool {
     SECRET_MARKERS.iter().any(|m| upper.contains(m))
 }
 
+/// The user's settings among `KSEARCH_*` that every worker must see: it applies them itself,
+/// and to the sandboxes it starts.
+const SETTINGS: &[&str] = &[crate::sandbox::NO_NAMESPACES_VAR];
+
 /// The variables of `vars` that may reach a worker. Variables ksearch itself sets for the
-/// worker (`KSEARCH_*`) are dropped too, so a stale value cannot leak through.
+/// worker (`KSEARCH_*`) are dropped too, so a stale value cannot leak through; only the
+/// settings named in `SETTINGS` pass.
 pub(crate) fn scrubbed<I>(vars: I) -> Vec<(OsString, OsString)>
 where
     I: IntoIterator<Item = (OsString, OsString)>,
 {
     vars.into_iter()
-        .filter(|(k, _)| !is_secret_name(k) && !k.to_string_lossy().starts_with("KSEARCH_"))
+        .filter(|(k, _)| {
+            !is_secret_name(k)
+                && (!k.to_string_lossy().starts_with("KSEARCH_") || SETTINGS.iter().any(|s| k == s))
+        })
         .collect()
 }
 
@@ -34,7 +42,9 @@ mod tests {
             ("aws_secret_access_key", "s"),
             ("DB_PASSWORD", "p"),
             ("KSEARCH_PROTOCOL_FDS", "9,9"),
+            ("KSEARCH_SANDBOX_EXE", "/tmp/forged"),
             ("PATH", "/usr/bin"),
+            ("KSEARCH_SANDBOX_NO_NAMESPACES", "1"),
             ("CUDA_VISIBLE_DEVICES", "0"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
@@ -42,6 +52,15 @@ mod tests {
             .into_iter()
             .map(|(k, _)| k.into_string().unwrap())
             .collect();
-        assert_eq!(kept, ["PATH", "CUDA_VISIBLE_DEVICES"]);
+        // The user's sandbox setting reaches every judge (the Python harness's runners ignored
+        // it); ksearch's own variables do not.
+        assert_eq!(
+            kept,
+            [
+                "PATH",
+                "KSEARCH_SANDBOX_NO_NAMESPACES",
+                "CUDA_VISIBLE_DEVICES"
+            ]
+        );
     }
 }
