@@ -192,12 +192,12 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
         }
         r
     };
-    let (pid, isolation) = match full {
-        Ok(pid) => (pid, Isolation::Full),
+    let (pid, isolation, own) = match full {
+        Ok(pid) => (pid, Isolation::Full, None),
         Err(e) => {
             missing.push(format!("no user namespace ({e})"));
             match (root && !spec.no_namespaces).then(|| clone_with(ns)) {
-                Some(Ok(pid)) => (pid, Isolation::NoUserNamespace),
+                Some(Ok(pid)) => (pid, Isolation::NoUserNamespace, None),
                 other => {
                     if let Some(Err(e)) = other {
                         missing.push(format!("no pid, mount or network namespace ({e})"));
@@ -207,6 +207,18 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
                                 .into(),
                         );
                     }
+                    // Without a private /tmp, a directory of its own: fresh, beneath the root
+                    // directory every sandbox of its judge shares.
+                    let own = match own_directory(&spec.root_dir) {
+                        Ok(d) => d,
+                        Err(e) => {
+                            report(
+                                spec.report_fd,
+                                &Report::Failed(err("creating its own directory", &e)),
+                            );
+                            return 127;
+                        }
+                    };
                     // SAFETY: fork in a single-threaded process.
                     match unsafe { libc::fork() } {
                         -1 => {
@@ -216,7 +228,7 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
                             );
                             return 127;
                         }
-                        pid => (pid, Isolation::None),
+                        pid => (pid, Isolation::None, Some(own)),
                     }
                 }
             }
@@ -230,6 +242,17 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
             // the overflow uid, depending on whether the maps are written yet.
             Isolation::Full => outer_ids(root, launcher_ids).0,
             _ => launcher_ids.0,
+        };
+        let own_spec;
+        let spec = match &own {
+            Some(dir) => {
+                own_spec = SandboxSpec {
+                    root_dir: dir.clone(),
+                    ..spec.clone()
+                };
+                &own_spec
+            }
+            None => spec,
         };
         let code = match child(
             spec, &exposures, isolation, sync[0], outer_uid, root, missing,
@@ -260,7 +283,15 @@ pub(crate) fn launch(spec: &SandboxSpec) -> i32 {
         libc::write(sync[1], [1u8].as_ptr().cast(), 1);
         libc::close(spec.report_fd);
     }
-    wait_and_mirror(pid)
+    wait_and_mirror(pid, own.as_deref())
+}
+
+/// A new directory beneath `root_dir`, readable and writable by this user alone.
+fn own_directory(root_dir: &Path) -> io::Result<PathBuf> {
+    Ok(tempfile::Builder::new()
+        .prefix("own-")
+        .tempdir_in(root_dir)?
+        .keep())
 }
 
 /// Map the program's uid and gid to the caller's own (`uid`, `gid`), or to 65534 when the caller
@@ -298,8 +329,10 @@ fn outer_ids(root: bool, launcher_ids: (u32, u32)) -> (u32, u32) {
     }
 }
 
-/// Wait for the program and end the way it ended (same exit code, or same signal).
-fn wait_and_mirror(pid: libc::pid_t) -> i32 {
+/// Wait for the program, remove its own directory (`own`, where it had one), and end the way it
+/// ended (same exit code, or same signal). A launcher killed first leaves the directory to its
+/// judge's, which is removed when the judge ends.
+fn wait_and_mirror(pid: libc::pid_t, own: Option<&Path>) -> i32 {
     let mut status = 0;
     loop {
         // SAFETY: waiting for our child.
@@ -310,6 +343,9 @@ fn wait_and_mirror(pid: libc::pid_t) -> i32 {
         if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return 127;
         }
+    }
+    if let Some(dir) = own {
+        let _ = std::fs::remove_dir_all(dir);
     }
     if libc::WIFSIGNALED(status) {
         let sig = libc::WTERMSIG(status);
@@ -367,8 +403,11 @@ fn child(
         private_root(spec, exposures)?;
         // SAFETY: a valid buffer.
         unsafe { libc::sethostname(c"ksearch-sandbox".as_ptr(), 15) };
-    } else if let Err(e) = std::env::set_current_dir(&spec.cwd) {
-        return Err(err(&format!("chdir {}", spec.cwd.display()), &e));
+    } else {
+        let cwd = fallback_cwd(spec);
+        if let Err(e) = std::env::set_current_dir(cwd) {
+            return Err(err(&format!("chdir {}", cwd.display()), &e));
+        }
     }
     limits(spec)?;
     if let Some(cpu) = spec.cpu {
@@ -687,10 +726,6 @@ fn fence(spec: &SandboxSpec, exposures: &[Exposure]) -> Vec<landlock::Grant> {
         path: spec.root_dir.clone(),
         write: true,
     });
-    grants.push(landlock::Grant {
-        path: spec.cwd.clone(),
-        write: false,
-    });
     for p in [
         "/proc/self",
         "/proc/cpuinfo",
@@ -704,6 +739,18 @@ fn fence(spec: &SandboxSpec, exposures: &[Exposure]) -> Vec<landlock::Grant> {
         });
     }
     grants
+}
+
+/// The working directory of a program without a private root: the spec's where it may write
+/// anyway (the compiler's build directory), else its own directory, as its `TMPDIR` and `HOME`
+/// are. Never another one: the fence would have to grant it, and the Python harness starts its
+/// runners in `/tmp`, every user's (a runner read another program's secret there).
+fn fallback_cwd(spec: &SandboxSpec) -> &Path {
+    if spec.writable.iter().any(|w| spec.cwd.starts_with(w)) {
+        &spec.cwd
+    } else {
+        &spec.root_dir
+    }
 }
 
 /// Everything the program will see, planned outside its namespaces.

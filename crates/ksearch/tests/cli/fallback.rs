@@ -70,3 +70,65 @@ fn without_namespaces_a_runner_reaches_no_other_process_and_no_other_file() {
     assert!(stdout.contains("OWN mine"), "{stdout}\n{report}");
     assert!(stdout.contains("SELF"), "{stdout}\n{report}");
 }
+
+/// The working directory a runner is handed is not opened to it (the Python harness hands its
+/// runners `/tmp`, where any program of the user may keep a secret): it works in a fresh
+/// directory of its own, its `TMPDIR`, removed when it ends.
+#[test]
+fn without_namespaces_a_runner_works_in_a_fresh_directory_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let handed = dir.path().join("tmp");
+    for d in [&root, &handed] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    // Another program's secret, of the same user, only it may read.
+    let secret = handed.join("secret");
+    std::fs::write(&secret, "sk-in-tmp\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = format!(
+        "echo \"CWD $PWD\"; \
+         read line 2>/dev/null < {secret} && echo \"READ $line\"; \
+         read line 2>/dev/null < secret && echo \"READ HERE $line\"; \
+         [ \"$PWD\" = \"$TMPDIR\" ] && echo OWN-IS-TMPDIR; \
+         echo mine > mine && read back < mine && echo \"OWN $back\"",
+        secret = secret.display(),
+    );
+    let spec = json!({
+        "program": "/bin/sh",
+        "args": ["-c", script],
+        "env": [["PATH", "/usr/bin:/bin"], ["TMPDIR", "/tmp"]],
+        "cwd": handed,
+        "root_dir": root,
+        "tmp_bytes": 1 << 20,
+        "limits": {"memory_bytes": 1u64 << 30, "cpu_seconds": 10, "file_bytes": 1 << 20,
+                   "processes": 1 << 16, "open_files": 256},
+        "report_fd": 2,
+        "no_namespaces": true,
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_ksearch"))
+        .args(["sandbox", &spec.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(report.contains("Landlock instead"), "{report}");
+    assert!(!stdout.contains("sk-in-tmp"), "{stdout}");
+    let cwd = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("CWD "))
+        .unwrap_or_else(|| panic!("{stdout}\n{report}"));
+    assert!(
+        cwd.starts_with(root.to_str().unwrap()) && cwd != root.to_str().unwrap(),
+        "a fresh directory beneath the root directory, not {cwd}"
+    );
+    assert!(stdout.contains("OWN-IS-TMPDIR"), "{stdout}");
+    assert!(stdout.contains("OWN mine"), "{stdout}\n{report}");
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        0,
+        "its directory outlived it"
+    );
+}
