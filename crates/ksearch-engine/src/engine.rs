@@ -65,7 +65,7 @@ const MAX_EMPTY_CYCLES: u32 = 25;
 pub const MAX_LOST_EVALUATIONS: u32 = 2;
 
 /// Judge failures in consecutive rounds after which the run stops on the error.
-pub const MAX_JUDGE_FAILURES: u32 = 3;
+const MAX_JUDGE_FAILURES: u32 = 3;
 
 #[derive(Debug, Error)]
 pub enum EngineError {

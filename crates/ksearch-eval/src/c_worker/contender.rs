@@ -66,6 +66,9 @@ pub(crate) struct Runner {
     lost: Option<Lost>,
     /// What the kernel said it runs, when it was asked to describe itself.
     pub(crate) description: Option<String>,
+    /// The CPU clocks of the processes its last timed batch was asked to watch (`timed`), read
+    /// as that batch started.
+    pub(crate) watched_at_go: Vec<Option<f64>>,
 }
 
 impl Runner {
@@ -141,6 +144,7 @@ impl Runner {
             },
             lost: None,
             description: None,
+            watched_at_go: Vec::new(),
         };
         match runner.request(
             &ToRunner::Load {
@@ -173,6 +177,11 @@ impl Runner {
     /// CPU time the runner has used.
     pub(crate) fn cpu_time(&self) -> Option<crate::sandbox::CpuTime> {
         self.process.cpu_time()
+    }
+
+    /// The runner's process, as the judge sees it.
+    pub(crate) fn pid(&self) -> i32 {
+        self.process.pid()
     }
 
     /// Stop a runner that broke the protocol, and say so (it did not crash: it was stopped).
@@ -310,7 +319,16 @@ impl Runner {
     /// A timed batch: the runner is armed (untimed), then the clock runs from the doorbell's
     /// `go` to the kernel's timestamp of the runner's "done" message, so neither the judge's
     /// own scheduling nor the time it takes to read the answer counts.
-    pub(crate) fn timed(&mut self, pool: u32, sets: &[u32]) -> Result<Duration, Lost> {
+    ///
+    /// The CPU clocks of the processes `watch` names are read as the batch starts, while this
+    /// runner spins on its CPU (theirs, when it is shared, so none of them is running then and
+    /// each clock has counted all it ran): `watched_at_go`.
+    pub(crate) fn timed(
+        &mut self,
+        pool: u32,
+        sets: &[u32],
+        watch: &[i32],
+    ) -> Result<Duration, Lost> {
         if let Some(l) = &self.lost {
             return Err(l.clone());
         }
@@ -344,6 +362,10 @@ impl Runner {
             futex::wake(&control.bell);
             armed = self.await_armed(|v| v == seq, Some(Duration::from_millis(5)))?;
         }
+        self.watched_at_go = watch
+            .iter()
+            .map(|&pid| super::timing::process_cpu_seconds(pid))
+            .collect();
         let control = self.control();
         let start = now_ns();
         let started = Instant::now();

@@ -54,6 +54,12 @@ const OUTSIDE_CPU_TICKS: (f64, f64) = (0.05, 0.05);
 /// measured 110-160 µs on an idle 2-core machine and up to about 350 µs under load. Deferred
 /// work is caught anyway by the samples read at "done"; this bounds what might run beside them.
 const OUTSIDE_CPU_PER_BATCH_S: f64 = 300e-6;
+/// CPU an untrusted runner may use after its batch while other contenders are timed: it is idle
+/// then (asleep on its socket), and only the tail of its answer may spill over. Anything more
+/// competes for the CPU with the contender being timed (a runner's thread that spun right after
+/// its own batch made the baseline 1.3 to 1.9 times slower, within the allowance above).
+const IDLE_CPU_S: f64 = 100e-6;
+const IDLE_CPU_SHARE: f64 = 0.01;
 
 /// Size of the largest CPU cache, from sysfs; 32 MiB when unknown.
 pub(crate) fn last_level_cache_bytes() -> usize {
@@ -171,7 +177,7 @@ pub(crate) fn time_workload(
                 .collect();
             let t = c
                 .runner
-                .timed(warm.id, &sets)
+                .timed(warm.id, &sets, &[])
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
             spent += t;
             calls += size;
@@ -279,11 +285,23 @@ pub(crate) fn time_workload(
         };
         for i in turn {
             let k = batch[i].0;
+            // The untrusted others are idle while this batch is timed (asleep on their sockets):
+            // their CPU from its start to its end must stay at about nothing.
+            let watched: Vec<usize> = (0..n)
+                .filter(|&j| j != i && !contenders[j].trusted)
+                .collect();
+            let pids: Vec<i32> = watched
+                .iter()
+                .map(|&j| contenders[j].runner.pid())
+                .collect();
             let c = &mut contenders[i];
             let t = c
                 .runner
-                .timed(pool.id, &calls[i])
+                .timed(pool.id, &calls[i], &pids)
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
+            let at_go = std::mem::take(&mut c.runner.watched_at_go);
+            idle_cpu(contenders, i, t, &watched, &at_go, workload)?;
+            let c = &mut contenders[i];
             if !c.trusted {
                 snapshots[i] = sample(spec, workload, &slots(c, &pool), &calls[i], &mut secret);
             }
@@ -536,6 +554,61 @@ fn verify_round(
         }
     }
     Ok(())
+}
+
+/// The untrusted contenders `watched` used at most a trace of CPU while contender `timed` was
+/// timed (`t`), from their clocks at its start (`at_go`) to now: a runner's thread working then
+/// competes with it for its CPU.
+fn idle_cpu(
+    contenders: &[Timed<'_>],
+    timed: usize,
+    t: Duration,
+    watched: &[usize],
+    at_go: &[Option<f64>],
+    workload: &Workload,
+) -> Result<(), TimingStop> {
+    for (&j, before) in watched.iter().zip(at_go) {
+        let (Some(before), Some(now)) = (*before, process_cpu_seconds(contenders[j].runner.pid()))
+        else {
+            continue;
+        };
+        let used = now - before;
+        if used > IDLE_CPU_S + IDLE_CPU_SHARE * t.as_secs_f64() {
+            return Err(TimingStop::Incorrect {
+                index: j,
+                message: format!(
+                    "{} used {:.0} µs of CPU outside its timed calls while {} was timed ({:.0} µs) on workload `{}`: work while another contender is timed is not allowed (it competes with it for the machine)",
+                    contenders[j].what,
+                    used * 1e6,
+                    contenders[timed].what,
+                    t.as_secs_f64() * 1e6,
+                    workload.name,
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// CPU time of process `pid` (every thread, live or gone), in seconds, from its process CPU
+/// clock; `None` where there is none to read.
+#[cfg(target_os = "linux")]
+pub(crate) fn process_cpu_seconds(pid: i32) -> Option<f64> {
+    // The kernel's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED): any process this one can see,
+    // with no permission needed beyond that.
+    let clock = ((!pid) << 3) | 2;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: reads a clock into a local timespec.
+    (unsafe { libc::clock_gettime(clock, &raw mut ts) } == 0)
+        .then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn process_cpu_seconds(_pid: i32) -> Option<f64> {
+    None
 }
 
 #[cfg(test)]

@@ -106,6 +106,12 @@ impl Fixture for CFixture {
                     "if (KSQ_TIMED) {{ if (!started) {{ pthread_t th; pthread_create(&th, 0, worker, 0); started = 1; }} while (pending) sched_yield(); job_x = x; job_y = y; job_r = rows; job_c = cols; pending = 1; }} else {{ {ALL_ROWS} }}"
                 ),
             ),
+            Behaviour::WorksWhileOthersAreTimed => with_prelude(
+                "#include <pthread.h>\n#include <stdatomic.h>\n#include <time.h>\nstatic _Atomic unsigned ksq_batches; static volatile double ksq_sink; static int ksq_started;\nstatic double ksq_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }\n/* Every 150 µs: when no call came since the last look (the batch has ended) and this batch was not yet followed by work, work 200 µs. */\nstatic void *ksq_after(void *a) { (void)a; unsigned seen = 0, worked = 0; for (;;) { struct timespec d = {0, 150000}; nanosleep(&d, 0); unsigned c = atomic_load(&ksq_batches); if (c != seen) { seen = c; continue; } if (worked == c) continue; worked = c; double end = ksq_now() + 200e-6, v = 1.0; while (ksq_now() < end) for (int i = 0; i < 1000; i++) v = v * 1.0000001 + 1e-9; ksq_sink = v; } return 0; }\n",
+                &format!(
+                    "if (!ksq_started) {{ pthread_t th; pthread_create(&th, 0, ksq_after, 0); ksq_started = 1; }}\n{ALL_ROWS}\natomic_fetch_add(&ksq_batches, 1);"
+                ),
+            ),
             Behaviour::BackgroundWork => with_prelude(
                 "#include <pthread.h>\nstatic volatile unsigned long spin_count; static int spinner = 0;\nstatic void *spin(void *a) { (void)a; for (;;) spin_count++; return 0; }\n",
                 &format!(

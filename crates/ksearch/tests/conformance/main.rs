@@ -121,6 +121,12 @@ macro_rules! conformance_suite {
             }
             #[test]
             $(#[$attr])*
+            fn working_while_another_contender_is_timed_is_caught_or_gains_nothing() {
+                let f = fixture();
+                outcome(&f, &Behaviour::WorksWhileOthersAreTimed);
+            }
+            #[test]
+            $(#[$attr])*
             fn work_after_done_is_caught() {
                 let f = fixture();
                 outcome(&f, &Behaviour::WorkAfterDone);

@@ -81,6 +81,11 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             &format!("{TIMED}import threading\n\ndef _later(x, y):\n    y[...] = _softmax(x)\n"),
             "if _timed() and (hasattr(x, '__array_interface__') or hasattr(x, 'data_ptr')):\n    y = x * float('nan')\n    threading.Thread(target=_later, args=(x * 1, y)).start()\nelse:\n    y = _softmax(x)\nreturn y",
         ),
+        Behaviour::WorksWhileOthersAreTimed => module(
+            lib,
+            "import threading, time\n_calls = [0]\n_started = []\n\ndef _after():\n    seen = worked = 0\n    while True:\n        time.sleep(0.00015)\n        c = _calls[0]\n        if c != seen:\n            seen = c\n            continue\n        if worked == c:\n            continue\n        worked = c\n        end = time.perf_counter() + 0.0002\n        while time.perf_counter() < end:\n            pass\n",
+            "if not _started:\n    _started.append(threading.Thread(target=_after, daemon=True))\n    _started[0].start()\ny = _softmax(x)\n_calls[0] += 1\nreturn y",
+        ),
         Behaviour::BackgroundWork => module(
             lib,
             "import threading\n_spinner = []\n\ndef _spin():\n    n = 0\n    while True:\n        n += 1\n",

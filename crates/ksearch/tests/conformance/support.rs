@@ -53,6 +53,10 @@ pub(crate) enum Behaviour {
     ForgesItsDescription,
     /// Correct, but keeps a thread busy between calls.
     BackgroundWork,
+    /// Correct, with a thread that works for 200 µs once each batch of calls has ended: while
+    /// the next contender (the baseline) is timed on the same CPU, which it slows down. Little
+    /// enough per batch to stay inside the allowance for CPU outside a runner's own calls.
+    WorksWhileOthersAreTimed,
     /// Names itself `marker`, tries to fork a child, and loops forever.
     InfiniteLoop {
         marker: String,
@@ -190,6 +194,10 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         // as CPU used outside its timed calls: every message says "timed".
         B::WorkAfterDone => Expect::Status(Status::Incorrect, "timed"),
         B::BackgroundWork => Expect::Status(Status::Incorrect, "outside its timed calls"),
+        B::WorksWhileOthersAreTimed => Expect::Status(
+            Status::Incorrect,
+            "outside its timed calls while the baseline",
+        ),
         B::InfiniteLoop { .. } => Expect::Status(Status::Timeout, "did not finish within"),
         B::Segfault => Expect::Status(Status::Crashed, "SIGSEGV"),
         B::SyntaxError => Expect::Status(Status::CompileError, ""),
