@@ -20,10 +20,13 @@ pub(crate) struct Shared {
 unsafe impl Send for Shared {}
 
 impl Shared {
-    /// A new zero-filled region of `len` bytes, mapped read-write.
+    /// A new zero-filled region of `len` bytes, mapped read-write. Its size is sealed: a runner
+    /// handed a writable descriptor (its outputs, its control page) could otherwise truncate
+    /// the file, and the judge would die of SIGBUS reading its own mapping.
     pub(crate) fn create(name: &str, len: usize) -> io::Result<Self> {
         let file = anonymous_file(name)?;
         file.set_len(len.max(1) as u64)?;
+        seal_size(&file)?;
         Self::map(file, len, true)
     }
 
@@ -141,6 +144,29 @@ fn anonymous_file(name: &str) -> io::Result<File> {
     tempfile::tempfile()
 }
 
+/// No descriptor can shrink or grow the file from now on.
+#[cfg(target_os = "linux")]
+fn seal_size(file: &File) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe {
+        libc::fcntl(
+            file.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_GROW | libc::F_SEAL_SHRINK,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn seal_size(_file: &File) -> io::Result<()> {
+    // No memfd seals: a runner's descriptor of an unlinked file can resize it (docs/sandbox.md).
+    Ok(())
+}
+
 /// `F_SEAL_FUTURE_WRITE` (Linux 5.1): writable mappings made before it keep working.
 #[cfg(target_os = "linux")]
 fn seal_writers(file: &File) -> io::Result<()> {
@@ -194,6 +220,32 @@ mod tests {
         assert!(
             Shared::map(ro, 4096, true).is_err(),
             "a read-only descriptor must not map writable"
+        );
+    }
+
+    /// What a hostile runner holding a writable descriptor (its outputs, its control page)
+    /// tries: truncate the file, so that the judge faults reading its own mapping, or grow it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_created_file_cannot_be_resized() {
+        let mut s = Shared::create("t", 4096).unwrap();
+        let theirs = File::from(s.fd().unwrap());
+        let reopened = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/self/fd/{}", theirs.as_raw_fd()))
+            .unwrap();
+        for f in [&theirs, &reopened] {
+            for len in [0, 100, 8192, 1 << 30] {
+                let e = f.set_len(len).expect_err("the size is sealed");
+                assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{len}: {e}");
+            }
+        }
+        s.bytes_mut()[4095] = 7;
+        assert_eq!(
+            s.bytes()[4095],
+            7,
+            "the judge still reads its whole mapping"
         );
     }
 
