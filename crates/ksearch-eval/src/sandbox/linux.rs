@@ -43,8 +43,23 @@ const SYSTEM_PATHS: &[&str] = &[
     "/etc/localtime",
 ];
 
-/// Device nodes every sandbox gets.
+/// Device nodes every sandbox gets (`/dev/zero` but on the CPU runners, see `cpu_runner`).
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+
+/// The most main-thread stack a CPU runner may have (the usual default).
+const CPU_RUNNER_STACK_BYTES: u64 = 8 << 20;
+
+/// Whether `spec` starts a runner on the CPU that may start no process (every candidate's
+/// runner there: `c`, numpy, MLX's CPU target, torch on the CPU): its memory limit must hold.
+/// `RLIMIT_DATA` counts only private memory, so it gets no shared memory but its bounded tmpfs
+/// (the seccomp filter refuses memfds, System V shared memory and shared anonymous mappings),
+/// no `/dev/zero` (a shared mapping of it is shared anonymous memory, and a read-only mount
+/// does not stop a device opening for writing) and a main-thread stack it cannot raise. GPU
+/// runners keep them (the CUDA driver may need them); so do the compiler and the torch
+/// backend's trusted runners, which run no candidate code.
+fn cpu_runner(spec: &SandboxSpec) -> bool {
+    !spec.gpu && !spec.allow_fork
+}
 
 /// Inside the user namespace the setup runs as uid 0 (it mounts what the program will see),
 /// then the program runs as `PROGRAM_ID`: the caller's own uid outside, or 65534 when the caller
@@ -462,7 +477,7 @@ fn child(
         }
         &fenced
     };
-    let seccomp_ok = match seccomp::install(spec.allow_fork) {
+    let seccomp_ok = match seccomp::install(spec.allow_fork, cpu_runner(spec)) {
         Ok(()) => true,
         Err(e) => {
             missing.push(format!("no seccomp filter ({e})"));
@@ -561,6 +576,25 @@ fn limits(spec: &SandboxSpec) -> Result<(), String> {
     set(libc::RLIMIT_FSIZE, l.file_bytes, "RLIMIT_FSIZE")?;
     set(libc::RLIMIT_NPROC, l.processes, "RLIMIT_NPROC")?;
     set(libc::RLIMIT_NOFILE, l.open_files, "RLIMIT_NOFILE")?;
+    if cpu_runner(spec) {
+        // The main thread's stack is not data either, and grows up to RLIMIT_STACK, whose soft
+        // limit a program may raise to the hard one (often unlimited): soft and hard at most
+        // 8 MiB. (Not more than that: glibc gives every thread a stack of the soft limit.)
+        let mut now = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit fills the struct.
+        check(
+            unsafe { libc::getrlimit(libc::RLIMIT_STACK, &raw mut now) },
+            "RLIMIT_STACK",
+        )?;
+        set(
+            libc::RLIMIT_STACK,
+            now.rlim_cur.min(CPU_RUNNER_STACK_BYTES),
+            "RLIMIT_STACK",
+        )?;
+    }
     set(libc::RLIMIT_CORE, 0, "RLIMIT_CORE")
 }
 
@@ -760,6 +794,9 @@ fn plan_all(spec: &SandboxSpec) -> Vec<Exposure> {
         plan(Path::new(p), false, &mut out);
     }
     for d in DEVICES {
+        if *d == "zero" && cpu_runner(spec) {
+            continue;
+        }
         plan(&Path::new("/dev").join(d), true, &mut out);
     }
     if spec.gpu {
@@ -1015,11 +1052,8 @@ mod tests {
                 return 10;
             }
             let asked = spec(Limits {
-                memory_bytes: 1 << 30,
-                cpu_seconds: 60,
-                file_bytes: 1 << 20,
-                processes: 1 << 16,
                 open_files: 4096,
+                ..limits_of_a_runner()
             });
             if limits(&asked).is_err() {
                 return 11;
@@ -1036,5 +1070,76 @@ mod tests {
             0
         });
         assert_eq!(code, 0, "see the codes in the child");
+    }
+
+    fn limits_of_a_runner() -> Limits {
+        Limits {
+            memory_bytes: 1 << 30,
+            cpu_seconds: 60,
+            file_bytes: 1 << 20,
+            processes: 1 << 16,
+            open_files: 256,
+        }
+    }
+
+    /// A CPU runner's main-thread stack (not data, so not under RLIMIT_DATA) is at most 8 MiB,
+    /// and it cannot raise that; a GPU runner's is left as it was.
+    #[test]
+    fn a_cpu_runner_cannot_grow_its_stack() {
+        let unlimited = libc::rlimit {
+            rlim_cur: libc::RLIM_INFINITY,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        let stack = || {
+            let mut now = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: reading our own limit into a local struct.
+            unsafe { libc::getrlimit(libc::RLIMIT_STACK, &raw mut now) };
+            now
+        };
+        for gpu in [false, true] {
+            let code = in_child(|| {
+                // As `ulimit -s unlimited` leaves it, where it may (root, or a user whose hard
+                // limit is unlimited).
+                // SAFETY: setting our own limit from a local struct.
+                unsafe { libc::setrlimit(libc::RLIMIT_STACK, &raw const unlimited) };
+                let before = stack();
+                let mut asked = spec(limits_of_a_runner());
+                asked.gpu = gpu;
+                if !as_ordinary_user() || limits(&asked).is_err() {
+                    return 10;
+                }
+                let after = stack();
+                // SAFETY: as above.
+                let raised = unsafe { libc::setrlimit(libc::RLIMIT_STACK, &raw const unlimited) };
+                match gpu {
+                    false if after.rlim_max > CPU_RUNNER_STACK_BYTES || raised == 0 => 11,
+                    true if after.rlim_max != before.rlim_max => 12,
+                    _ => 0,
+                }
+            });
+            assert_eq!(code, 0, "gpu {gpu}: see the codes in the child");
+        }
+    }
+
+    /// No `/dev/zero` for a CPU runner (shared memory its limit would not count); the GPU
+    /// runners and the compiler keep it.
+    #[test]
+    fn a_cpu_runner_gets_no_dev_zero() {
+        let zero = Path::new("/dev/zero");
+        let mut runner = spec(limits_of_a_runner());
+        assert!(!plan_all(&runner).iter().any(|e| e.host == zero));
+        assert!(
+            plan_all(&runner)
+                .iter()
+                .any(|e| e.host == Path::new("/dev/null"))
+        );
+        runner.gpu = true;
+        assert!(plan_all(&runner).iter().any(|e| e.host == zero));
+        runner.gpu = false;
+        runner.allow_fork = true;
+        assert!(plan_all(&runner).iter().any(|e| e.host == zero));
     }
 }

@@ -5,6 +5,7 @@
 //! mounts, loading BPF, unpinning itself from its CPU, and opening any socket but a Unix or netlink
 //! one (the network namespace already has no network; this also holds where namespaces are
 //! refused, and for families a network namespace does not fence, such as a VM's `AF_VSOCK`).
+//! Runners on the CPU also make no shared memory, which their memory limit would not count.
 
 use std::io;
 
@@ -13,6 +14,7 @@ const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0_LO: u32 = 16;
 const ARG1_LO: u32 = 24;
+const ARG3_LO: u32 = 40;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -102,10 +104,24 @@ fn self_or_own_process_only() -> [i64; 6] {
     ]
 }
 
-/// The filter: refuse what `refused` lists; for runners (`own_pid`), signals and pidfds only
-/// for themselves, and no `fork`, `vfork` or `clone` without `CLONE_THREAD` (`clone3` answers
+/// System calls that make shared memory: memfds, secret memfds, System V shared memory
+/// (`shmat` too: without an IPC namespace it would reach the segments of the user's other
+/// programs). `RLIMIT_DATA` counts only private memory, so a runner on the CPU could hold any
+/// amount in these (5 GiB past a 4 GiB limit was seen).
+fn shared_memory() -> [i64; 4] {
+    [
+        libc::SYS_memfd_create,
+        libc::SYS_memfd_secret,
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+    ]
+}
+
+/// The filter: refuse what `refused` lists; with `no_shared_memory`, what `shared_memory` lists
+/// and shared anonymous mappings; for runners (`own_pid`), signals and pidfds only for
+/// themselves, and no `fork`, `vfork` or `clone` without `CLONE_THREAD` (`clone3` answers
 /// `ENOSYS`, so libraries fall back to `clone`).
-fn program(allow_fork: bool, own_pid: u32) -> Vec<libc::sock_filter> {
+fn program(allow_fork: bool, no_shared_memory: bool, own_pid: u32) -> Vec<libc::sock_filter> {
     let deny = RET_ERRNO | libc::EPERM as u32;
     let mut p = vec![
         stmt(BPF_LD_W_ABS, ARCH),
@@ -132,6 +148,21 @@ fn program(allow_fork: bool, own_pid: u32) -> Vec<libc::sock_filter> {
         p.push(jump(BPF_JEQ_K, libc::AF_NETLINK as u32, 0, 1));
         p.push(stmt(BPF_RET_K, RET_ALLOW));
         p.push(stmt(BPF_RET_K, deny));
+    }
+    if no_shared_memory {
+        p.push(stmt(BPF_LD_W_ABS, NR));
+        for nr in shared_memory() {
+            p.push(jump(BPF_JEQ_K, nr as u32, 0, 1));
+            p.push(stmt(BPF_RET_K, deny));
+        }
+        // mmap(addr, len, prot, flags, …) with MAP_SHARED (or MAP_SHARED_VALIDATE, which holds
+        // its bit) and MAP_ANONYMOUS.
+        p.push(jump(BPF_JEQ_K, libc::SYS_mmap as u32, 0, 5));
+        p.push(stmt(BPF_LD_W_ABS, ARG3_LO));
+        p.push(jump(BPF_JSET_K, libc::MAP_ANONYMOUS as u32, 0, 2));
+        p.push(jump(BPF_JSET_K, libc::MAP_SHARED as u32, 0, 1));
+        p.push(stmt(BPF_RET_K, deny));
+        p.push(stmt(BPF_RET_K, RET_ALLOW));
     }
     if !allow_fork {
         p.push(stmt(BPF_LD_W_ABS, NR));
@@ -179,10 +210,10 @@ fn program(allow_fork: bool, own_pid: u32) -> Vec<libc::sock_filter> {
 
 /// Install the filter on the calling thread (and everything it starts). Needs
 /// `PR_SET_NO_NEW_PRIVS`, which this sets.
-pub(crate) fn install(allow_fork: bool) -> io::Result<()> {
+pub(crate) fn install(allow_fork: bool, no_shared_memory: bool) -> io::Result<()> {
     // SAFETY: getpid cannot fail; exec keeps the pid.
     let own_pid = unsafe { libc::getpid() } as u32;
-    let filter = program(allow_fork, own_pid);
+    let filter = program(allow_fork, no_shared_memory, own_pid);
     let prog = libc::sock_fprog {
         len: u16::try_from(filter.len()).expect("the filter is short"),
         filter: filter.as_ptr().cast_mut(),
@@ -213,8 +244,8 @@ mod tests {
     /// Every jump lands inside the program.
     #[test]
     fn jumps_stay_inside_the_program() {
-        for allow_fork in [false, true] {
-            let p = program(allow_fork, 4242);
+        for (allow_fork, no_shared_memory) in [(false, true), (false, false), (true, false)] {
+            let p = program(allow_fork, no_shared_memory, 4242);
             for (i, ins) in p.iter().enumerate() {
                 if ins.code & 0x07 == 0x05 {
                     assert!(i + 1 + (ins.jt as usize) < p.len(), "jt of {i}");
@@ -249,7 +280,7 @@ mod tests {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             let code = (|| {
-                if install(false).is_err() {
+                if install(false, true).is_err() {
                     return 10;
                 }
                 let expected = [
@@ -312,5 +343,97 @@ mod tests {
         unsafe { libc::waitpid(pid, &raw mut status, 0) };
         assert!(libc::WIFEXITED(status), "status {status}");
         assert_eq!(libc::WEXITSTATUS(status), 0, "see the codes in the child");
+    }
+
+    /// In children under the filter: a CPU runner makes no shared memory, but maps files shared
+    /// (its inputs and outputs) and anonymous memory private; a GPU runner keeps memfds.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn cpu_runners_make_no_shared_memory() {
+        fn in_child(no_shared_memory: bool) -> i32 {
+            // SAFETY: the child only makes system calls and exits.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let code = (|| {
+                    if install(false, no_shared_memory).is_err() {
+                        return 10;
+                    }
+                    let refused = |r: i64| {
+                        r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+                    };
+                    let len = 1 << 20;
+                    // SAFETY: plain system calls; what they return is only compared.
+                    unsafe {
+                        let map = |flags| {
+                            let m = libc::mmap(
+                                std::ptr::null_mut(),
+                                len,
+                                libc::PROT_READ | libc::PROT_WRITE,
+                                flags,
+                                -1,
+                                0,
+                            );
+                            if m == libc::MAP_FAILED { -1 } else { 0 }
+                        };
+                        let memfd = libc::memfd_create(c"t".as_ptr(), 0);
+                        if refused(memfd.into()) != no_shared_memory {
+                            return 20;
+                        }
+                        if !no_shared_memory {
+                            return if map(libc::MAP_SHARED | libc::MAP_ANONYMOUS) == 0 {
+                                0
+                            } else {
+                                21
+                            };
+                        }
+                        let shm = libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | 0o600);
+                        if !refused(shm.into())
+                            || !refused(libc::syscall(libc::SYS_memfd_secret, 0))
+                        {
+                            return 22;
+                        }
+                        let anonymous = libc::MAP_ANONYMOUS;
+                        if !refused(map(libc::MAP_SHARED | anonymous))
+                            || !refused(map(libc::MAP_SHARED_VALIDATE | anonymous))
+                            || map(libc::MAP_PRIVATE | anonymous) != 0
+                        {
+                            return 23;
+                        }
+                        // A file it was handed, mapped shared.
+                        let file = libc::open(c"/proc/self/exe".as_ptr(), libc::O_RDONLY);
+                        if file < 0
+                            || libc::mmap(
+                                std::ptr::null_mut(),
+                                4096,
+                                libc::PROT_READ,
+                                libc::MAP_SHARED,
+                                file,
+                                0,
+                            ) == libc::MAP_FAILED
+                        {
+                            return 24;
+                        }
+                    }
+                    0
+                })();
+                // SAFETY: leave the child without running the parent's destructors.
+                unsafe { libc::_exit(code) };
+            }
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &raw mut status, 0) };
+            assert!(libc::WIFEXITED(status), "status {status}");
+            libc::WEXITSTATUS(status)
+        }
+        assert_eq!(
+            in_child(true),
+            0,
+            "a CPU runner: see the codes in the child"
+        );
+        assert_eq!(
+            in_child(false),
+            0,
+            "a GPU runner: see the codes in the child"
+        );
     }
 }

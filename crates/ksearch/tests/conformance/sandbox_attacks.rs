@@ -1,6 +1,6 @@
-//! Attacks on the sandbox and on the memory a runner shares with its judge: resizing the shared
-//! regions under the judge, and (where the sandbox has no namespaces) reading the directory a
-//! runner was started in.
+//! Attacks on the sandbox's limits and on the memory a runner shares with its judge: holding
+//! memory the memory limit does not count, resizing the shared regions under the judge, and
+//! (where the sandbox has no namespaces) reading the directory a runner was started in.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +18,170 @@ use kernels::{ALL_ROWS, softmax_candidate as candidate};
 /// Everything a candidate printed.
 fn printed(e: &Evaluation) -> String {
     format!("{}{}", e.result.output.head, e.result.output.tail)
+}
+
+/// The ways to hold memory past `RLIMIT_DATA` (it counts only private memory) a CPU runner
+/// tries, each printing `refused: WAY` or `HELD 5 GiB: WAY`.
+const MEMORY_WAYS: [&str; 5] = [
+    "shared anonymous mapping",
+    "memfd",
+    "System V shared memory",
+    "/dev/zero",
+    "stack",
+];
+
+/// Each way refused, and said so; none held.
+fn assert_memory_refused(e: &Evaluation) {
+    let out = printed(e);
+    assert_eq!(
+        e.result.status,
+        Status::Passed,
+        "{}\n{out}",
+        e.result.message
+    );
+    assert!(!out.contains("HELD"), "{out}");
+    for way in MEMORY_WAYS {
+        assert!(out.contains(&format!("refused: {way}")), "{way}: {out}");
+    }
+}
+
+/// A C candidate that tries, once, to hold 5 GiB in each way `RLIMIT_DATA` (4 GiB) does not
+/// count, touching every page of what it gets (and letting go before the next).
+#[test]
+fn a_c_runner_holds_no_memory_past_its_limit() {
+    let prelude = r#"#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <alloca.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#define KSQ_BIG ((size_t)5 << 30)
+static void ksq_said(int held, const char *way) { printf("%s: %s\n", held ? "HELD 5 GiB" : "refused", way); fflush(stdout); }
+static void ksq_touch(char *p, size_t n) { for (size_t i = 0; i < n; i += 4096) p[i] = 1; }
+static void ksq_hog(void) {
+  signal(SIGXFSZ, SIG_IGN);
+  char *p = mmap(0, KSQ_BIG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ksq_said(p != MAP_FAILED, "shared anonymous mapping");
+  if (p != MAP_FAILED) { ksq_touch(p, KSQ_BIG); munmap(p, KSQ_BIG); }
+  /* memfds of 64 MiB (the file size limit), as many as it takes. */
+  size_t got = 0, chunk = (size_t)64 << 20; int fds[128], n = 0;
+  while (got < KSQ_BIG && n < 128) {
+    int fd = (int)syscall(SYS_memfd_create, "hog", 0);
+    if (fd < 0 || ftruncate(fd, chunk) != 0) break;
+    char *m = mmap(0, chunk, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) break;
+    ksq_touch(m, chunk); munmap(m, chunk); fds[n++] = fd; got += chunk;
+  }
+  ksq_said(got >= KSQ_BIG, "memfd");
+  while (n > 0) close(fds[--n]);
+  int id = shmget(IPC_PRIVATE, KSQ_BIG, IPC_CREAT | 0600);
+  char *s = id < 0 ? (char *)-1 : shmat(id, 0, 0);
+  ksq_said(s != (char *)-1, "System V shared memory");
+  if (s != (char *)-1) { ksq_touch(s, KSQ_BIG); shmdt(s); }
+  if (id >= 0) shmctl(id, IPC_RMID, 0);
+  int z = open("/dev/zero", O_RDWR);
+  char *zp = z < 0 ? MAP_FAILED : mmap(0, KSQ_BIG, PROT_READ | PROT_WRITE, MAP_SHARED, z, 0);
+  ksq_said(zp != MAP_FAILED, "/dev/zero");
+  if (zp != MAP_FAILED) { ksq_touch(zp, KSQ_BIG); munmap(zp, KSQ_BIG); }
+  if (z >= 0) close(z);
+  /* The main thread's stack, past any limit it may raise. */
+  struct rlimit r = { (rlim_t)6 << 30, (rlim_t)6 << 30 };
+  int raised = setrlimit(RLIMIT_STACK, &r) == 0;
+  ksq_said(raised, "stack");
+  if (raised) { volatile char *st = alloca(KSQ_BIG); for (size_t i = KSQ_BIG; i >= 4096; i -= 4096) st[i - 4096] = 1; }
+}
+static int ksq_done;
+"#;
+    let source = candidate(&format!(
+        "if (!ksq_done) {{ ksq_done = 1; ksq_hog(); }}\n{ALL_ROWS}"
+    ))
+    .replacen(
+        "\nstatic void row(",
+        &format!("\n{prelude}\nstatic void row("),
+        1,
+    );
+    assert_memory_refused(&CFixture::new().evaluate_text("candidate.c", &source));
+}
+
+/// A Python module that tries, as it is imported, to hold 5 GiB in each way `RLIMIT_DATA`
+/// (4 GiB) does not count.
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn a_python_runner_holds_no_memory_past_its_limit() {
+    let source = r#"import ctypes, mmap, os, resource, sys
+import numpy as np
+
+BIG = 5 << 30
+
+def said(held, way):
+    print(("HELD 5 GiB: " if held else "refused: ") + way, flush=True)
+
+def touch(buf, n):
+    view = np.frombuffer(buf, dtype=np.uint8, count=n)
+    view[::4096] = 1
+
+try:
+    m = mmap.mmap(-1, BIG)  # MAP_SHARED | MAP_ANONYMOUS
+    touch(m, BIG)
+    said(True, "shared anonymous mapping")
+    m.close()
+except (OSError, ValueError):
+    said(False, "shared anonymous mapping")
+
+fds = []
+try:
+    while len(fds) * (1 << 30) < BIG:
+        fd = os.memfd_create("hog")
+        os.ftruncate(fd, 1 << 30)
+        m = mmap.mmap(fd, 1 << 30)
+        touch(m, 1 << 30)
+        m.close()
+        fds.append(fd)
+    said(True, "memfd")
+except OSError:
+    said(False, "memfd")
+for fd in fds:
+    os.close(fd)
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shm = libc.shmget(0, ctypes.c_size_t(BIG), 0o1600)
+addr = libc.shmat(shm, None, 0) if shm >= 0 else None
+if addr not in (None, ctypes.c_void_p(-1).value):
+    touch((ctypes.c_char * BIG).from_address(addr), BIG)
+    said(True, "System V shared memory")
+else:
+    said(False, "System V shared memory")
+if shm >= 0:
+    libc.shmctl(shm, 0, None)
+
+try:
+    with open("/dev/zero", "r+b") as z:
+        m = mmap.mmap(z.fileno(), BIG)
+        touch(m, BIG)
+        said(True, "/dev/zero")
+except OSError:
+    said(False, "/dev/zero")
+
+try:
+    resource.setrlimit(resource.RLIMIT_STACK, (6 << 30, 6 << 30))
+    said(True, "stack")
+except (OSError, ValueError):
+    said(False, "stack")
+
+
+def run(x, *, rows, cols):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+"#;
+    let f = crate::numpy_fixture::NumpyFixture::new();
+    assert_memory_refused(&f.evaluate_text("candidate.py", source));
 }
 
 /// A C candidate that tries to grow and to truncate every descriptor it holds (its outputs and
