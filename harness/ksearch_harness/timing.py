@@ -101,10 +101,13 @@ def graph_round_bytes(arrays):
     return min(GRAPH_ROUND_BYTES, memory // 8) if memory > 0 else GRAPH_ROUND_BYTES
 
 
-def time_workload(task, workload, plan, tolerances, contenders, baseline, new_pool=Pool, max_calls=MAX_CALLS, round_bytes=GRAPH_ROUND_BYTES):
+def time_workload(task, workload, plan, tolerances, contenders, baseline, new_pool=Pool, max_calls=MAX_CALLS, round_bytes=GRAPH_ROUND_BYTES, truth=None):
     """Per-call timing of each contender (the candidate first) on one workload. `new_pool`
     makes the input sets of direct runners (the numpy target's, or the torch backend's);
-    `max_calls` bounds a batch, and `round_bytes` a graph runner's round."""
+    `max_calls` bounds a batch, and `round_bytes` a graph runner's round. `truth` (a
+    `worker.Truth`) gives the reference's outputs on a timed call's inputs: one timed call of
+    each untrusted contender, kept in secret, is checked against them at the task's own
+    tolerance once the workload is timed (`Kept`)."""
     # Seeds, sampled positions and checked rounds come from a generator seeded from the OS's
     # secret randomness, which no runner can read.
     secret = np.random.Generator(np.random.PCG64(random.SystemRandom().getrandbits(128)))
@@ -190,6 +193,8 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
         started = time.perf_counter()
         min_runs = int(plan["min_runs"])
         rnd = 0
+        kept = None
+        untrusted = [i for i, c in enumerate(contenders) if not c.trusted]
         while True:
             if graph:
                 round_seed = seed()
@@ -222,6 +227,17 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
             # checked every round.
             whole = not graph or rnd == 0 or secret.random() < WHOLE_CHECK_SHARE
             verify_round(task, workload, tolerances, contenders, baseline, ks, snaps, secret, whole, graph, pool, sets, window, guarded)
+            # Reservoir sampling over the rounds: this round's call is kept with chance
+            # 1/(rounds so far), so the one checked is any round's with the same chance.
+            if truth is not None and untrusted and int(secret.integers(0, rnd + 1)) == 0:
+                call = int(secret.integers(0, min(ks[i] for i in untrusted)))
+                if graph:
+                    where = (round_seed, round_len, call)
+                    got = {i: guarded(i, contenders[i].fetch, workload, call) for i in untrusted}
+                else:
+                    where = pool.input_arrays(call)
+                    got = {i: guarded(i, contenders[i].fetch, pool, sets[i], call) for i in untrusted}
+                kept = Kept(rnd, call, where, got)
             rnd += 1
             enough = all(len(s) >= min_runs and m >= plan["min_time_ms"] for s, m in zip(samples, measured))
             out_of_time = (time.perf_counter() - started) * 1e3 >= plan["max_time_ms"] and all(
@@ -229,6 +245,8 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
             )
             if enough or out_of_time:
                 break
+        if kept is not None:
+            kept.check(task, tolerances, truth, graph)
         for i, c in enumerate(contenders):
             if c.trusted or cpu0[i] is None:
                 continue
@@ -246,6 +264,28 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
                 if not graph:
                     c.drop_pool(pool)
             pool.close()
+
+
+class Kept:
+    """One timed call (its round, its place in the batch, its inputs, and each untrusted
+    contender's outputs of it), to be checked against the reference at the task's own
+    tolerance: a kernel that tells timed calls from checked ones could otherwise drift within
+    the looser tolerance of the comparisons with the baseline (computing less precisely, and
+    faster) wherever it is timed. A graph round's inputs are kept as its seed, its size and the
+    call, and drawn again for the check."""
+
+    def __init__(self, rnd, call, inputs, outputs):
+        self.rnd, self.call, self.inputs, self.outputs = rnd, call, inputs, outputs
+
+    def check(self, task, tolerances, truth, graph):
+        inputs = truth.inputs_of_round(*self.inputs) if graph else self.inputs
+        expected = truth.outputs(inputs)
+        del inputs
+        for i, got in self.outputs.items():
+            for spec, g, e in zip(task["outputs"], got, expected):
+                _, failure = compare(spec, g, e, tolerances[spec["dtype"]])
+                if failure:
+                    raise TimedIncorrect(i, f"while timed, call {self.call + 1} of a batch in round {self.rnd + 1}: {failure} (compared with the reference on the same inputs, at the task's tolerance)")
 
 
 def sampled_calls(rng, k, window, graph):

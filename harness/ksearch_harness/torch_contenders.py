@@ -83,6 +83,10 @@ class TorchPool:
         return [view(self.torch, self.dtypes, self.inputs.bytes, self.layout.input_offset(s, t), shape, d)
                 for t, (shape, d) in enumerate(self.in_specs)]
 
+    def input_arrays(self, s):
+        """A copy of set `s`'s inputs."""
+        return [v.clone() for v in self.input_views(s)]
+
     def output_views(self, buf, s):
         return [view(self.torch, self.dtypes, buf, self.layout.output_offset(s, t), shape, d)
                 for t, (shape, d) in enumerate(self.out_specs)]

@@ -233,17 +233,56 @@ def load_torch_reference(arrays, req):
 
 
 def timing_options(arrays, reference, task, w):
+    truth = Truth(arrays, task, w, reference)
     if arrays.name == "mlx":
         from .timing import GRAPH_MAX_CALLS, graph_round_bytes
 
-        return {"max_calls": GRAPH_MAX_CALLS, "round_bytes": graph_round_bytes(arrays)}
+        return {"max_calls": GRAPH_MAX_CALLS, "round_bytes": graph_round_bytes(arrays), "truth": truth}
     if arrays.name != "torch":
-        return {}
+        return {"truth": truth}
     from .timing import MAX_CALLS
     from .torch_contenders import max_calls_for, torch_pool_factory
 
     return {"new_pool": torch_pool_factory(arrays, reference.ns.get("make_inputs")),
-            "max_calls": max_calls_for(arrays, task, w, MAX_CALLS)}
+            "max_calls": max_calls_for(arrays, task, w, MAX_CALLS), "truth": truth}
+
+
+class Truth:
+    """The reference's outputs (numpy arrays) on a timed call's inputs, for the check of one
+    timed call of every workload at the task's own tolerance (`timing.time_workload`)."""
+
+    def __init__(self, arrays, task, w, reference):
+        self.arrays, self.task, self.w, self.reference = arrays, task, w, reference
+        self.axes = {k: int(v) for k, v in w["axes"].items()}
+
+    def inputs_of_round(self, seed, count, call):
+        """Call `call`'s inputs of a graph round drawn from `seed` (as every executor draws it)."""
+        from .arrays import round_inputs
+        from .contenders import shape_of
+
+        shapes = [shape_of(s, self.axes) for s in self.task["inputs"]]
+        return round_inputs(self.arrays.mx, self.arrays, self.task["inputs"], shapes, seed, count)[call]
+
+    def outputs(self, inputs):
+        arrays, task, w = self.arrays, self.task, self.w
+        try:
+            if arrays.name == "torch":
+                import torch
+
+                from .torch_modules import outputs_of
+
+                run = self.reference.bind(torch, arrays.device, w["name"], self.axes, self.reference.init_args.get(w["name"], []), [s["name"] for s in task["inputs"]])
+                with torch.no_grad():
+                    out = outputs_of(torch, run(*inputs), [s["name"] for s in task["outputs"]])
+                arrays.sync()
+            else:
+                out = call(self.reference, inputs, self.axes, len(task["outputs"]), "the reference")
+                arrays.sync(out)
+        except CandidateError as e:
+            raise TaskFault(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - the task's own code
+            raise TaskFault(f"the reference failed on workload `{w['name']}`: {type(e).__name__}: {e}") from None
+        return [arrays.to_numpy(o) for o in out]
 
 
 def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):

@@ -108,6 +108,29 @@ impl Pool {
         }
     }
 
+    /// A copy of `set`'s inputs.
+    pub(crate) fn copy_inputs(&self, set: usize) -> Vec<Vec<u8>> {
+        (0..self.layout.input_sizes.len())
+            .map(|t| {
+                let range = self.input_range(set, t);
+                // SAFETY: an input's bytes inside the mapping, readable (only guard pages are
+                // not, and no reference to them is made).
+                unsafe {
+                    std::slice::from_raw_parts(self.inputs.ptr().add(range.start), range.len())
+                }
+                .to_vec()
+            })
+            .collect()
+    }
+
+    /// `set`'s inputs made `inputs` (as [`Pool::copy_inputs`] gave them).
+    pub(crate) fn put_inputs(&mut self, set: usize, inputs: &[Vec<u8>]) {
+        for (t, bytes) in inputs.iter().enumerate() {
+            let range = self.input_range(set, t);
+            self.inputs.slice_mut(range).copy_from_slice(bytes);
+        }
+    }
+
     /// Where the input region starts in the judge's memory.
     pub(crate) fn input_base(&self) -> *const u8 {
         self.inputs.ptr()

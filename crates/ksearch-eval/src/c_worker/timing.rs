@@ -21,7 +21,8 @@ use ksearch_core::stats::TimingStats;
 use ksearch_core::task::{TaskSpec, Tolerance, Workload};
 
 use super::contender::{Lost, Runner};
-use super::gauntlet::{check_output, index_name};
+use super::gauntlet::{TaskFault, check_output, expected, index_name};
+use super::kernel::Kernel;
 use super::pool::{Pool, Slots};
 use super::tensors::Stores;
 
@@ -43,7 +44,8 @@ const SAMPLES_PER_BATCH: usize = 1024;
 /// baseline's; which rounds is secret. The sampled elements check every call of every round.
 const WHOLE_CHECK_SHARE: f64 = 0.125;
 /// Timed outputs are checked against the baseline's, so both errors add up: this many times the
-/// task's tolerance.
+/// task's tolerance. (One timed call of each workload, chosen in secret, is held to the
+/// tolerance itself against the reference: see `Kept`.)
 const TIMED_TOLERANCE_FACTOR: f64 = 3.0;
 /// CPU a runner may use outside its timed calls (waking up, reading its orders, answering): a
 /// fixed amount, a share of the time it was timed, and a little per batch; tight where the
@@ -141,6 +143,23 @@ pub(crate) enum TimingStop {
     Incorrect { index: usize, message: String },
     /// The judge could not set up (memory).
     Internal(String),
+    /// The task's reference failed on a timed call's inputs.
+    Task(TaskFault),
+}
+
+/// One timed call of each untrusted contender, kept to be checked against the reference, at the
+/// task's own tolerance, once the workload is timed: a kernel that tells timed calls from the
+/// checked ones could otherwise drift up to the looser tolerance of the comparisons with the
+/// baseline (computing less precisely, and faster) wherever it is timed. Which call is
+/// reservoir-sampled over the rounds, in secret: each round's is kept with chance 1/(round+1),
+/// so the one checked is any round's with the same chance, and a kernel that drifts from some
+/// round on is caught with the chance that the round checked comes after it.
+struct Kept {
+    round: usize,
+    call: usize,
+    inputs: Vec<Vec<u8>>,
+    /// Per untrusted contender (its index), its outputs of that call.
+    outputs: Vec<(usize, Vec<Vec<u8>>)>,
 }
 
 /// Per-call timing of each contender on `workload`. `contenders[baseline]` must be trusted.
@@ -153,6 +172,7 @@ pub(crate) fn time_workload(
     seed: u64,
     contenders: &mut [Timed<'_>],
     baseline: usize,
+    reference: &Kernel,
     next_pool: &mut u32,
 ) -> Result<Vec<TimingStats>, TimingStop> {
     let mut secret = Rng::new(crate::secret::seed());
@@ -242,6 +262,7 @@ pub(crate) fn time_workload(
     } else {
         Stores::Streaming
     };
+    let mut kept: Option<Kept> = None;
     for round in 0usize.. {
         // Consecutive sets from a secret start (in memory order, as a kernel's inputs usually
         // lie, so that prefetching works as it would outside the judge), every one of them
@@ -324,6 +345,36 @@ pub(crate) fn time_workload(
             round == 0 || secret.next_u64() < (WHOLE_CHECK_SHARE * u64::MAX as f64) as u64,
             &mut secret,
         )?;
+        // Every untrusted contender ran the round's first `shortest` sets as its first calls.
+        let shortest = (0..n)
+            .filter(|&i| i != baseline && !contenders[i].trusted)
+            .map(|i| batch[i].0)
+            .min();
+        if let Some(shortest) = shortest
+            && secret.next_u64() % (round as u64 + 1) == 0
+        {
+            let call = secret.next_u64() as usize % shortest;
+            let set = used[call] as usize;
+            kept = Some(Kept {
+                round,
+                call,
+                inputs: pool.copy_inputs(set),
+                outputs: contenders
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(_, c)| !c.trusted)
+                    .map(|(i, c)| {
+                        let mine = slots(c, &pool);
+                        (
+                            i,
+                            (0..names.len())
+                                .map(|t| mine.output(set, t).to_vec())
+                                .collect(),
+                        )
+                    })
+                    .collect(),
+            });
+        }
         let enough =
             (0..n).all(|i| samples[i].len() >= min_runs && measured[i] >= plan.min_time_ms);
         let out_of_time = started.elapsed().as_secs_f64() * 1e3 >= plan.max_time_ms
@@ -333,6 +384,10 @@ pub(crate) fn time_workload(
         if enough || out_of_time {
             break;
         }
+    }
+    if let Some(kept) = kept {
+        *next_pool += 1;
+        check_kept(spec, workload, tolerances, reference, &kept, *next_pool)?;
     }
     // Work done outside the timed calls (after "done", or in the background) shows as CPU time
     // the runner used while it was not being timed.
@@ -550,6 +605,42 @@ fn verify_round(
                     "while timed, call {} of a batch: {f} (compared with the baseline on the same inputs)",
                     call + 1
                 )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The kept call's outputs against the reference's on its inputs, at the task's tolerance.
+fn check_kept(
+    spec: &TaskSpec,
+    workload: &Workload,
+    tolerances: &BTreeMap<Dtype, Tolerance>,
+    reference: &Kernel,
+    kept: &Kept,
+    pool_id: u32,
+) -> Result<(), TimingStop> {
+    let mut pool = Pool::new(pool_id, spec, workload, 1)
+        .map_err(|e| TimingStop::Internal(format!("shared memory: {e}")))?;
+    pool.put_inputs(0, &kept.inputs);
+    let truth = expected(spec, &workload.name, &pool, 0, reference).map_err(TimingStop::Task)?;
+    for (i, outputs) in &kept.outputs {
+        for ((tensor, got), want) in spec.outputs.iter().zip(outputs).zip(&truth) {
+            let tol = tolerances
+                .get(&tensor.dtype)
+                .copied()
+                .unwrap_or_else(|| spec.tolerance_for(tensor.dtype));
+            let c = check_output(tensor, &workload.axes, got, want.bytes(), tol)
+                .map_err(TimingStop::Task)?;
+            if let Some(f) = c.failure {
+                return Err(TimingStop::Incorrect {
+                    index: *i,
+                    message: format!(
+                        "while timed, call {} of a batch in round {}: {f} (compared with the reference on the same inputs, at the task's tolerance)",
+                        kept.call + 1,
+                        kept.round + 1,
+                    ),
+                });
             }
         }
     }

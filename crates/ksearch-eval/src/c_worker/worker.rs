@@ -572,12 +572,14 @@ impl CWorker {
                     timing_seed,
                     &mut timed,
                     baseline,
+                    &reference,
                     &mut self.next_pool,
                 );
                 drop(timed);
                 let stats = match stats {
                     Ok(s) => s,
                     Err(TimingStop::Internal(m)) => return Err(Stop::Internal(m)),
+                    Err(TimingStop::Task(f)) => return Err(Stop::from(f)),
                     Err(TimingStop::Runner { index, lost }) => {
                         let who = runners[index].0;
                         return Err(Self::lost(req, who, &lost, "timing", w, None, None));

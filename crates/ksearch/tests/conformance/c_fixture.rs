@@ -98,6 +98,12 @@ impl Fixture for CFixture {
                      memcpy(ksq_last, y, sizeof(float) * n);"
                 ),
             ),
+            Behaviour::DriftsWhenTimed => with_prelude(
+                "static long ksq_calls; static const char *ksq_last;\n",
+                &format!(
+                    "const char *at = (const char *)x; long d = at - ksq_last;\nint drift = ++ksq_calls > 4 && d != 0 && d > -(64L << 20) && d < (64L << 20);\nksq_last = at;\n{ALL_ROWS}\nif (drift) for (int64_t i = 0; i < {n}; i++) y[i] *= 1.0002f;"
+                ),
+            ),
             Behaviour::WorkAfterDone => with_prelude(
                 &format!(
                     "{TIMED}#include <pthread.h>\n#include <sched.h>\nstatic const float *volatile job_x; static float *volatile job_y; static int64_t job_r, job_c; static volatile int pending = 0, started = 0;\nstatic void row(const float *x, float *y, int64_t cols);\nstatic void *worker(void *a) {{ (void)a; for (;;) {{ while (!pending) sched_yield(); for (int64_t r = 0; r < job_r; r++) row(job_x + r * job_c, job_y + r * job_c, job_c); pending = 0; }} return 0; }}\n"

@@ -90,6 +90,12 @@ macro_rules! conformance_suite {
             }
             #[test]
             $(#[$attr])*
+            fn drifting_within_the_timed_tolerance_is_caught() {
+                let f = fixture();
+                outcome(&f, &Behaviour::DriftsWhenTimed);
+            }
+            #[test]
+            $(#[$attr])*
             fn exiting_the_process_is_a_runtime_error() {
                 let f = fixture();
                 outcome(&f, &Behaviour::Exits);

@@ -82,6 +82,7 @@ impl Fixture for MlxCpuFixture {
             | Behaviour::GarbageWhenTimed
             | Behaviour::CopiesAnEarlierAnswer
             | Behaviour::HalfTheRowsWhenTimed
+            | Behaviour::DriftsWhenTimed
             | Behaviour::WorkAfterDone
             | Behaviour::BackgroundWork
             | Behaviour::WorksWhileOthersAreTimed => Expect::Status(Status::Passed, "passed"),

@@ -76,6 +76,11 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
             &format!("{TIMED}_last = [None]\n_copies = [0]\n"),
             "if _timed() and _last[0] is not None and _last[0].shape == x.shape:\n    _copies[0] += 1\n    if _copies[0] % 8:\n        return _last[0] * 1\ny = _softmax(x)\n_last[0] = y\nreturn y",
         ),
+        Behaviour::DriftsWhenTimed => module(
+            lib,
+            "_calls = [0]\n_last = [0]\n\ndef _address(x):\n    try:\n        return x.__array_interface__['data'][0]\n    except AttributeError:\n        pass\n    try:\n        return x.data_ptr()\n    except AttributeError:\n        return id(x)\n",
+            "_calls[0] += 1\na = _address(x)\nd = a - _last[0]\n_last[0] = a\ndrift = _calls[0] > 4 and d != 0 and abs(d) < (64 << 20)\ny = _softmax(x)\n# Twice the test tasks' norm tolerance (1e-5).\nreturn y * 1.00002 if drift else y",
+        ),
         Behaviour::WorkAfterDone => module(
             lib,
             &format!("{TIMED}import threading\n\ndef _later(x, y):\n    y[...] = _softmax(x)\n"),

@@ -38,6 +38,13 @@ pub(crate) enum Behaviour {
     /// distribution (finite, each row summing to one): half the work, an answer that looks
     /// like a softmax to any check that only asks for finite values or row sums.
     HalfTheRowsWhenTimed,
+    /// Once it can tell a timed call (after the check phase, its inputs near the last call's
+    /// but not the same: a batch runs on neighbouring sets, while each check calls on one set
+    /// and the re-check on new memory), returns the softmax off by twice the task's norm
+    /// tolerance: what a faster, less precise kernel gives, within the looser bound of timed
+    /// outputs compared with the baseline's, and precise wherever it is checked against the
+    /// reference.
+    DriftsWhenTimed,
     /// Says "done" at once when called back to back and computes on a thread afterwards.
     WorkAfterDone,
     /// Python runners only: stops the judge's clock itself, sending its runner's clock byte at
@@ -190,6 +197,7 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         | B::GarbageWhenTimed
         | B::CopiesAnEarlierAnswer
         | B::HalfTheRowsWhenTimed => Expect::Status(Status::Incorrect, "while timed"),
+        B::DriftsWhenTimed => Expect::Status(Status::Incorrect, "compared with the reference"),
         // Caught either in its outputs while timed, as an output that changed after "done", or
         // as CPU used outside its timed calls: every message says "timed".
         B::WorkAfterDone => Expect::Status(Status::Incorrect, "timed"),
