@@ -9,11 +9,29 @@ use ksearch_core::protocol::Status;
 use ksearch_eval::Evaluation;
 
 use crate::c_fixture::CFixture;
-use crate::support::Fixture;
+use crate::support::{Behaviour, Fixture};
 
-#[path = "../common/softmax_kernels.rs"]
-mod kernels;
-use kernels::{ALL_ROWS, softmax_candidate as candidate};
+/// The good C candidate with `prelude` before its functions and `first` at the start of its
+/// entry point.
+fn c_candidate(prelude: &str, first: &str) -> String {
+    let good = CFixture::new().source(&Behaviour::Good).text;
+    let text = good
+        .replacen(
+            "\nstatic void row(",
+            &format!("\n{prelude}\nstatic void row("),
+            1,
+        )
+        .replacen(
+            "int64_t rows, int64_t cols) {\n",
+            &format!("int64_t rows, int64_t cols) {{\n{first}\n"),
+            1,
+        );
+    assert!(
+        text.contains(prelude) && text.contains(first),
+        "the good candidate changed: {good}"
+    );
+    text
+}
 
 /// Everything a candidate printed.
 fn printed(e: &Evaluation) -> String {
@@ -95,14 +113,7 @@ static void ksq_hog(void) {
 }
 static int ksq_done;
 "#;
-    let source = candidate(&format!(
-        "if (!ksq_done) {{ ksq_done = 1; ksq_hog(); }}\n{ALL_ROWS}"
-    ))
-    .replacen(
-        "\nstatic void row(",
-        &format!("\n{prelude}\nstatic void row("),
-        1,
-    );
+    let source = c_candidate(prelude, "if (!ksq_done) { ksq_done = 1; ksq_hog(); }");
     assert_memory_refused(&CFixture::new().evaluate_text("candidate.c", &source));
 }
 
@@ -213,13 +224,9 @@ static void ksq_resize(void) {
   fflush(stdout);
 }
 "#;
-    let source = candidate(&format!(
-        "if (++ksq_calls == 1 || ksq_calls == 6) ksq_resize();\n{ALL_ROWS}"
-    ))
-    .replacen(
-        "\nstatic void row(",
-        &format!("\n{prelude}\nstatic void row("),
-        1,
+    let source = c_candidate(
+        prelude,
+        "if (++ksq_calls == 1 || ksq_calls == 6) ksq_resize();",
     );
     let e = CFixture::new().evaluate_text("candidate.c", &source);
     let out = printed(&e);
