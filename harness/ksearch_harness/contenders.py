@@ -15,7 +15,7 @@ import numpy as np
 
 from . import kernel_cache
 from .candidates import CandidateError, CompileError, describe_itself, load_namespace, module_run
-from .link import Runner, RunnerLost
+from .link import TRACER_FILE_BYTES, Runner, RunnerLost
 from .shared import Layout, Region, broken_guard, poison_slot
 
 NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
@@ -99,7 +99,7 @@ class DirectContender:
             fds=[pool.inputs.ro_fd, out.fd],
         )
         if reply["op"] != "ready":
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         self.pools[pool.id] = out
 
     def drop_pool(self, pool):
@@ -130,7 +130,7 @@ class DirectContender:
         if op == "error":
             raise CandidateError(reply["message"])
         if op != "done":
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         return seconds
 
     def check(self, pool, task, workload, seed):
@@ -180,7 +180,8 @@ class GraphContender:
         self.kernels = kernel_cache.module_dir(shared, source, trusted)
         cache = [p for p in (shared, self.kernels) if p]
         driver = [os.path.join(shared, "cuda-driver")] if shared and trusted else []
-        self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env, read_only=cache[:1])
+        self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env,
+                                                  read_only=cache[:1], file_bytes=TRACER_FILE_BYTES)
         self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None,
                              {**(env or {}), **kernel_cache.executor_env(shared, self.kernels)}, read_only=cache, writable=driver)
         self.confinement = (self.tracer or self.runner).confinement
@@ -227,7 +228,7 @@ class GraphContender:
         if self.tracer is None:
             if isinstance(self.traced, Exception):
                 raise self.traced
-            blobs = self.traced
+            sizes, graphs = [len(b) for b in self.traced], b"".join(self.traced)
         else:
             tracer = self.tracer
             try:
@@ -236,23 +237,20 @@ class GraphContender:
                     raise CompileError(reply["message"])
                 if reply["op"] != "loaded":
                     raise CandidateError(reply.get("message", repr(reply)))
-                reply, payload = tracer.receive()
+                # Each graph is a file the tracer wrote, within its file-size limit.
+                reply, graphs = tracer.receive(max_payload=len(self.specs) * TRACER_FILE_BYTES)
                 if reply["op"] != "traced":
                     raise CandidateError(reply.get("message", repr(reply)))
-                sizes = reply["sizes"]
-                if len(sizes) != len(self.specs) or sum(sizes) != len(payload):
-                    raise tracer.lose("it sent graphs that do not add up")
-                blobs, pos = [], 0
-                for n in sizes:
-                    blobs.append(payload[pos:pos + n])
-                    pos += n
+                sizes = reply.get("sizes")
+                if (not isinstance(sizes, list) or len(sizes) != len(self.specs)
+                        or any(type(n) is not int or n < 0 for n in sizes) or sum(sizes) != len(graphs)):
+                    raise tracer.broke("it sent graphs that do not add up")
             finally:
                 tracer.kill()
         self.traced = None
-        reply, _ = self.runner.request(
-            {"op": "functions", "names": [w["name"] for w in workloads], "sizes": [len(b) for b in blobs]},
-            b"".join(blobs),
-        )
+        # The graphs go on as they came, in one buffer: a copy of a large one is memory the
+        # judge would hold twice.
+        reply, _ = self.runner.request({"op": "functions", "names": [w["name"] for w in workloads], "sizes": sizes}, graphs)
         if reply["op"] != "loaded":
             raise CandidateError(reply.get("message", repr(reply)))
         self.shapes = {w["name"]: [shape_of(s, w["axes"]) for s in task["inputs"]] for w in workloads}
@@ -268,15 +266,16 @@ class GraphContender:
             return
         try:
             self.runner.send({"op": "kernels"})
-            reply, payload = self.runner.receive(timeout=10)
+            reply, payload = self.runner.receive(timeout=10, max_payload=kernel_cache.MAX_BYTES)
         except RunnerLost:
             return
         files, pos = [], 0
-        if reply.get("op") != "kernels" or not isinstance(reply.get("files"), list):
+        listed = reply.get("files")
+        if reply["op"] != "kernels" or not isinstance(listed, list) or len(listed) > kernel_cache.MAX_FILES:
             return
-        for f in reply["files"]:
-            n = int(f.get("bytes", -1)) if isinstance(f, dict) else -1
-            if n < 0 or pos + n > len(payload) or not isinstance(f.get("name"), str):
+        for f in listed:
+            n = f.get("bytes") if isinstance(f, dict) else None
+            if type(n) is not int or n < 0 or pos + n > len(payload) or not isinstance(f.get("name"), str):
                 return
             files.append((f["name"], payload[pos:pos + n]))
             pos += n
@@ -286,24 +285,27 @@ class GraphContender:
     def cpu_time(self):
         return None
 
-    def _answer(self, reply, payload):
-        op = reply.get("op")
+    def _answer(self, reply, payload, workload=None):
+        op = reply["op"]
         if op == "bad_output":
             raise BadOutput(reply["message"])
         if op == "error":
             raise CandidateError(reply["message"])
-        if op == "outputs":
-            arrays, pos = [], 0
-            for a in reply["arrays"]:
-                n = int(a["bytes"])
-                arrays.append(np.frombuffer(payload[pos:pos + n], dtype=np.dtype(a["dtype"])).reshape(a["shape"]))
-                pos += n
-            return arrays
+        if op == "outputs" and workload is not None:
+            try:
+                return unpack_outputs(reply, payload, self.out_specs[workload["name"]])
+            except Exception as e:  # noqa: BLE001 - a runner's message is hostile data
+                raise self.runner.broke(f"it sent outputs that do not add up: {e}") from None
         return reply
+
+    def _outputs_bytes(self, workload):
+        """The most an `outputs` answer may carry: every output of `workload`, 8 bytes an element."""
+        return sum(8 * int(np.prod(o["shape"], dtype=np.int64)) for o in self.out_specs[workload["name"]])
 
     def begin_check(self, task, workload, seed):
         """Ask for one call on fresh inputs from `seed`, drawn in the runner; `end_check()`
         reads the outputs. In between, the judge computes the reference."""
+        self.checking = workload
         self.runner.send({
             "op": "check",
             "workload": workload["name"],
@@ -314,10 +316,11 @@ class GraphContender:
         })
 
     def end_check(self):
-        reply, payload = self.runner.receive()
-        got = self._answer(reply, payload)
+        workload = self.checking
+        reply, payload = self.runner.receive(max_payload=self._outputs_bytes(workload))
+        got = self._answer(reply, payload, workload)
         if not isinstance(got, list):
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         return got
 
     def round(self, workload, seed, sets):
@@ -335,34 +338,55 @@ class GraphContender:
         })
         if reply.get("op") != "ready":
             self._answer(reply, b"")
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
 
     def go(self, workload, k, at=0):
         """`k` timed calls on the round's sets `at` to `at + k - 1`."""
         seconds, reply, _ = self.runner.timed({"op": "go", "workload": workload["name"], "k": k, "at": at})
         if reply.get("op") != "done":
             self._answer(reply, b"")
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         return seconds
 
     def sample(self, workload, positions):
-        reply, payload = self.runner.request({"op": "sample", "workload": workload["name"], "positions": positions})
+        reply, payload = self.runner.request({"op": "sample", "workload": workload["name"], "positions": positions},
+                                             max_payload=8 * len(positions))
         if reply.get("op") != "values" or len(payload) != 8 * len(positions):
             self._answer(reply, b"")
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         return np.frombuffer(payload, dtype=np.float64).tolist()
 
     def fetch(self, workload, call):
-        reply, payload = self.runner.request({"op": "fetch", "workload": workload["name"], "call": call})
-        got = self._answer(reply, payload)
+        reply, payload = self.runner.request({"op": "fetch", "workload": workload["name"], "call": call},
+                                             max_payload=self._outputs_bytes(workload))
+        got = self._answer(reply, payload, workload)
         if not isinstance(got, list):
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         return got
 
     def stop(self):
         if self.tracer is not None:
             self.tracer.kill()
         self.runner.kill()
+
+
+def unpack_outputs(reply, payload, specs):
+    """The arrays of an executor's `outputs` answer: one per output of `specs`, of its declared
+    shape, a numeric dtype, exactly filling `payload` (read in place)."""
+    described = reply["arrays"]
+    if len(described) != len(specs):
+        raise ValueError(f"{len(described)} arrays for {len(specs)} outputs")
+    view = memoryview(payload)
+    arrays, pos = [], 0
+    for a, spec in zip(described, specs):
+        dtype, shape, n = np.dtype(a["dtype"]), tuple(spec["shape"]), a["bytes"]
+        if dtype.kind not in "biuf" or list(a["shape"]) != list(shape) or type(n) is not int or n != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            raise ValueError(f"an array described as {a!r} for `{spec['name']}`")
+        arrays.append(np.frombuffer(view[pos:pos + n], dtype=dtype).reshape(shape))
+        pos += n
+    if pos != len(payload):
+        raise ValueError(f"{len(payload) - pos} bytes more than its arrays")
+    return arrays
 
 
 class Pool:

@@ -3,7 +3,8 @@ optional binary payload, with descriptors attached when needed), and starting a 
 sandbox through the ksearch binary's launcher (`ksearch sandbox SPEC`).
 
 Everything a runner sends is hostile data: headers are size-limited JSON, payloads are
-size-checked, and a runner that breaks the framing is killed."""
+size-checked against what the request asked for before they are read, and a runner whose
+message the judge cannot read is killed."""
 
 import json
 import os
@@ -14,8 +15,17 @@ import subprocess
 import sys
 import time
 
-MAX_HEADER = 1 << 20
+# A runner's header: a few fields, and a message or description of at most MAX_MESSAGE
+# characters (up to 12 bytes each, escaped in JSON).
+MAX_HEADER = 1 << 17
+MAX_MESSAGE = 8000
+# The judge's requests carry a module's source (at most 512 KiB, escaped in JSON).
+MAX_REQUEST_HEADER = 1 << 23
 MAX_PAYLOAD = 1 << 34
+# The largest file a runner may write (RLIMIT_FSIZE), and a tracer's, whose graphs are files it
+# wrote: what it may send the judge is bounded by that.
+FILE_BYTES = 1 << 30
+TRACER_FILE_BYTES = 64 << 20
 SANDBOX_EXE_VAR = "KSEARCH_SANDBOX_EXE"
 # The kernel stamps each message on a clock socket with the time it was sent (Linux).
 SO_TIMESTAMPNS = 35
@@ -40,13 +50,17 @@ class RunnerLost(Exception):
 
 
 def _recv_exact(sock, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 22))
-        if not chunk:
+    """`n` bytes read straight into one buffer (a payload is not copied again), or None when the
+    peer is gone."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
             return None
-        buf += chunk
-    return bytes(buf)
+        got += k
+    return buf
 
 
 def send(sock, header, payload=b"", fds=()):
@@ -60,8 +74,10 @@ def send(sock, header, payload=b"", fds=()):
         sock.sendall(payload)
 
 
-def recv(sock, with_fds=False):
-    """`(header, payload, fds)`, or None when the peer is gone."""
+def recv(sock, with_fds=False, max_header=MAX_HEADER, max_payload=0):
+    """`(header, payload, fds)`, or None when the peer is gone. The header is a JSON object with
+    a string `op`, of at most `max_header` bytes; a payload longer than `max_payload` is refused
+    before it is read."""
     fds = []
     if with_fds:
         data, fds, _, _ = socket.recv_fds(sock, 4, 8)
@@ -80,7 +96,7 @@ def recv(sock, with_fds=False):
             return None
         length = struct.unpack("<I", raw)[0]
         extra = b""
-    if length > MAX_HEADER:
+    if length > max_header:
         raise ValueError(f"a header of {length} bytes")
     rest = _recv_exact(sock, length - len(extra)) if length > len(extra) else b""
     if rest is None:
@@ -88,13 +104,23 @@ def recv(sock, with_fds=False):
     header = json.loads((extra + rest).decode())
     if not isinstance(header, dict):
         raise ValueError("a header that is not an object")
+    if not isinstance(header.get("op"), str):
+        raise ValueError("a message without an `op`")
     n = header.get("payload", 0)
-    if not isinstance(n, int) or n < 0 or n > MAX_PAYLOAD:
-        raise ValueError(f"a payload of {n!r} bytes")
+    if type(n) is not int or n < 0 or n > max_payload:
+        raise ValueError(f"a payload of {n!r} bytes where at most {max_payload} were asked for")
     payload = _recv_exact(sock, n) if n else b""
     if payload is None:
         return None
     return header, payload, fds
+
+
+def check_reply(header):
+    """The fields the judge reads from any reply: an error's message, a module's description."""
+    if header["op"] in ("error", "bad_output", "compile_error") and not isinstance(header.get("message"), str):
+        raise ValueError(f"an `{header['op']}` answer without a message")
+    if not isinstance(header.get("description", ""), (str, type(None))):
+        raise ValueError("a description that is not a string")
 
 
 def python_paths():
@@ -125,7 +151,8 @@ def runner_env(extra=None):
 class Runner:
     """A runner process in a sandbox, and the socket to it."""
 
-    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=(), allow_fork=False):
+    def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=(), allow_fork=False,
+                 file_bytes=FILE_BYTES):
         exe = os.environ.get(SANDBOX_EXE_VAR)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # A second pair carries only "done" after a timed batch: its kernel timestamp stops the
@@ -156,7 +183,7 @@ class Runner:
                 "gpu": gpu,
                 "allow_fork": allow_fork,
                 "cpu": cpu,
-                "limits": {"memory_bytes": memory_bytes, "cpu_seconds": 24 * 3600, "file_bytes": 1 << 30,
+                "limits": {"memory_bytes": memory_bytes, "cpu_seconds": 24 * 3600, "file_bytes": file_bytes,
                            "processes": 1 << 16, "open_files": 4096},
                 "keep_fds": [],
                 "report_fd": 0,
@@ -258,12 +285,21 @@ class Runner:
         except OSError as e:
             raise self.lose(f"its socket closed: {e}") from None
 
-    def receive(self, timeout=None):
+    def broke(self, why):
+        """The runner sent what the judge cannot read: it is stopped, and lost."""
+        if self.lost is None:
+            self.kill()
+            self.lost = RunnerLost(f"broke the protocol ({why}) and was stopped")
+        return self.lost
+
+    def receive(self, timeout=None, max_payload=0):
+        """The runner's next answer, `(header, payload)`, with a payload of at most `max_payload`
+        bytes (what the request asked for)."""
         if not self.greeted:
             self.greeted = True
             hello = self.receive(timeout)
-            if hello[0].get("op") != "hello":
-                raise self.lose(f"it began with {hello[0]!r}")
+            if hello[0]["op"] != "hello":
+                raise self.broke(f"it began with {hello[0]['op']!r}")
         if self.lost is not None:
             raise self.lost
         if timeout is not None:
@@ -271,18 +307,18 @@ class Runner:
             if not ready:
                 raise self.lose("no answer in time")
         try:
-            got = recv(self.sock)
-        except (OSError, ValueError) as e:
-            self.kill()
-            self.lost = RunnerLost(f"broke the protocol ({e}) and was stopped")
-            raise self.lost from None
+            got = recv(self.sock, max_payload=max_payload)
+            if got is not None:
+                check_reply(got[0])
+        except Exception as e:  # noqa: BLE001 - hostile data: deep JSON's RecursionError, a bad encoding, ...
+            raise self.broke(str(e) or type(e).__name__) from None
         if got is None:
             raise self.lose("its socket closed")
         return got[0], got[1]
 
-    def request(self, header, payload=b"", fds=()):
+    def request(self, header, payload=b"", fds=(), max_payload=0):
         self.send(header, payload, fds)
-        return self.receive()
+        return self.receive(max_payload=max_payload)
 
     def timed(self, header):
         """Send `header` (a timed batch) and wait for the answer. The seconds from the send to

@@ -28,7 +28,18 @@ from .candidates import CandidateError, CompileError, describe_itself, load_modu
 
 
 def reply(sock, header, payload=b""):
+    # The judge reads headers of at most link.MAX_HEADER bytes: a long message is cut.
+    for k in ("message", "description"):
+        text = header.get(k)
+        if isinstance(text, str) and len(text) > link.MAX_MESSAGE:
+            half = link.MAX_MESSAGE // 2 - 8
+            header = {**header, k: f"{text[:half]}\n[…]\n{text[-half:]}"}
     link.send(sock, header, payload)
+
+
+def request(sock, with_fds=False):
+    """The judge's next request (its own data: a module's source, graphs), or None."""
+    return link.recv(sock, with_fds, link.MAX_REQUEST_HEADER, link.MAX_PAYLOAD)
 
 
 def error_reply(sock, exc=None, message=None):
@@ -69,7 +80,7 @@ def direct(sock, target):
     run = None
     pools = {}
     while True:
-        got = link.recv(sock, with_fds=True)
+        got = request(sock, with_fds=True)
         if got is None:
             return
         h, _, fds = got
@@ -178,7 +189,7 @@ def torch_direct(sock, target):
         return out
 
     while True:
-        got = link.recv(sock, with_fds=True)
+        got = request(sock, with_fds=True)
         if got is None:
             return
         h, _, fds = got
@@ -280,7 +291,7 @@ def trace(sock, target):
     mx = arrays.mx
     run = None
     while True:
-        got = link.recv(sock)
+        got = request(sock)
         if got is None:
             return
         h, _, _ = got
@@ -337,7 +348,7 @@ def execute(sock, target):
     rounds = {}
     workdir = tempfile.mkdtemp()
     while True:
-        got = link.recv(sock)
+        got = request(sock)
         if got is None:
             return
         h, payload, _ = got

@@ -199,7 +199,7 @@ class TorchContender:
             raise CandidateError(reply["message"])
         if reply["op"] != "ready":
             out.close()
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         self.outs[pool.id] = out
 
     def drop_pool(self, pool):
@@ -243,7 +243,7 @@ class TorchContender:
         if op == "error":
             raise CandidateError(reply["message"])
         if op != "done":
-            raise self.runner.lose(f"it answered {reply!r}")
+            raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         if timed and not self.trusted:
             changed = pool.modified(sets)
             if changed is not None:

@@ -41,6 +41,34 @@ def direct(text, trusted=False):
     return contenders.DirectContender(settings(), {"file": "candidate.py", "text": text}, "candidate", "candidate.py", trusted).finish()
 
 
+# A module that answers the judge's first question about it (`load`, or a tracer's `trace`) with
+# `_answer(sock, header, payload)` instead of its runner's own reply: what a module sharing its
+# runner's interpreter can do.
+HOSTILE = """import array, json, os, socket, struct, sys
+_r = sys.modules['__main__']
+_send = _r.link.send
+
+
+def _raw(sock, head, payload=b''):
+    sock.sendall(struct.pack('<I', len(head)) + head + payload)
+
+
+{answer}
+
+def _reply(sock, header, payload=b''):
+    if header.get('op') == {op!r}:
+        return _answer(sock, header, payload)
+    return _send(sock, header, payload)
+
+
+_r.reply = _reply
+"""
+
+
+def hostile(answer, op="loaded", then=REF):
+    return HOSTILE.format(answer=answer, op=op) + then
+
+
 def check(text):
     """The outputs of one checked call of `text` on WORKLOAD (seed 7), as the judge sees them."""
     c = direct(text)
@@ -86,7 +114,6 @@ class Protocol(unittest.TestCase):
             ch.send({"type": "result", "x": float("nan")})
         self.assertEqual(self.replies(fd, ch), [{"protocol": 2, "type": "progress", "id": 1, "phase": "check"}])
 
-
 class Startup(unittest.TestCase):
     def test_without_numpy_the_worker_says_how_to_install_it(self):
         import subprocess
@@ -129,7 +156,7 @@ class Link(unittest.TestCase):
     def test_messages_keep_their_payloads(self):
         a, b = socket.socketpair()
         link.send(a, {"op": "x", "n": 1}, b"\x00\x01payload")
-        header, payload, _ = link.recv(b)
+        header, payload, _ = link.recv(b, max_payload=9)
         self.assertEqual((header["op"], header["n"], payload), ("x", 1, b"\x00\x01payload"))
         a.close()
         self.assertIsNone(link.recv(b))
@@ -139,6 +166,154 @@ class Link(unittest.TestCase):
         a.sendall((link.MAX_HEADER + 1).to_bytes(4, "little"))
         with self.assertRaises(ValueError):
             link.recv(b)
+
+    def test_a_payload_larger_than_asked_for_is_refused_before_it_is_read(self):
+        a, b = socket.socketpair()
+        # Only the header is sent: reading the payload would wait for ever.
+        head = json.dumps({"op": "values", "payload": 1 << 30}).encode()
+        a.sendall(len(head).to_bytes(4, "little") + head)
+        b.settimeout(10)
+        with self.assertRaises(ValueError) as e:
+            link.recv(b, max_payload=64)
+        self.assertIn("at most 64", str(e.exception))
+
+    def test_a_payload_is_read_into_one_buffer(self):
+        import threading
+        import tracemalloc
+
+        a, b = socket.socketpair()
+        size = 32 << 20
+        payload = b"\x5a" * size
+        sender = threading.Thread(target=lambda: link.send(a, {"op": "traced"}, payload), daemon=True)
+        tracemalloc.start()
+        try:
+            sender.start()
+            _, got, _ = link.recv(b, max_payload=size)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            b.close()
+        self.assertEqual(got, payload)
+        self.assertLess(peak, size * 1.25, "the payload was copied while read")
+
+class MalformedReplies(unittest.TestCase):
+    """Whatever a runner sends, the judge reads it or loses the runner (RunnerLost, the
+    candidate's `runtime_error`); no other exception reaches the judge's loop."""
+
+    def assert_protocol_break(self, text, part="broke the protocol", trusted=False):
+        with self.assertRaises(link.RunnerLost) as e:
+            direct(text, trusted=trusted).stop()
+        self.assertIn(part, e.exception.message)
+
+    def test_a_malformed_header_breaks_the_protocol(self):
+        for raw in [
+            "b'[' * 50000 + b']' * 50000",  # RecursionError in json
+            "b'[1]'",
+            "b'\\xff\\xfe'",
+            "json.dumps({'payload': 0}).encode()",
+            "json.dumps({'op': 5}).encode()",
+            "json.dumps({'op': 'error'}).encode()",
+            "json.dumps({'op': 'compile_error', 'message': ['x']}).encode()",
+            "json.dumps({'op': 'loaded', 'payload': 'x'}).encode()",
+            "json.dumps({'op': 'loaded', 'payload': True}).encode(), b'x'",
+        ]:
+            with self.subTest(raw=raw):
+                self.assert_protocol_break(hostile(f"def _answer(sock, header, payload):\n    _raw(sock, {raw})\n"))
+
+    def test_a_description_that_is_not_a_string_breaks_the_protocol(self):
+        self.assert_protocol_break(hostile("def _answer(sock, header, payload):\n    _send(sock, {'op': 'loaded', 'description': {'x': 1}})\n"), trusted=True)
+
+    def test_a_payload_no_request_asked_for_breaks_the_protocol(self):
+        self.assert_protocol_break(hostile("def _answer(sock, header, payload):\n    _send(sock, header, b'x' * 4096)\n"), "a payload of 4096 bytes")
+
+    def test_a_long_message_is_cut_not_a_protocol_break(self):
+        with self.assertRaises(candidates.CandidateError) as e:
+            direct("raise RuntimeError('x' * 1000000)\n")
+        self.assertIn("RuntimeError", str(e.exception))
+        self.assertLess(len(str(e.exception)), link.MAX_MESSAGE + 16)
+
+    def test_odd_kernel_lists_are_left_unkept(self):
+        class Answers:
+            lost = None
+
+            def __init__(self, reply, payload):
+                self.reply, self.payload = reply, payload
+
+            def send(self, header):
+                pass
+
+            def receive(self, timeout=None, max_payload=0):
+                return self.reply, self.payload
+
+        kept = []
+        real = contenders.kernel_cache.keep
+        self.addCleanup(setattr, contenders.kernel_cache, "keep", real)
+        contenders.kernel_cache.keep = lambda *a: kept.append(a)
+        for files in [{"a": 1}, [{"name": "k", "bytes": "4"}], [{"name": "k", "bytes": float("inf")}], [{"name": "k", "bytes": 4.0}],
+                      [{"name": 4, "bytes": 4}], [{"name": "k", "bytes": True}], [{"name": "k", "bytes": 5}], ["k"]]:
+            c = contenders.GraphContender.__new__(contenders.GraphContender)
+            c.kernels, c.runner = "unused", Answers({"op": "kernels", "files": files}, b"1234")
+            c.keep_kernels()
+        self.assertEqual(kept, [])
+
+    def test_outputs_are_read_only_as_described(self):
+        specs = [{"name": "y", "shape": [3, 5], "dtype": "f32"}]
+        y = np.arange(15, dtype=np.float32)
+        good = {"op": "outputs", "arrays": [{"dtype": "<f4", "shape": [3, 5], "bytes": 60}]}
+        (got,) = contenders.unpack_outputs(good, bytearray(y.tobytes()), specs)
+        np.testing.assert_array_equal(got, y.reshape(3, 5))
+        for arrays, payload in [
+            ([{"dtype": "<f4", "shape": [3, 5], "bytes": 60}] * 2, y.tobytes() * 2),
+            ([{"dtype": "<f4", "shape": [5, 3], "bytes": 60}], y.tobytes()),
+            ([{"dtype": "<f4", "shape": [3.0, 5], "bytes": 60.0}], y.tobytes()),
+            ([{"dtype": "O", "shape": [3, 5], "bytes": 120}], b"\0" * 120),
+            ([{"dtype": "<f4", "shape": [3, 5], "bytes": 60}], y.tobytes() + b"x"),
+            ([{"dtype": "<f4", "shape": [3, 5], "bytes": 64}], y.tobytes() + b"x" * 4),
+            ([{"dtype": "not a type", "shape": [3, 5], "bytes": 60}], y.tobytes()),
+            ("arrays", y.tobytes()),
+            ([["<f4", [3, 5], 60]], y.tobytes()),
+        ]:
+            with self.subTest(arrays=arrays), self.assertRaises(Exception):
+                contenders.unpack_outputs({"op": "outputs", "arrays": arrays}, bytearray(payload), specs)
+
+
+@unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
+class MalformedGraphs(unittest.TestCase):
+    """A tracer runs the candidate's Python: its `traced` answer is checked before the judge
+    reads or forwards it."""
+
+    MLX_REF = "import mlx.core as mx\ndef run(x, *, r, c):\n    return (x * 2).astype(mx.float32)\n"
+
+    def graph(self, text):
+        settings = contenders.Settings("cpu", tempfile.mkdtemp(prefix="sandbox-root-"), None)
+        return contenders.GraphContender(settings, {"file": "candidate.py", "text": text}, "candidate", "candidate.py", False, TASK, [WORKLOAD])
+
+    def test_graphs_that_do_not_add_up_break_the_protocol(self):
+        # One workload is asked for: one graph.
+        for sizes in ["'a'", "[float(len(payload))]", "[len(payload), 0]", "[-1]", "None", "{'a': len(payload)}"]:
+            answer = f"def _answer(sock, header, payload):\n    _send(sock, {{'op': 'traced', 'sizes': {sizes}}}, payload)\n"
+            c = self.graph(hostile(answer, op="traced", then=self.MLX_REF))
+            with self.subTest(sizes=sizes):
+                try:
+                    with self.assertRaises(link.RunnerLost) as e:
+                        c.finish()
+                    self.assertIn("do not add up", e.exception.message)
+                finally:
+                    c.stop()
+
+    def test_graphs_larger_than_a_tracer_may_write_break_the_protocol(self):
+        c = self.graph(self.MLX_REF)
+        real = contenders.TRACER_FILE_BYTES
+        self.addCleanup(setattr, contenders, "TRACER_FILE_BYTES", real)
+        # After the runners started (with the real file-size limit): an honest graph of a few
+        # kilobytes is more than one of 64 bytes.
+        contenders.TRACER_FILE_BYTES = 64
+        try:
+            with self.assertRaises(link.RunnerLost) as e:
+                c.finish()
+            self.assertIn("where at most 64 were asked for", e.exception.message)
+        finally:
+            c.stop()
 
 
 class Shared(unittest.TestCase):
