@@ -3,9 +3,10 @@ optional binary payload, with descriptors attached when needed), and starting a 
 sandbox through the ksearch binary's launcher (`ksearch sandbox SPEC`).
 
 Everything a runner sends is hostile data: headers are size-limited JSON, payloads are
-size-checked against what the request asked for before they are read, and a runner whose
-message the judge cannot read is killed."""
+size-checked against what the request asked for before they are read, descriptors it attaches
+are closed at once, and a runner whose message the judge cannot read is killed."""
 
+import array
 import json
 import os
 import select
@@ -26,6 +27,10 @@ MAX_PAYLOAD = 1 << 34
 # wrote: what it may send the judge is bounded by that.
 FILE_BYTES = 1 << 30
 TRACER_FILE_BYTES = 64 << 20
+# Ancillary data the judge accepts on a clock socket: its kernel timestamp, nothing else.
+CLOCK_ANCILLARY = socket.CMSG_SPACE(16)
+# Descriptors that do arrive are closed before anything could inherit them.
+CMSG_CLOEXEC = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 SANDBOX_EXE_VAR = "KSEARCH_SANDBOX_EXE"
 # The kernel stamps each message on a clock socket with the time it was sent (Linux).
 SO_TIMESTAMPNS = 35
@@ -49,14 +54,35 @@ class RunnerLost(Exception):
         self.signalled = signalled
 
 
+def close_passed(anc, flags=0):
+    """Close every descriptor in the ancillary data `anc` at once; whether any came (or more
+    than fit: MSG_CTRUNC)."""
+    passed = bool(flags & socket.MSG_CTRUNC)
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            passed = True
+            fds = array.array("i")
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+    return passed
+
+
 def _recv_exact(sock, n):
     """`n` bytes read straight into one buffer (a payload is not copied again), or None when the
-    peer is gone."""
+    peer is gone. Read without room for ancillary data, descriptors sent along are discarded by
+    the kernel, never installed here, and it says so (MSG_CTRUNC): that is refused."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:])
+        k, anc, flags, _ = sock.recvmsg_into([view[got:]], 0)
+        if anc or flags & socket.MSG_CTRUNC:
+            close_passed(anc)
+            raise ValueError("it sent file descriptors")
         if not k:
             return None
         got += k
@@ -77,7 +103,7 @@ def send(sock, header, payload=b"", fds=()):
 def recv(sock, with_fds=False, max_header=MAX_HEADER, max_payload=0):
     """`(header, payload, fds)`, or None when the peer is gone. The header is a JSON object with
     a string `op`, of at most `max_header` bytes; a payload longer than `max_payload` is refused
-    before it is read."""
+    before it is read. Without `with_fds`, descriptors sent along are refused."""
     fds = []
     if with_fds:
         data, fds, _, _ = socket.recv_fds(sock, 4, 8)
@@ -320,6 +346,14 @@ class Runner:
         self.send(header, payload, fds)
         return self.receive(max_payload=max_payload)
 
+    def _clock(self, flags=0):
+        """One message from the clock socket: `(data, ancillary data)`. Descriptors sent with it
+        are closed at once, and break the protocol."""
+        data, anc, got, _ = self.clock.recvmsg(16, CLOCK_ANCILLARY, flags | CMSG_CLOEXEC)
+        if close_passed(anc, got):
+            raise self.broke("it sent file descriptors with its clock byte")
+        return data, anc
+
     def timed(self, header):
         """Send `header` (a timed batch) and wait for the answer. The seconds from the send to
         the kernel's stamp of the runner's "done" on the clock socket (or, without stamps, to
@@ -327,7 +361,7 @@ class Runner:
         # Clock bytes left over from an earlier batch say nothing about this one.
         while True:
             try:
-                if not self.clock.recv(16, socket.MSG_DONTWAIT):
+                if not self._clock(socket.MSG_DONTWAIT)[0]:
                     break
             except OSError:
                 break
@@ -336,7 +370,7 @@ class Runner:
         self.send(header)
         stamp = None
         try:
-            data, anc, _, _ = self.clock.recvmsg(16, 256)
+            data, anc = self._clock()
         except OSError:
             data, anc = b"", []
         arrived = time.perf_counter()

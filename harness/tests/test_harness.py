@@ -69,6 +69,10 @@ def hostile(answer, op="loaded", then=REF):
     return HOSTILE.format(answer=answer, op=op) + then
 
 
+def fds_open():
+    return len(os.listdir("/proc/self/fd"))
+
+
 def check(text):
     """The outputs of one checked call of `text` on WORKLOAD (seed 7), as the judge sees them."""
     c = direct(text)
@@ -196,6 +200,21 @@ class Link(unittest.TestCase):
         self.assertEqual(got, payload)
         self.assertLess(peak, size * 1.25, "the payload was copied while read")
 
+    @unittest.skipUnless(sys.platform.startswith("linux"), "counts descriptors in /proc")
+    def test_descriptors_sent_with_a_message_are_refused_and_never_installed(self):
+        a, b = socket.socketpair()
+        r, w = os.pipe()
+        before = fds_open()
+        head = json.dumps({"op": "done", "payload": 0}).encode()
+        socket.send_fds(a, [len(head).to_bytes(4, "little") + head], [r, w] * 50)
+        with self.assertRaises(ValueError) as e:
+            link.recv(b)
+        self.assertIn("file descriptors", str(e.exception))
+        self.assertEqual(fds_open(), before)
+        for fd in (r, w):
+            os.close(fd)
+
+
 class MalformedReplies(unittest.TestCase):
     """Whatever a runner sends, the judge reads it or loses the runner (RunnerLost, the
     candidate's `runtime_error`); no other exception reaches the judge's loop."""
@@ -226,11 +245,38 @@ class MalformedReplies(unittest.TestCase):
     def test_a_payload_no_request_asked_for_breaks_the_protocol(self):
         self.assert_protocol_break(hostile("def _answer(sock, header, payload):\n    _send(sock, header, b'x' * 4096)\n"), "a payload of 4096 bytes")
 
+    def test_descriptors_sent_with_an_answer_break_the_protocol(self):
+        answer = ("def _answer(sock, header, payload):\n    head = json.dumps({'op': 'loaded', 'payload': 0}).encode()\n"
+                  "    socket.send_fds(sock, [struct.pack('<I', len(head)) + head], [os.open('/dev/null', os.O_RDONLY)])\n")
+        self.assert_protocol_break(hostile(answer), "file descriptors")
+
     def test_a_long_message_is_cut_not_a_protocol_break(self):
         with self.assertRaises(candidates.CandidateError) as e:
             direct("raise RuntimeError('x' * 1000000)\n")
         self.assertIn("RuntimeError", str(e.exception))
         self.assertLess(len(str(e.exception)), link.MAX_MESSAGE + 16)
+
+    @unittest.skipUnless(sys.platform.startswith("linux"), "counts descriptors in /proc")
+    def test_descriptors_sent_with_the_clock_byte_are_closed_and_break_the_protocol(self):
+        # The runner's clock socket is read with room for its timestamp: descriptors that fit
+        # are installed in the judge, and must be closed at once.
+        tick = ("import array, os, socket, sys\n_r = sys.modules['__main__']\n\n"
+                "def _tick():\n    fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(4)]\n"
+                "    _r.CLOCK[0].sendmsg([b'd'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', fds))])\n"
+                "    for fd in fds:\n        os.close(fd)\n\n\n_r.tick = _tick\n")
+        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        before = fds_open()
+        runs = [direct(tick + REF), direct(REF, trusted=True)]
+        try:
+            with self.assertRaises(timing.TimedFailure) as e:
+                timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
+        finally:
+            for r in runs:
+                r.stop()
+        self.assertEqual(e.exception.index, 0)
+        self.assertIsInstance(e.exception.error, link.RunnerLost)
+        self.assertIn("file descriptors", e.exception.error.message)
+        self.assertEqual(fds_open(), before)
 
     def test_odd_kernel_lists_are_left_unkept(self):
         class Answers:
