@@ -68,8 +68,10 @@ class Layout:
 
 class Region:
     """A file with no name mapped read-write by the judge; `ro_fd` is a descriptor a runner can
-    only map for reading. `sealed` (inputs): once mapped here, nothing else can write the file,
-    not even through a descriptor reopened writable from `ro_fd` (`/proc/self/fd/N`)."""
+    only map for reading. Its size is fixed (Linux): a runner holding `fd` cannot truncate it
+    under the judge's mapping, which would fault (SIGBUS) when the judge reads it. `sealed`
+    (inputs): once mapped here, nothing else can write the file, not even through a descriptor
+    reopened writable from `ro_fd` (`/proc/self/fd/N`)."""
 
     def __init__(self, size, sealed=False):
         if hasattr(os, "memfd_create"):
@@ -89,6 +91,8 @@ class Region:
         self.map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         if sealed and hasattr(os, "memfd_create"):
             seal_writers(fd)
+        elif hasattr(os, "memfd_create"):
+            seal_size(fd)
 
     def close(self):
         for fd in (self.fd, self.ro_fd):
@@ -105,6 +109,13 @@ class Region:
 # F_SEAL_FUTURE_WRITE (Linux 5.1), which Python's fcntl does not name: writable mappings made
 # before it keep working, no other write is allowed.
 F_SEAL_FUTURE_WRITE = 0x0010
+
+
+def seal_size(fd):
+    """The size of the memfd `fd` is fixed from now on, and no other seal can be added."""
+    import fcntl
+
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
 
 
 def seal_writers(fd):

@@ -412,6 +412,21 @@ class Shared(unittest.TestCase):
         pool.close()
 
 
+    @unittest.skipUnless(sys.platform.startswith("linux"), "memfd seals are Linux's")
+    def test_a_runner_cannot_resize_its_outputs(self):
+        # A runner holds its output region's writable descriptor: cut short under the judge's
+        # mapping, the judge's next read of it would fault (SIGBUS).
+        region = shared.Region(shared.Layout(2, [((3, 5), np.float32)], [((3, 5), np.float32)]).output_region())
+        try:
+            for size in (0, region.size - 1, region.size + 4096):
+                with self.assertRaises(PermissionError):
+                    os.ftruncate(region.fd, size)
+            region.map[region.size - 1] = 7
+            self.assertEqual(region.map[region.size - 1], 7)
+        finally:
+            region.close()
+
+
 class DirectRunner(unittest.TestCase):
     def test_a_correct_candidate_gives_the_reference_outputs(self):
         (y,), (x,) = check(REF)
