@@ -150,15 +150,20 @@ def check_reply(header):
 
 
 def python_paths():
-    """What this interpreter needs to run, to expose read-only in a sandbox."""
+    """What this interpreter needs to run, to expose read-only in a sandbox: its installation,
+    its site directories and this package. Not the judge's working directory (nor a directory
+    holding it), where its own files are: `-m` puts it first on sys.path, and a relative
+    PYTHONPATH entry names it too."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.abspath(sys.executable),
              os.path.dirname(os.path.realpath(sys.executable))}
     paths.update(p for p in sys.path if p and os.path.isabs(p))
-    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         if p and os.path.isabs(p):
             paths.add(p)
-    return sorted(p for p in paths if os.path.exists(p))
+    cwd = os.path.join(os.path.realpath(os.getcwd()), "")
+    paths = {p for p in paths if os.path.exists(p) and not cwd.startswith(os.path.join(os.path.realpath(p), ""))}
+    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return sorted(paths)
 
 
 def runner_env(extra=None):

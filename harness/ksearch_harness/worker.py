@@ -414,7 +414,9 @@ def serve(backend, target):
     except (OSError, AttributeError):
         pass
     arrays = arrays_for(target, backend)
-    root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=os.getcwd())
+    # In the judge's temporary directory (ksearch gives it a fresh one), not wherever it was
+    # started; no runner is shown either.
+    root_dir = tempfile.mkdtemp(prefix="sandbox-root-")
     settings = Settings(arrays.target, root_dir, allowed_cpus(), kernel_cache.shared_dir(arrays))
     channel.send({"type": "hello", "backend": f"{backend}/{arrays.target}", "version": __version__, "pid": os.getpid()})
     for msg in channel.requests():

@@ -427,6 +427,24 @@ class Shared(unittest.TestCase):
             region.close()
 
 
+class Paths(unittest.TestCase):
+    def test_runners_are_not_shown_the_judges_working_directory(self):
+        # The judge runs as `python3 -m ksearch_harness` in a directory of its own: `-m` puts
+        # that directory first on sys.path, and PYTHONPATH may name it (relatively) too.
+        harness = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "probe.py"), "w") as f:
+                f.write("import json\nfrom ksearch_harness import link\nprint(json.dumps(link.python_paths()))\n")
+            p = subprocess.run([sys.executable, "-m", "probe"], cwd=d, capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "PYTHONPATH": os.pathsep.join([harness, "."])})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            paths = json.loads(p.stdout)
+            inside = os.path.join(os.path.realpath(d), "")
+            self.assertFalse([q for q in paths if inside.startswith(os.path.join(os.path.realpath(q), ""))], paths)
+            self.assertIn(harness, paths)
+            self.assertIn(os.path.dirname(np.__file__).rsplit(os.sep, 1)[0], paths)
+
+
 class DirectRunner(unittest.TestCase):
     def test_a_correct_candidate_gives_the_reference_outputs(self):
         (y,), (x,) = check(REF)
