@@ -27,7 +27,10 @@ class Channel:
         return cls(read_fd, write_fd)
 
     def send(self, message):
-        line = json.dumps({"protocol": PROTOCOL_VERSION, **message}, allow_nan=False, separators=(",", ":"))
+        line = json.dumps({"protocol": PROTOCOL_VERSION, **message}, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+        # Text from a runner (an error's message) may hold lone surrogates, which no strict JSON
+        # reader takes, escaped or not: they become U+FFFD.
+        line = line.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
         self._writer.write(line + "\n")
         self._writer.flush()
 

@@ -118,6 +118,17 @@ class Protocol(unittest.TestCase):
             ch.send({"type": "result", "x": float("nan")})
         self.assertEqual(self.replies(fd, ch), [{"protocol": 2, "type": "progress", "id": 1, "phase": "check"}])
 
+    def test_text_with_lone_surrogates_is_sent_as_valid_unicode(self):
+        # What a candidate can put in its error message: ksearch's JSON reader refuses a lone
+        # surrogate, escaped or not, and voided the evaluation.
+        ch, fd = self.channel([])
+        ch.send({"type": "error", "message": "bad \ud800 text \U0001F600"})
+        ch._writer.close()
+        line = os.read(fd, 65536)
+        self.assertNotIn(b"\\ud8", line.lower())
+        self.assertEqual(json.loads(line.decode("utf-8", "strict"))["message"], "bad \ufffd text \U0001F600")
+
+
 class Startup(unittest.TestCase):
     def test_without_numpy_the_worker_says_how_to_install_it(self):
         import subprocess
