@@ -9,6 +9,7 @@ mod harness_unit;
 mod mlx_cpu_fixture;
 mod numpy_fixture;
 mod python_candidates;
+mod python_protocol;
 mod sandbox_attacks;
 mod support;
 mod torch_cpu_fixture;

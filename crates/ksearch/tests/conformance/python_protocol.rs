@@ -1,0 +1,298 @@
+//! The Python harness's judge and what its runners send it. A module shares its runner's
+//! interpreter (a direct or torch runner's, an MLX tracer's), so it can rewrite every answer the
+//! runner gives: whatever comes, the judge reads it or loses the runner (`runtime_error`, "broke
+//! the protocol"), and keeps serving. It can also keep the descriptors its runner is handed (its
+//! output memory) and send descriptors of its own. (Named `mlx_harness_*` and `torch_harness_*`
+//! so that CI's filtered runs take them.)
+
+use ksearch_core::protocol::Status;
+use ksearch_core::task::Source;
+use ksearch_eval::{Contenders, Evaluation, Evaluator};
+
+use crate::mlx_cpu_fixture::MlxCpuFixture;
+use crate::numpy_fixture::NumpyFixture;
+use crate::support::{Fixture, quick_options};
+use crate::torch_cpu_fixture::TorchCpuFixture;
+
+const NUMPY_RUN: &str = "import numpy as np\n\n\ndef run(x, *, rows, cols):\n    e = np.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)\n";
+const TORCH_RUN: &str =
+    "import torch\n\n\ndef run(x, *, rows, cols):\n    return torch.softmax(x, dim=1)\n";
+const MLX_RUN: &str = "import mlx.core as mx\n\n\ndef run(x, *, rows, cols):\n    e = mx.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(mx.float32)\n";
+
+/// A module whose runner answers the request `op` with `answer` (Python statements with `sock`,
+/// `header` and `payload`, the runner's own answer, in scope) instead of its own.
+fn answering(op: &str, answer: &str, run: &str) -> String {
+    let answer: String = answer.lines().map(|l| format!("        {l}\n")).collect();
+    format!(
+        "import json, struct, sys\n_r = sys.modules['__main__']\n_send = _r.link.send\n\n\ndef _reply(sock, header, payload=b''):\n    if header.get('op') == {op:?}:\n{answer}        return\n    _send(sock, header, payload)\n\n\n_r.reply = _reply\n\n{run}"
+    )
+}
+
+/// A header of JSON nested 60000 deep: under the header size limit, past `json`'s recursion
+/// limit.
+const DEEP_JSON: &str = "sock.sendall(struct.pack('<I', 120000) + b'[' * 60000 + b']' * 60000)";
+
+/// Each of `texts` evaluated in turn by one worker, then `honest`: the worker must answer every
+/// one, and pass the honest module after them.
+fn in_turn<F: Fixture>(f: &F, texts: &[String], honest: &str) -> Vec<Evaluation> {
+    let mut ev = f.evaluator();
+    let mut evaluate = |text: &str| {
+        let source = Source {
+            file: "candidate.py".into(),
+            text: text.into(),
+        };
+        ev.evaluate(f.task(), &source, Contenders::default(), &quick_options())
+            .unwrap_or_else(|e| panic!("the worker did not evaluate {text:?}: {e}"))
+    };
+    let out: Vec<Evaluation> = texts.iter().map(|t| evaluate(t)).collect();
+    let after = evaluate(honest);
+    assert_eq!(
+        after.result.status,
+        Status::Passed,
+        "{}",
+        after.result.message
+    );
+    out
+}
+
+fn assert_broke(e: &Evaluation, part: &str) {
+    assert_eq!(
+        e.result.status,
+        Status::RuntimeError,
+        "{}",
+        e.result.message
+    );
+    assert!(
+        e.result.message.contains("broke the protocol") && e.result.message.contains(part),
+        "{part}: {}",
+        e.result.message
+    );
+}
+
+fn printed(e: &Evaluation) -> String {
+    format!("{}{}", e.result.output.head, e.result.output.tail)
+}
+
+/// A direct or torch runner's answer to "load" rewritten: deeply nested JSON (the judge's
+/// parser raised RecursionError, which stopped the worker's evaluation as a harness failure), a
+/// header that is no object, one without an `op`, an error without a message, a payload nobody
+/// asked for.
+fn malformed_answers_are_runtime_errors<F: Fixture>(f: &F, run: &str) {
+    let answers = [
+        (DEEP_JSON, "maximum recursion depth"),
+        (
+            "sock.sendall(struct.pack('<I', 3) + b'[1]')",
+            "not an object",
+        ),
+        ("_send(sock, {'sizes': [1]})", "without an `op`"),
+        (
+            "_send(sock, {'op': 'error', 'message': 5})",
+            "without a message",
+        ),
+        (
+            "_send(sock, header, b'x' * 4096)",
+            "a payload of 4096 bytes",
+        ),
+    ];
+    let texts: Vec<String> = answers
+        .iter()
+        .map(|(a, _)| answering("loaded", a, run))
+        .collect();
+    for (e, (_, part)) in in_turn(f, &texts, run).iter().zip(answers) {
+        assert_broke(e, part);
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn mlx_harness_numpy_malformed_answers_are_runtime_errors() {
+    malformed_answers_are_runtime_errors(&NumpyFixture::new(), NUMPY_RUN);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_malformed_answers_are_runtime_errors() {
+    malformed_answers_are_runtime_errors(&TorchCpuFixture::new(), TORCH_RUN);
+}
+
+/// A tracer's `traced` answer rewritten: without an `op`, sizes that are a string or floats (the
+/// judge summed and sliced them unchecked), nested too deep, and graphs larger than a tracer may
+/// write (96 MiB for one workload: the judge read any payload up to 16 GiB, and held it three
+/// times).
+#[test]
+#[cfg_attr(
+    not(has_mlx),
+    ignore = "needs python3 with MLX for CPU (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+)]
+fn mlx_harness_cpu_malformed_graphs_are_runtime_errors() {
+    let answers = [
+        (
+            "_send(sock, {'sizes': header['sizes']}, payload)",
+            "without an `op`",
+        ),
+        (
+            "_send(sock, {'op': 'traced', 'sizes': 'a' * len(header['sizes'])}, payload)",
+            "do not add up",
+        ),
+        (
+            "_send(sock, {'op': 'traced', 'sizes': [float(n) for n in header['sizes']]}, payload)",
+            "do not add up",
+        ),
+        (DEEP_JSON, "maximum recursion depth"),
+        (
+            "n = 96 << 20\nhead = json.dumps({'op': 'traced', 'sizes': [n], 'payload': n}).encode()\nsock.sendall(struct.pack('<I', len(head)) + head)\nfor _ in range(6):\n    sock.sendall(bytes(16 << 20))",
+            "where at most 67108864 were asked for",
+        ),
+    ];
+    let texts: Vec<String> = answers
+        .iter()
+        .map(|(a, _)| answering("traced", a, MLX_RUN))
+        .collect();
+    for (e, (_, part)) in in_turn(&MlxCpuFixture::new(), &texts, MLX_RUN)
+        .iter()
+        .zip(answers)
+    {
+        assert_broke(e, part);
+    }
+}
+
+/// Descriptors attached to the clock byte (SCM_RIGHTS): the judge reads that socket with room
+/// for its timestamp, so they were installed in the judge and never closed (7,642 of them, and
+/// 5 GB of memfds, over a three-round run).
+fn descriptors_with_the_clock_byte_are_refused<F: Fixture>(f: &F, run: &str) {
+    let text = format!(
+        "import array, os, socket, sys\n_r = sys.modules['__main__']\n\n\ndef _tick():\n    fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(8)] + list(os.pipe())\n    _r.CLOCK[0].sendmsg([b'd'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', fds))])\n    for fd in fds:\n        os.close(fd)\n\n\n_r.tick = _tick\n\n{run}"
+    );
+    let e = &in_turn(f, &[text], run)[0];
+    assert_broke(e, "file descriptors");
+}
+
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn mlx_harness_numpy_descriptors_with_the_clock_byte_are_refused() {
+    descriptors_with_the_clock_byte_are_refused(&NumpyFixture::new(), NUMPY_RUN);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_descriptors_with_the_clock_byte_are_refused() {
+    descriptors_with_the_clock_byte_are_refused(&TorchCpuFixture::new(), TORCH_RUN);
+}
+
+/// A module that keeps the descriptors its runner closes after mapping them (its inputs and its
+/// writable outputs), then tries to grow and to truncate each at its first call and once timed:
+/// truncated outputs killed the judge with SIGBUS when it read its own mapping.
+fn resizing_the_shared_memory_harms_no_judge<F: Fixture>(f: &F, run: &str) {
+    let text = format!(
+        "import os as _os, sys, types\n_r = sys.modules['__main__']\n_kept = []\n_calls = [0]\n\n\nclass _Os(types.ModuleType):\n    def __getattr__(self, name):\n        return getattr(_os, name)\n\n\n_shim = _Os('os')\n_shim.close = lambda fd: (_kept.append(_os.dup(fd)), _os.close(fd))\n_r.os = _shim\n\n\ndef _resize():\n    for fd in _kept:\n        link = _os.readlink(f'/proc/self/fd/{{fd}}')\n        size = _os.fstat(fd).st_size\n        try:\n            w = _os.open(f'/proc/self/fd/{{fd}}', _os.O_RDWR)\n        except OSError:\n            continue\n        for what, to in (('grow', 2 * size + 4096), ('truncate', 0)):\n            try:\n                _os.ftruncate(w, to)\n                print(what.upper() + 'D', link, flush=True)\n            except OSError:\n                print(what, 'refused:', link, flush=True)\n        _os.close(w)\n\n\n{run}\n_run = run\n\n\ndef run(x, **axes):\n    _calls[0] += 1\n    if _calls[0] in (1, 6):\n        _resize()\n    return _run(x, **axes)\n"
+    );
+    let e = &in_turn(f, &[text], run)[0];
+    let out = printed(e);
+    assert_eq!(
+        e.result.status,
+        Status::Passed,
+        "{}\n{out}",
+        e.result.message
+    );
+    assert!(
+        !out.contains("GROWD") && !out.contains("TRUNCATED"),
+        "{out}"
+    );
+    for what in ["grow", "truncate"] {
+        assert!(
+            out.contains(&format!("{what} refused: /memfd:ksearch-shm")),
+            "{what}: {out}"
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn mlx_harness_numpy_resizing_the_shared_memory_harms_no_judge() {
+    resizing_the_shared_memory_harms_no_judge(&NumpyFixture::new(), NUMPY_RUN);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_resizing_the_shared_memory_harms_no_judge() {
+    resizing_the_shared_memory_harms_no_judge(&TorchCpuFixture::new(), TORCH_RUN);
+}
+
+/// The judge works in a fresh directory of its own, under the temporary directory: its runners'
+/// sandboxes were shown it (it is first on the judge's `sys.path`, under `-m`), with the root
+/// directories of every runner's sandbox in it. A module lists what it can of the temporary
+/// directory.
+fn the_judges_directory_is_not_shown<F: Fixture>(f: &F, run: &str) {
+    let tmp = std::env::temp_dir().display().to_string();
+    let text = format!(
+        "import os\n\n_saw = []\nfor _top, _dirs, _files in os.walk({tmp:?}):\n    _saw += [n for n in _dirs + _files if n.startswith(('ksearch-worker-', 'sandbox-root-'))]\n    if _top.count(os.sep) > 6:\n        _dirs[:] = []\nprint('SAW' if _saw else 'saw nothing of the judge', sorted(set(_saw))[:4], flush=True)\n\n{run}"
+    );
+    let e = &in_turn(f, &[text], run)[0];
+    let out = printed(e);
+    assert_eq!(
+        e.result.status,
+        Status::Passed,
+        "{}\n{out}",
+        e.result.message
+    );
+    assert!(out.contains("saw nothing of the judge"), "{out}");
+}
+
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn mlx_harness_numpy_the_judges_directory_is_not_shown() {
+    the_judges_directory_is_not_shown(&NumpyFixture::new(), NUMPY_RUN);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_mlx),
+    ignore = "needs python3 with MLX for CPU (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+)]
+fn mlx_harness_cpu_the_judges_directory_is_not_shown() {
+    the_judges_directory_is_not_shown(&MlxCpuFixture::new(), MLX_RUN);
+}
+
+/// A module whose import fails with a lone surrogate in its message: the judge wrote it into its
+/// result escaped, which ksearch's JSON reader refuses, and the evaluation was void (`rejected`).
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn mlx_harness_numpy_an_error_with_lone_surrogates_is_reported() {
+    let text = format!("raise RuntimeError('half a pair: \\ud83d.')\n\n{NUMPY_RUN}");
+    let e = &in_turn(&NumpyFixture::new(), &[text], NUMPY_RUN)[0];
+    assert_eq!(
+        e.result.status,
+        Status::RuntimeError,
+        "{}",
+        e.result.message
+    );
+    assert!(
+        e.result.message.contains("half a pair: \u{fffd}."),
+        "{}",
+        e.result.message
+    );
+}
