@@ -55,9 +55,27 @@ pub(crate) fn split_top_level(s: &str, sep: u8) -> Vec<&str> {
     out
 }
 
-/// The argument starting at `start` in a call: up to the next `,` or `)` outside brackets.
+/// The largest char boundary of `s` at or before `i`.
+pub(crate) fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// How far the scanners below look for the end of an argument or the bracket around a position.
+/// Real arguments and calls are far shorter; without a bound, a candidate of many unclosed
+/// brackets (`threadgroup=(` repeated) made every match scan to the end of the file, quadratic
+/// in its size (8.8 GB and minutes for 500 KB, in the orchestrator, on every model answer).
+pub(crate) const MAX_SCAN: usize = 8 << 10;
+
+/// The argument starting at `start` in a call: up to the next `,` or `)` outside brackets (at
+/// most `MAX_SCAN` bytes; a longer one is cut there).
 pub(crate) fn argument(code: &str, start: usize) -> &str {
     let b = code.as_bytes();
+    let end = floor_char_boundary(code, start.saturating_add(MAX_SCAN).min(b.len()));
+    let b = &b[..end];
+    let code = &code[..end];
     let mut depth = 0i32;
     for (i, &c) in b.iter().enumerate().skip(start) {
         match c {
@@ -98,7 +116,8 @@ pub(crate) fn enclosing_paren(code: &str, pos: usize) -> Option<usize> {
     let b = code.as_bytes();
     let mut depth = 0i32;
     let mut i = pos;
-    while i > 0 {
+    let stop = pos.saturating_sub(MAX_SCAN);
+    while i > stop {
         i -= 1;
         match b[i] {
             b')' | b']' | b'}' => depth += 1,
@@ -130,5 +149,21 @@ mod tests {
         assert!(find_token("my_threadIdx", "threadIdx").is_empty());
         assert_eq!(find_token("__shfl_xor_sync(", "__shfl_"), vec![0]);
         assert!(find_token("x__shfl_", "__shfl_").is_empty());
+    }
+
+    /// A candidate of unclosed brackets must not make every match scan to the end of the file:
+    /// what the scanners look at is bounded, so the checks stay linear in a file's size.
+    #[test]
+    fn scans_stop_at_their_bound() {
+        let unclosed = "threadgroup=τ(".repeat(20_000);
+        let arg = argument(&unclosed, 12);
+        assert!(arg.len() <= MAX_SCAN, "{} bytes", arg.len());
+        assert!(unclosed.starts_with(arg) || unclosed[12..].starts_with(arg));
+        assert_eq!(argument("f(a, (b, c), d)", 2), "a");
+        assert_eq!(argument("f(a, (b, c), d)", 5), "(b, c)");
+        let far = format!("({}x", " ".repeat(MAX_SCAN + 10));
+        assert_eq!(enclosing_paren(&far, far.len() - 1), None);
+        let near = format!("({}x", " ".repeat(10));
+        assert_eq!(enclosing_paren(&near, near.len() - 1), Some(0));
     }
 }

@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use super::scan::{MAX_SCAN, floor_char_boundary};
 use crate::platform::Target;
 
 /// Byte offset → 1-based line.
@@ -197,7 +198,9 @@ pub(crate) fn mask_python(text: &str) -> Python {
 /// Whether the literal starting at `start` is an operand (after `=`, `(`, `,`, …) rather than
 /// a statement of its own (a docstring). `masked` is the code blanked so far.
 fn used_as_value(masked: &[u8], start: usize) -> bool {
-    let mut k = start;
+    // Looking back no further than `MAX_SCAN` keeps a file of many literals linear.
+    let masked = &masked[start.saturating_sub(MAX_SCAN)..start];
+    let mut k = masked.len();
     // Same line: anything before it means it is part of an expression.
     while k > 0 && matches!(masked[k - 1], b' ' | b'\t') {
         k -= 1;
@@ -218,7 +221,10 @@ fn used_as_value(masked: &[u8], start: usize) -> bool {
 
 /// The name a string literal is assigned to (`CUDA_SOURCE = """…`), if it is.
 fn assigned_name(text: &str, content_start: usize) -> Option<&str> {
-    let line_start = text[..content_start].rfind('\n').map_or(0, |p| p + 1);
+    let from = floor_char_boundary(text, content_start.saturating_sub(MAX_SCAN));
+    let line_start = text[from..content_start]
+        .rfind('\n')
+        .map_or(from, |p| from + p + 1);
     let before = text[line_start..content_start]
         .trim_end_matches(['"', '\''])
         .trim_end_matches(|c: char| "rRbBuUfF".contains(c))

@@ -8,7 +8,9 @@ use regex::Regex;
 
 use super::analysis::Analysis;
 use super::rules::{limit, violation};
-use super::scan::{argument, enclosing_paren, split_top_level, tuple_elements, value_start};
+use super::scan::{
+    MAX_SCAN, argument, enclosing_paren, split_top_level, tuple_elements, value_start,
+};
 use crate::assertion::Rule;
 use crate::hardware::Hardware;
 
@@ -32,7 +34,7 @@ pub(crate) fn threadgroup_size(
         return;
     };
     // (offset, text as written, thread count)
-    let mut found: Vec<(usize, String, Option<i64>)> = Vec::new();
+    let mut found: Vec<(usize, &str, Option<i64>)> = Vec::new();
     let product = |elems: &[String]| -> Option<i64> {
         elems
             .iter()
@@ -47,18 +49,29 @@ pub(crate) fn threadgroup_size(
             }
             let value = argument(py, value_start(&m));
             let threads = tuple_elements(value, &a.env).and_then(|e| product(&e));
-            found.push((m.start(), value.to_owned(), threads));
+            found.push((m.start(), value, threads));
         }
     }
     let code = &a.kernel;
     for re in [&*LAUNCH_BOUNDS, &*MAX_TOTAL] {
         for m in re.find_iter(code) {
             let value = argument(code, m.end());
-            found.push((m.start(), value.to_owned(), a.env.eval(value)));
+            found.push((m.start(), value, a.env.eval(value)));
+        }
+    }
+    // Every `dim3 name(…)` once, not once per launch.
+    let mut dims_of: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    if code.contains("<<<") {
+        for c in DIM3.captures_iter(code) {
+            if let (Some(name), Some(dims)) = (c.get(1), c.get(2)) {
+                dims_of.entry(name.as_str()).or_insert(dims.as_str());
+            }
         }
     }
     for (at, _) in code.match_indices("<<<") {
-        let Some(close) = code[at..].find(">>>").map(|p| at + p) else {
+        // A launch's `<<<…>>>` is short: look no further than `MAX_SCAN`.
+        let window = &code.as_bytes()[at..code.len().min(at.saturating_add(MAX_SCAN))];
+        let Some(close) = window.windows(3).position(|w| w == b">>>").map(|p| at + p) else {
             continue;
         };
         let args = split_top_level(&code[at + 3..close], b',');
@@ -78,8 +91,8 @@ pub(crate) fn threadgroup_size(
                     .collect(),
             )
         } else {
-            DIM3.captures_iter(code).find(|c| &c[1] == block).map(|c| {
-                split_top_level(&c[2], b',')
+            dims_of.get(block).map(|dims| {
+                split_top_level(dims, b',')
                     .iter()
                     .map(|s| s.trim().to_owned())
                     .collect()
@@ -89,7 +102,7 @@ pub(crate) fn threadgroup_size(
             Some(d) => product(&d),
             None => a.env.eval(block),
         };
-        found.push((at, block.to_owned(), threads));
+        found.push((at, block, threads));
     }
     for (at, expr, threads) in found {
         let Some(threads) = threads else { continue };
@@ -101,7 +114,7 @@ pub(crate) fn threadgroup_size(
                     ("threads", threads.to_string()),
                     ("limit", limit.to_string()),
                     ("limit_from", from.clone()),
-                    ("expr", expr),
+                    ("expr", expr.to_owned()),
                 ],
             ));
         }
