@@ -34,6 +34,19 @@ class Outcome(Exception):
         self.message = message
 
 
+OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemory|MemoryError|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY", re.IGNORECASE)
+
+
+def trusted_failed(message):
+    """The error for the task's own code (its reference, baseline or a comparison) failing beside
+    the candidate: the task's fault, unless memory ran out, which the candidate's processes share
+    with it on the device (and the machine): a candidate holding it all must not pass that off as
+    the task's fault (which would end a search)."""
+    if OUT_OF_MEMORY.search(message):
+        return Outcome("runtime_error", f"{message} (memory ran out beside the candidate, whose processes share the device with the task's own code: the evaluation is the candidate's failure)")
+    return TaskFault(message)
+
+
 def evaluate(arrays, req, channel, settings):
     result = {
         "id": req["id"],
@@ -185,7 +198,7 @@ def run_phases(arrays, req, channel, result, settings, contenders):
             except TimedFailure as e:
                 c = contenders[e.index]
                 if c.trusted:
-                    raise TaskFault(f"the {c.role} `{c.label}` failed while timed: {e.error}") from None
+                    raise trusted_failed(f"the {c.role} `{c.label}` failed while timed: {e.error}") from None
                 raise lost("the candidate" if e.index == 0 else f"the {c.role} `{c.label}`", e.error, "timing", w) from None
             except TimedIncorrect as e:
                 c = contenders[e.index]
@@ -279,9 +292,9 @@ class Truth:
                 out = call(self.reference, inputs, self.axes, len(task["outputs"]), "the reference")
                 arrays.sync(out)
         except CandidateError as e:
-            raise TaskFault(str(e)) from None
+            raise trusted_failed(str(e)) from None
         except Exception as e:  # noqa: BLE001 - the task's own code
-            raise TaskFault(f"the reference failed on workload `{w['name']}`: {type(e).__name__}: {e}") from None
+            raise trusted_failed(f"the reference failed on workload `{w['name']}`: {type(e).__name__}: {e}") from None
         return [arrays.to_numpy(o) for o in out]
 
 
@@ -311,9 +324,9 @@ def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):
                     expected = outputs_of(torch, run(*inputs), names)
                 arrays.sync()
             except CandidateError as e:
-                raise TaskFault(f"the reference failed: {e}") from None
+                raise trusted_failed(f"the reference failed: {e}") from None
             except Exception as e:  # noqa: BLE001 - the task's own code
-                raise TaskFault(f"the reference failed on workload `{w['name']}`: {type(e).__name__}: {e}") from None
+                raise trusted_failed(f"the reference failed on workload `{w['name']}`: {type(e).__name__}: {e}") from None
             expected = [arrays.to_numpy(e) for e in expected]
             try:
                 got = candidate.check(pool, task, w, seed)
@@ -364,7 +377,7 @@ def check_workload(arrays, task, tol, w, seeds, reference, candidate, graph, pha
                 expected = call(reference, inputs, axes, len(task["outputs"]), "the reference")
                 arrays.sync(expected)
             except CandidateError as e:
-                raise TaskFault(str(e)) from None
+                raise trusted_failed(str(e)) from None
             expected = [arrays.to_numpy(e) for e in expected]
             del inputs
             try:

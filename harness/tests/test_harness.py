@@ -509,6 +509,17 @@ class Gauntlet(unittest.TestCase):
         _, f = gauntlet.compare(spec, np.zeros((3, 5)), r, TOL["f32"])
         self.assertIn("norm_rtol", f)
 
+    def test_memory_running_out_beside_the_candidate_is_not_the_tasks_fault(self):
+        from ksearch_harness import worker
+
+        oom = worker.trusted_failed("the baseline `sdpa` failed while timed: RuntimeError: [cudaMallocAsync] cudaMallocAsync(&ptr, size) failed: out of memory")
+        self.assertIsInstance(oom, worker.Outcome)
+        self.assertEqual(oom.status, "runtime_error")
+        self.assertIn("the candidate's failure", oom.message)
+        for message in ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "MemoryError"):
+            self.assertIsInstance(worker.trusted_failed(message), worker.Outcome)
+        self.assertIsInstance(worker.trusted_failed("the reference failed: ZeroDivisionError"), gauntlet.TaskFault)
+
     def test_a_non_finite_reference_is_a_task_fault(self):
         with self.assertRaises(gauntlet.TaskFault):
             gauntlet.compare(TASK["outputs"][0], np.zeros((1, 1)), np.array([[np.inf]]), TOL["f32"])
