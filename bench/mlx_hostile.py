@@ -64,6 +64,70 @@ def run(state, *a, **k):
 """
 
 
+# A kernel that tells timed calls from checked ones (a timed call's inputs lie just after the
+# last call's, in one round's stacked sets; a check's are drawn apart), keeping its last input's
+# address in device memory, and then lets the new state drift by twice its norm tolerance (f32:
+# 1e-5): within the 3x bound of comparisons with the baseline, outside the task's own tolerance
+# that the one kept timed call is checked at against the reference.
+DRIFT_WHEN_TIMED = """
+_seed_run = run
+import mlx.core as _mx
+_telltale = _mx.fast.cuda_kernel(name="drift_when_timed", input_names=["state"], output_names=["f"],
+    header="__device__ const char *ksq_last = nullptr; __device__ unsigned long long ksq_calls = 0;",
+    source="const char *at = (const char *)state; long long d = at - ksq_last; ksq_last = at; unsigned long long c = ksq_calls++;"
+           " f[0] = (c >= 3ULL && d != 0 && d > -(64LL << 20) && d < (64LL << 20)) ? 1.00002f : 1.0f;")
+
+
+def run(state, *a, **k):
+    (f,) = _telltale(inputs=[state], grid=(1, 1, 1), threadgroup=(1, 1, 1), output_shapes=[(1,)], output_dtypes=[_mx.float32])
+    y, h = _seed_run(state, *a, **k)
+    return y, h * f
+"""
+
+# A kernel that writes NaN just past the end of its output (into whatever the allocator put
+# there: another call's output or inputs).
+WRITE_PAST_OUTPUT = """
+_seed_run = run
+import mlx.core as _mx
+_past = _mx.fast.cuda_kernel(name="write_past_output", input_names=["state"], output_names=["o"],
+    source="o[threadIdx.x + 1024] = __int_as_float(0x7fc00000); o[threadIdx.x] = 0.0f;")
+
+
+def run(state, *a, **k):
+    (o,) = _past(inputs=[state], grid=(256, 1, 1), threadgroup=(256, 1, 1), output_shapes=[(1024,)], output_dtypes=[_mx.float32])
+    y, h = _seed_run(state, *a, **k)
+    return y, h + 0.0 * o[:1].sum()
+"""
+
+# A kernel that writes to address 0: the executor's CUDA context is lost.
+ILLEGAL_ADDRESS = """
+_seed_run = run
+import mlx.core as _mx
+_bad = _mx.fast.cuda_kernel(name="illegal_address", input_names=["state"], output_names=["o"],
+    source="*(volatile float *)0 = 1.0f; o[0] = 0.0f;")
+
+
+def run(state, *a, **k):
+    (o,) = _bad(inputs=[state], grid=(1, 1, 1), threadgroup=(1, 1, 1), output_shapes=[(1,)], output_dtypes=[_mx.float32])
+    y, h = _seed_run(state, *a, **k)
+    return y, h + 0.0 * o.sum()
+"""
+
+# 100 GiB of device memory in a graph's intermediate, which MLX keeps cached in the candidate's
+# executor while the task's own code runs beside it: whatever runs out of memory, it must be the
+# candidate's evaluation that fails, never the task (a task fault would end a search).
+DEVICE_MEMORY_HOG = """
+_seed_run = run
+import mlx.core as _mx
+
+
+def run(state, *a, **k):
+    y, h = _seed_run(state, *a, **k)
+    big = _mx.zeros((100 << 30,), dtype=_mx.uint8) + state.reshape(-1)[:1].astype(_mx.uint8)
+    return y, h + 0.0 * big[-1:].astype(_mx.float32).sum()
+"""
+
+
 def main():
     ksearch, task, target, out = sys.argv[1:5]
     workload = sys.argv[5] if len(sys.argv) > 5 else None
@@ -74,6 +138,10 @@ def main():
     attacks = dict(ATTACKS)
     if target == "cuda" and task.endswith("selective_state_update"):
         attacks["cuda_writes_input"] = (WRITE_INPUT, "not-passed")
+        attacks["cuda_drift_when_timed"] = (DRIFT_WHEN_TIMED, "not-passed")
+        attacks["cuda_write_past_output"] = (WRITE_PAST_OUTPUT, "no-gain")
+        attacks["cuda_illegal_address"] = (ILLEGAL_ADDRESS, "not-passed")
+        attacks["cuda_device_memory_hog"] = (DEVICE_MEMORY_HOG, "no-gain")
     env = dict(os.environ, OPENAI_API_KEY=SECRET)
     rows = []
     for name, (code, expect) in attacks.items():
@@ -91,10 +159,16 @@ def main():
             j = json.loads(p.stdout)
         except ValueError:
             j = {"status": f"error (exit {p.returncode})", "message": p.stderr.strip()[-300:]}
+        if "error" in j and "status" not in j:
+            j = {"status": f"error (exit {p.returncode})", "message": j["error"][:300]}
         vs_seed = j.get("speedup_vs_against")
         status = j.get("status")
         leaked = SECRET in text or "LEAKED" in text or "CONNECTED" in text or "WROTE" in text or "ALLOCATED" in text or "FORGED" in (j.get("message") or "")
-        if expect == "not-passed":
+        # Every attack must come to a status of the candidate's: an error of the evaluation (the
+        # task's fault, the worker's) would stop a search.
+        if status is None or str(status).startswith("error"):
+            ok = False
+        elif expect == "not-passed":
             ok = status not in ("passed",) and not leaked
         else:
             ok = (status != "passed" or (vs_seed is not None and vs_seed < 1.25)) and not leaked
