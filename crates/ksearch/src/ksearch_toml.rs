@@ -6,8 +6,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ksearch_core::location::{FileError, parse_toml};
+use ksearch_core::location::{FieldPath, FileError, locate, parse_toml};
 use serde::Deserialize;
+
+/// The longest `timeout_s` a model call may have, in seconds (a day): a call that long has
+/// failed. A larger, negative or non-finite value is refused where the file says it, rather
+/// than panicking where it becomes a `Duration`.
+pub(crate) const MAX_CALL_TIMEOUT_S: f64 = 86_400.0;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -128,20 +133,78 @@ impl KsearchToml {
 
     pub(crate) fn parse(text: &str, file: &str) -> Result<KsearchToml, FileError> {
         let c: KsearchToml = parse_toml(text, file)?;
-        for name in c.providers.keys() {
+        c.check().map_err(|(path, message)| FileError {
+            file: file.to_owned(),
+            location: locate(text, &path),
+            field: path.to_string(),
+            message,
+        })?;
+        Ok(c)
+    }
+
+    /// Every value in its range: providers known, numbers finite and in range, the time
+    /// budget a duration. The field at fault and why.
+    fn check(&self) -> Result<(), (FieldPath, String)> {
+        let root = FieldPath::root();
+        let range = |path: FieldPath, value: f64, lo_open: bool, hi: f64, unit: &str| {
+            ksearch_engine::check_range("", value, 0.0, lo_open, hi, unit)
+                .map_err(|e| (path, format!("it is {value}; it must be {}", e.allowed)))
+        };
+        let timeout = |path: FieldPath, p: &ProviderDefaults| match p.timeout_s {
+            Some(t) => range(
+                path.key("timeout_s"),
+                t,
+                true,
+                MAX_CALL_TIMEOUT_S,
+                "seconds",
+            ),
+            None => Ok(()),
+        };
+        timeout(root.key("llm"), &self.llm)?;
+        for (name, p) in &self.providers {
+            let path = root.key("providers").key(name);
             if !["openai", "openai-responses", "gemini", "anthropic"].contains(&name.as_str()) {
-                let path = ksearch_core::location::FieldPath::root()
-                    .key("providers")
-                    .key(name);
-                return Err(FileError {
-                    file: file.to_owned(),
-                    location: ksearch_core::location::locate(text, &path),
-                    field: path.to_string(),
-                    message: "unknown provider; expected one of openai, openai-responses, gemini, anthropic".into(),
-                });
+                return Err((
+                    path,
+                    "unknown provider; expected one of openai, openai-responses, gemini, anthropic"
+                        .into(),
+                ));
+            }
+            timeout(path, p)?;
+        }
+        let budget = root.key("budget");
+        if let Some(usd) = self.budget.max_cost_usd {
+            range(
+                budget.key("max_cost_usd"),
+                usd,
+                true,
+                f64::MAX,
+                "US dollars",
+            )?;
+        }
+        if let Some(time) = &self.budget.time {
+            humantime::parse_duration(time).map_err(|e| {
+                (
+                    budget.key("time"),
+                    format!("`{time}` is not a duration: {e}"),
+                )
+            })?;
+        }
+        for (spec, price) in &self.prices {
+            let path = root.key("prices").key(spec);
+            let per_mtok = [
+                ("input_per_mtok", Some(price.input_per_mtok)),
+                ("output_per_mtok", Some(price.output_per_mtok)),
+                ("cached_input_per_mtok", price.cached_input_per_mtok),
+                ("cache_write_per_mtok", price.cache_write_per_mtok),
+            ];
+            for (field, value) in per_mtok {
+                if let Some(value) = value {
+                    range(path.key(field), value, false, f64::MAX, "US dollars")?;
+                }
             }
         }
-        Ok(c)
+        Ok(())
     }
 }
 
@@ -241,5 +304,58 @@ output_per_mtok = 0.0
             KsearchToml::parse("[providers.openia]\ntimeout_s = 1\n", "ksearch.toml").unwrap_err();
         assert!(e.message.contains("unknown provider"), "{e}");
         assert_eq!(e.location.unwrap().line, 1);
+    }
+
+    /// A number out of range is refused where the file says it: `timeout_s = -1` had panicked
+    /// when it became a `Duration`.
+    #[test]
+    fn numbers_out_of_range_name_the_file_line_and_field() {
+        for (table, field, value) in [
+            ("llm", "timeout_s", "-1"),
+            ("llm", "timeout_s", "0"),
+            ("llm", "timeout_s", "nan"),
+            ("llm", "timeout_s", "inf"),
+            ("llm", "timeout_s", "-inf"),
+            ("llm", "timeout_s", "1e308"),
+            ("llm", "timeout_s", "18446744073709551615.0"),
+            ("llm", "timeout_s", "86401"),
+            ("providers.anthropic", "timeout_s", "-0.5"),
+            ("budget", "max_cost_usd", "nan"),
+            ("budget", "max_cost_usd", "0"),
+            ("budget", "max_cost_usd", "-3"),
+            ("prices.\"openai:m\"", "input_per_mtok", "-1"),
+            ("prices.\"openai:m\"", "output_per_mtok", "inf"),
+            ("prices.\"openai:m\"", "cached_input_per_mtok", "nan"),
+            ("prices.\"openai:m\"", "cache_write_per_mtok", "-1e-9"),
+        ] {
+            let mut text = format!("[models]\nmodel = \"exec:true\"\n\n[{table}]\n");
+            if table.starts_with("prices") {
+                for f in ["input_per_mtok", "output_per_mtok"] {
+                    if f != field {
+                        text.push_str(&format!("{f} = 1.0\n"));
+                    }
+                }
+            }
+            text.push_str(&format!("{field} = {value}\n"));
+            let line = text.lines().count();
+            let e = KsearchToml::parse(&text, "ksearch.toml").unwrap_err();
+            let table_path = table.replace('"', "");
+            assert_eq!(e.field, format!("{table_path}.{field}"), "{e}");
+            assert_eq!(e.location.map(|l| l.line), Some(line), "{e}");
+            assert!(
+                e.to_string().starts_with(&format!("ksearch.toml:{line}:")),
+                "{e}"
+            );
+            assert!(e.message.contains("it must be"), "{e}");
+        }
+        let e =
+            KsearchToml::parse("[budget]\ntime = \"2 fortnights\"\n", "ksearch.toml").unwrap_err();
+        assert_eq!(e.field, "budget.time", "{e}");
+        assert_eq!(e.location.map(|l| l.line), Some(2), "{e}");
+        // In range: a fraction of a second, a day, integers, prices of 0.
+        let ok = "[llm]\ntimeout_s = 0.5\n[providers.openai]\ntimeout_s = 86400\n\
+                  [budget]\nmax_cost_usd = 1\ntime = \"2h\"\n\
+                  [prices.\"openai:m\"]\ninput_per_mtok = 0\noutput_per_mtok = 0.0\n";
+        KsearchToml::parse(ok, "ksearch.toml").unwrap();
     }
 }

@@ -70,14 +70,6 @@ fn choose_models(
         m.parse::<ModelSpec>()
             .with_context(|| format!("invalid model `{m}`"))?;
     }
-    // The flag is checked by the command line; the config file's value here.
-    if let Some(c) = file_defaults.budget.max_cost_usd
-        && !(c.is_finite() && c > 0.0)
-    {
-        anyhow::bail!(
-            "budget.max_cost_usd in the config is {c}; it must be a positive number of US dollars"
-        );
-    }
     Ok(Some(LlmModels {
         reasoning,
         codegen,
@@ -135,6 +127,7 @@ fn client_for(
         base_url,
         allow_plain_http: p.allow_plain_http.unwrap_or(false),
         api_key: p.api_key.map(Secret::new),
+        // In range: ksearch.toml's values are checked when it is read.
         timeout: p
             .timeout_s
             .map_or(defaults.timeout, Duration::from_secs_f64),
