@@ -288,11 +288,13 @@ pub(crate) fn parse_retry_after(headers: &HeaderMap, now: SystemTime) -> Option<
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
+    // Bounded like `Retry-After` below: any server or proxy can send a number too large for a
+    // `Duration` (from_secs_f64 panics on one); retry_delay cuts it to RETRY_AFTER_CEILING.
     if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
         && ms.is_finite()
         && ms >= 0.0
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(Duration::from_secs_f64((ms / 1000.0).min(1e9)));
     }
     let value = header("retry-after")?;
     if let Ok(seconds) = value.parse::<f64>() {
@@ -417,6 +419,26 @@ mod tests {
             parse_retry_after(&headers(&[("retry-after", "-1")]), now),
             None
         );
+    }
+
+    /// A delay no `Duration` holds, or no delay at all, from any server or proxy: no panic.
+    #[test]
+    fn retry_after_ms_out_of_range_is_bounded_or_ignored() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_770);
+        for huge in ["1e300", "1.7976931348623157e308", "18446744073709551615000"] {
+            let d = parse_retry_after(&headers(&[("retry-after-ms", huge)]), now).unwrap();
+            assert_eq!(d, Duration::from_secs(1_000_000_000), "{huge}");
+        }
+        for bad in ["NaN", "nan", "inf", "-inf", "-5", "-1e300"] {
+            assert_eq!(
+                parse_retry_after(
+                    &headers(&[("retry-after-ms", bad), ("retry-after", "3")]),
+                    now
+                ),
+                Some(Duration::from_secs(3)),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
