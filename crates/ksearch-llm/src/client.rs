@@ -11,7 +11,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use crate::error::LlmError;
 use crate::http::{RetryPolicy, Transport};
 use crate::manual::CallAbout;
-use crate::secret::{Secret, scrub};
+use crate::secret::{Scrubber, Secret};
 use crate::settings::ClientSettings;
 use crate::spec::{ModelSpec, Provider};
 use crate::types::{Completion, CompletionRequest};
@@ -56,9 +56,11 @@ pub fn client_with_env(
         });
     }
     let Some(format) = Wire::of(spec.provider) else {
-        // A command: no URL, no key, no HTTP.
+        // A command: no URL, no key, no HTTP. It inherits the environment, secrets and all:
+        // whatever it writes is scrubbed of them.
         return Ok(Box::new(crate::exec::ExecClient {
             spec: spec.clone(),
+            scrubber: Scrubber::new(settings.api_key.iter().chain(&settings.secrets)),
             policy: RetryPolicy {
                 timeout: settings.timeout,
                 max_retries: settings.max_retries,
@@ -79,6 +81,7 @@ pub fn client_with_env(
         max_output_tokens,
         allow_plain_http,
         extra_headers,
+        secrets,
     } = settings;
     let provider = spec.provider;
     let settings_error = |detail: String| LlmError::Settings { provider, detail };
@@ -108,6 +111,7 @@ pub fn client_with_env(
     let key = api_key
         .or_else(|| env(provider.key_variable()).map(Secret::new))
         .filter(|k| !k.is_empty());
+    let scrubber = Scrubber::new(key.iter().chain(&secrets));
     let loopback = parsed_base.host_str().is_some_and(|host| {
         host.eq_ignore_ascii_case("localhost")
             || host
@@ -186,10 +190,7 @@ pub fn client_with_env(
         builder = builder.no_proxy();
     }
     let http = builder.build().map_err(|e| {
-        settings_error(scrub(
-            &format!("cannot build the HTTP client: {e}"),
-            key.as_ref(),
-        ))
+        settings_error(scrubber.scrub(&format!("cannot build the HTTP client: {e}")))
     })?;
 
     Ok(Box::new(HttpClient {
@@ -209,6 +210,7 @@ pub fn client_with_env(
             url,
             headers,
             secret: key,
+            scrubber,
             policy: RetryPolicy {
                 timeout,
                 max_retries,
@@ -333,15 +335,18 @@ impl LlmClient for HttpClient {
             finish_reason,
         } = parsed.map_err(|detail| LlmError::Malformed {
             provider: self.spec.provider,
-            detail: scrub(&detail, self.transport.secret.as_ref()),
+            detail: self.transport.scrubber.scrub(&detail),
         })?;
+        // Scrubbed, as errors are: what a provider writes goes into the run's record and back
+        // into prompts.
+        let scrub = |text: String| self.transport.scrubber.scrub(&text);
         Ok(Completion {
-            text,
+            text: scrub(text),
             usage,
             model: answered_by
                 .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| self.spec.model.clone()),
-            finish_reason,
+                .map_or_else(|| self.spec.model.clone(), scrub),
+            finish_reason: finish_reason.map(scrub),
             http_attempts: success.attempts,
         })
     }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::client::LlmClient;
 use crate::error::{Failure, LlmError};
 use crate::http::{RetryPolicy, retry_delay, truncate};
+use crate::secret::Scrubber;
 use crate::spec::{ModelSpec, Provider};
 use crate::types::{Completion, CompletionRequest, MessageRole, Usage};
 
@@ -63,6 +64,9 @@ pub fn prompt_text(request: &CompletionRequest) -> String {
 pub(crate) struct ExecClient {
     pub(crate) spec: ModelSpec,
     pub(crate) policy: RetryPolicy,
+    /// The command inherits ksearch's environment: its stdout and stderr are scrubbed of the
+    /// secrets there (and of any key configured).
+    pub(crate) scrubber: Scrubber,
 }
 
 impl LlmClient for ExecClient {
@@ -154,11 +158,13 @@ impl ExecClient {
         // Whatever the command left running in its group goes with it.
         kill_group(child.id());
         let stdout = out.join().unwrap_or_default();
-        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+        let stderr = self
+            .scrubber
+            .scrub(&String::from_utf8_lossy(&err.join().unwrap_or_default()));
         let stderr_end = truncate(stderr.trim(), STDERR_LIMIT);
         match status.code() {
             Some(0) => String::from_utf8(stdout)
-                .map(Ok)
+                .map(|answer| Ok(self.scrubber.scrub(&answer)))
                 .map_err(|_| fail("its answer on stdout is not UTF-8".into())),
             Some(RETRY_EXIT_CODE) => Ok(Err(Failure::Connection {
                 detail: format!(
@@ -194,6 +200,7 @@ mod tests {
                 backoff_initial: Duration::from_millis(5),
                 backoff_max: Duration::from_millis(20),
             },
+            scrubber: Scrubber::default(),
         }
     }
 

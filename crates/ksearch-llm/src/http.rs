@@ -9,7 +9,7 @@ use reqwest::blocking::Client;
 use reqwest::header::HeaderMap;
 
 use crate::error::{Failure, LlmError};
-use crate::secret::{Secret, scrub};
+use crate::secret::{Scrubber, Secret};
 use crate::spec::Provider;
 
 /// The longest sleep a server's `Retry-After` can impose before the next attempt; a longer
@@ -44,8 +44,10 @@ pub(crate) struct Transport {
     pub(crate) url: String,
     /// Auth and extra headers, values marked sensitive.
     pub(crate) headers: HeaderMap,
-    /// The key, only to scrub it from texts that reach errors.
+    /// The key, when one is sent.
     pub(crate) secret: Option<Secret>,
+    /// Scrubs the key and the settings' other secrets from texts that reach errors.
+    pub(crate) scrubber: Scrubber,
     pub(crate) policy: RetryPolicy,
 }
 
@@ -121,11 +123,11 @@ impl Transport {
                 attempts: attempt,
             }));
         }
-        let mut message = scrub(&error_message(&text), self.secret.as_ref());
+        let mut message = self.scrubber.scrub(&error_message(&text));
         if let Some(location) = location.filter(|_| (300..400).contains(&status)) {
             message = format!(
                 "{message}; redirect to {} not followed (keys are not sent to other URLs)",
-                scrub(&location, self.secret.as_ref())
+                self.scrubber.scrub(&location)
             );
         }
         // OpenAI's 429 for an account without credit: waiting does not help.
@@ -144,7 +146,7 @@ impl Transport {
     }
 
     fn transport_failure(&self, error: &reqwest::Error) -> Result<Failure, LlmError> {
-        let detail = scrub(&error_chain(error), self.secret.as_ref());
+        let detail = self.scrubber.scrub(&error_chain(error));
         if error.is_builder() {
             return Err(LlmError::Settings {
                 provider: self.provider,

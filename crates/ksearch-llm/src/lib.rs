@@ -58,7 +58,8 @@
 //!
 //! Keys live in [`Secret`], whose `Debug` and `Display` print `[redacted]`; it is never
 //! serialised. Keys travel only in headers marked sensitive (never in URLs), and any text taken
-//! from a provider's reply into an error is scrubbed of the key.
+//! from a provider's reply or a command's output (an error, an answer) is scrubbed of the key
+//! and of [`ClientSettings::secrets`]: in any case, and without a `sk-`-style prefix.
 
 mod client;
 mod error;

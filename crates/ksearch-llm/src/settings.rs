@@ -43,6 +43,11 @@ pub struct ClientSettings {
     /// More headers for every request (e.g. OpenRouter's `HTTP-Referer`). Values are never
     /// printed by `Debug`.
     pub extra_headers: Vec<(String, String)>,
+    /// Other secrets to scrub, with the key, from every text a provider or a command writes
+    /// that this client passes on (errors, answers): ksearch gives the values of its
+    /// environment's variables named like secrets, which a command inherits, and the keys in
+    /// ksearch.toml.
+    pub secrets: Vec<Secret>,
 }
 
 impl Default for ClientSettings {
@@ -58,6 +63,7 @@ impl Default for ClientSettings {
             max_output_tokens: None,
             allow_plain_http: false,
             extra_headers: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -80,6 +86,7 @@ impl fmt::Debug for ClientSettings {
             .field("max_output_tokens", &self.max_output_tokens)
             .field("allow_plain_http", &self.allow_plain_http)
             .field("extra_headers (values redacted)", &header_names)
+            .field("secrets", &self.secrets)
             .finish()
     }
 }

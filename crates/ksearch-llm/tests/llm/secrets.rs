@@ -5,7 +5,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use ksearch_llm::loopback::{Reply, ScriptedServer};
-use ksearch_llm::{ClientSettings, LlmError, Provider, Secret, Usage, client_with_env};
+use ksearch_llm::{ClientSettings, LlmError, ModelSpec, Provider, Secret, Usage, client_with_env};
 
 use crate::support::{request, spec, test_settings};
 
@@ -212,4 +212,104 @@ fn a_key_is_not_sent_over_plain_http_to_another_machine() {
         |_| None,
     )
     .expect("keyless");
+}
+
+/// No form of the key: as written, in another case, or without its `sk-`.
+fn assert_no_form(what: &str, text: &str) {
+    assert_clean(what, text);
+    assert!(
+        !text.to_ascii_lowercase().contains("secret-123"),
+        "{what} leaks the key in another case or without its prefix: {text}"
+    );
+}
+
+/// A server may echo the key lower-cased or without its `sk-` (a proxy logging the header, a
+/// server normalising it); a secret of the settings' other secrets too.
+#[test]
+fn an_echoed_key_is_scrubbed_in_any_case_and_without_its_prefix() {
+    const OTHER: &str = "ghp_OtherSecret-123456";
+    for provider in Provider::ALL {
+        let server = ScriptedServer::start(vec![Reply::from_fn(move |req| {
+            let key = ["authorization", "x-goog-api-key", "x-api-key"]
+                .iter()
+                .find_map(|h| req.header(h))
+                .unwrap_or_default()
+                .trim_start_matches("Bearer ")
+                .to_string();
+            let message = format!(
+                "bad key {} / lower {} / upper {} / key-only {} / other {}",
+                key,
+                key.to_lowercase(),
+                key.to_uppercase(),
+                &key[3..],
+                OTHER.to_lowercase()
+            );
+            Reply::provider_error(provider, 401, &message)
+        })]);
+        let settings = ClientSettings {
+            secrets: vec![Secret::new(OTHER)],
+            ..secret_settings(provider, &server)
+        };
+        let llm = client_with_env(&spec(provider), settings, |_| None).expect("client");
+        let error = llm.complete(&request()).expect_err("401");
+        for text in [
+            error.to_string(),
+            format!("{error:?}"),
+            format!("{error:#?}"),
+        ] {
+            assert_no_form(&format!("{provider} 401"), &text);
+            assert!(
+                !text.to_ascii_lowercase().contains("othersecret"),
+                "{provider}: {text}"
+            );
+        }
+        assert!(error.to_string().contains("key-only [redacted]"), "{error}");
+    }
+}
+
+/// A command inherits the environment, keys and all: what it writes on stderr (an error) or
+/// on stdout (an answer, kept in the run and sent back in prompts) is scrubbed of the secrets
+/// the settings name, in any case and without the key's prefix.
+#[test]
+fn a_command_s_words_are_scrubbed_of_the_secrets() {
+    let dir = tempfile::tempdir().expect("dir");
+    let key_file = dir.path().join("key");
+    std::fs::write(&key_file, SECRET).expect("key file");
+    let print = format!(
+        "k=$(cat {}); echo \"auth failed with key $k\"; echo \"$k\" | tr a-z A-Z; echo \"${{k#sk-}}\"",
+        key_file.display()
+    );
+    let settings = || ClientSettings {
+        timeout: Duration::from_secs(20),
+        max_retries: 0,
+        secrets: vec![Secret::new(SECRET)],
+        ..ClientSettings::default()
+    };
+    let command = |cmd: String| {
+        client_with_env(&ModelSpec::new(Provider::Exec, cmd), settings(), |_| None).expect("client")
+    };
+    // A failure (its stderr in the error), a "try again" (its stderr in the last failure), an
+    // answer.
+    let error = command(format!("({print}) >&2; exit 1"))
+        .complete(&request())
+        .expect_err("exit 1");
+    assert!(
+        error
+            .to_string()
+            .contains("auth failed with key [redacted]"),
+        "{error}"
+    );
+    assert_no_form("exec exit 1", &format!("{error} {error:?}"));
+    let error = command(format!("({print}) >&2; exit 75"))
+        .complete(&request())
+        .expect_err("exit 75");
+    assert_no_form("exec exit 75", &format!("{error} {error:?}"));
+    let answer = command(print).complete(&request()).expect("answer");
+    assert_no_form("exec answer", &answer.text);
+    assert_eq!(
+        answer.text.matches("[redacted]").count(),
+        3,
+        "{}",
+        answer.text
+    );
 }

@@ -61,6 +61,7 @@ pub(crate) fn test_settings(provider: Provider, server: &ScriptedServer) -> Clie
         max_output_tokens: None,
         allow_plain_http: false,
         extra_headers: vec![("x-ksearch-test".to_string(), "yes".to_string())],
+        secrets: Vec::new(),
     }
 }
 

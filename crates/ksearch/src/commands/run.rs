@@ -138,9 +138,23 @@ fn client_for(
             .providers
             .get(spec.provider.prefix())
             .and_then(|own| own.max_output_tokens),
+        secrets: secrets(file_defaults),
         ..defaults
     };
     Ok(ksearch_llm::client(&spec, settings)?)
+}
+
+/// What no text a provider or a command writes may carry into an error, the run's record or a
+/// prompt: the values of this environment's variables named like secrets (the rule that keeps
+/// them from workers; a command inherits them all) and every key in ksearch.toml.
+fn secrets(file_defaults: &KsearchToml) -> Vec<Secret> {
+    let from_env = std::env::vars_os()
+        .filter(|(name, _)| ksearch_eval::is_secret_name(name))
+        .filter_map(|(_, value)| value.into_string().ok());
+    let from_file = std::iter::once(&file_defaults.llm)
+        .chain(file_defaults.providers.values())
+        .filter_map(|p| p.api_key.clone());
+    from_env.chain(from_file).map(Secret::new).collect()
 }
 
 fn prices(file_defaults: &KsearchToml) -> anyhow::Result<PriceTable> {
