@@ -348,6 +348,7 @@ impl LlmClient for HttpClient {
                 .map_or_else(|| self.spec.model.clone(), scrub),
             finish_reason: finish_reason.map(scrub),
             http_attempts: success.attempts,
-        })
+        }
+        .capped())
     }
 }

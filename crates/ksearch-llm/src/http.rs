@@ -2,6 +2,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +19,12 @@ pub const RETRY_AFTER_CEILING: Duration = Duration::from_secs(120);
 
 /// Longest text taken from a reply into an error message.
 const MESSAGE_LIMIT: usize = 1000;
+
+/// The most of a reply's body read, in bytes: four times the longest answer taken
+/// ([`MAX_ANSWER_BYTES`](crate::MAX_ANSWER_BYTES)), room for JSON escapes and what a reply
+/// carries besides the answer. A 2xx reply over it is [`LlmError::Malformed`]: a body that was
+/// not read whole cannot be parsed, and one this size holds no answer ksearch would take.
+pub(crate) const MAX_BODY_BYTES: usize = 4 * crate::types::MAX_ANSWER_BYTES;
 
 /// The retry policy.
 #[derive(Debug, Clone, Copy)]
@@ -109,15 +116,30 @@ impl Transport {
             .get(reqwest::header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let text = match response.text() {
-            Ok(text) => text,
-            Err(error) => {
-                return self
-                    .transport_failure(&error)
-                    .map(|f| Err((f, retry_after)));
-            }
-        };
+        // At most MAX_BODY_BYTES and one more byte, to tell a body of exactly the limit from a
+        // longer one: a server (or anything on the way) can send any amount.
+        let mut body = Vec::new();
+        if let Err(error) = response
+            .take(MAX_BODY_BYTES as u64 + 1)
+            .read_to_end(&mut body)
+        {
+            return self.read_failure(&error).map(|f| Err((f, retry_after)));
+        }
+        let over_limit = body.len() > MAX_BODY_BYTES;
+        body.truncate(MAX_BODY_BYTES);
+        // Lossy, as reqwest's `text()` decodes.
+        let text = String::from_utf8_lossy(&body).into_owned();
+        drop(body);
         if (200..300).contains(&status) {
+            if over_limit {
+                return Err(LlmError::Malformed {
+                    provider: self.provider,
+                    detail: format!(
+                        "the reply's body is over {} MiB, more than any answer ksearch takes: not read",
+                        MAX_BODY_BYTES >> 20
+                    ),
+                });
+            }
             return Ok(Ok(Success {
                 body: text,
                 attempts: attempt,
@@ -142,6 +164,24 @@ impl Transport {
             hint: self.hint(status, &message),
             message,
             attempts: attempt,
+        })
+    }
+
+    /// A body that could not be read: reqwest's error inside the IO error when it is one.
+    fn read_failure(&self, error: &std::io::Error) -> Result<Failure, LlmError> {
+        if let Some(inner) = error
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<reqwest::Error>())
+        {
+            return self.transport_failure(inner);
+        }
+        if error.kind() == std::io::ErrorKind::TimedOut {
+            return Ok(Failure::Timeout {
+                after: self.policy.timeout,
+            });
+        }
+        Ok(Failure::Connection {
+            detail: self.scrubber.scrub(&error.to_string()),
         })
     }
 

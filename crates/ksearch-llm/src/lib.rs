@@ -60,6 +60,12 @@
 //! serialised. Keys travel only in headers marked sensitive (never in URLs), and any text taken
 //! from a provider's reply or a command's output (an error, an answer) is scrubbed of the key
 //! and of [`ClientSettings::secrets`]: in any case, and without a `sk-`-style prefix.
+//!
+//! # Bounds
+//!
+//! An answer longer than [`MAX_ANSWER_BYTES`] is cut to an excerpt and marked
+//! [`ANSWER_OVER_CAP`] (it counts as cut off); a reply's body is read up to four times that,
+//! and a command's output stops being read at that size or at the call's timeout.
 
 mod client;
 mod error;
@@ -84,4 +90,6 @@ pub use prices::{ModelPrice, PriceError, PriceTable};
 pub use secret::Secret;
 pub use settings::ClientSettings;
 pub use spec::{ModelSpec, Provider};
-pub use types::{Completion, CompletionRequest, Message, MessageRole, Usage};
+pub use types::{
+    ANSWER_OVER_CAP, Completion, CompletionRequest, MAX_ANSWER_BYTES, Message, MessageRole, Usage,
+};

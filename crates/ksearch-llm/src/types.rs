@@ -153,9 +153,33 @@ pub struct Completion {
     pub http_attempts: u32,
 }
 
+/// The longest answer taken from a provider or a command, in bytes (4 MiB): 16384 output
+/// tokens make about 64 KB, and the largest output budgets a few hundred KB. Nothing longer
+/// reaches the run's record (an `exec:yes` model had written gigabytes into memory, a
+/// provider's 100 MB answer into run.sqlite).
+pub const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// The finish reason of an answer longer than [`MAX_ANSWER_BYTES`], ksearch's own word: it
+/// counts as cut off ([`Completion::is_truncated`]), so it is asked again, never sent back.
+pub const ANSWER_OVER_CAP: &str = "answer_over_cap";
+
+/// What an answer over [`MAX_ANSWER_BYTES`] keeps of its text, in bytes: none of it can be
+/// used, and the run's record need not hold megabytes of it.
+const OVER_CAP_EXCERPT: usize = 4096;
+
+/// The longest model name or finish reason taken from a reply, in bytes.
+const MAX_LABEL_BYTES: usize = 256;
+
 /// The providers' words for "generation stopped at the output limit": Chat Completions
-/// `length`, Anthropic `max_tokens`, Gemini `MAX_TOKENS`, Responses `max_output_tokens`.
-const CUT_OFF: &[&str] = &["length", "max_tokens", "MAX_TOKENS", "max_output_tokens"];
+/// `length`, Anthropic `max_tokens`, Gemini `MAX_TOKENS`, Responses `max_output_tokens`; and
+/// ksearch's own [`ANSWER_OVER_CAP`].
+const CUT_OFF: &[&str] = &[
+    "length",
+    "max_tokens",
+    "MAX_TOKENS",
+    "max_output_tokens",
+    ANSWER_OVER_CAP,
+];
 
 impl Completion {
     /// No text at all: every output token went to hidden reasoning, a safety block, an empty
@@ -170,6 +194,29 @@ impl Completion {
         self.finish_reason
             .as_deref()
             .is_some_and(|r| CUT_OFF.contains(&r))
+    }
+
+    /// `self` bounded for the record: an answer over [`MAX_ANSWER_BYTES`] (or already marked
+    /// as over it) is cut to an excerpt and marked [`ANSWER_OVER_CAP`]; the model name and
+    /// finish reason a reply gave are cut to 256 bytes.
+    pub(crate) fn capped(mut self) -> Completion {
+        if self.text.len() > MAX_ANSWER_BYTES
+            || self.finish_reason.as_deref() == Some(ANSWER_OVER_CAP)
+        {
+            self.text = crate::http::truncate(&self.text, OVER_CAP_EXCERPT);
+            self.finish_reason = Some(ANSWER_OVER_CAP.to_string());
+        }
+        if self.model.len() > MAX_LABEL_BYTES {
+            self.model = crate::http::truncate(&self.model, MAX_LABEL_BYTES);
+        }
+        if let Some(reason) = self
+            .finish_reason
+            .as_mut()
+            .filter(|r| r.len() > MAX_LABEL_BYTES)
+        {
+            *reason = crate::http::truncate(reason, MAX_LABEL_BYTES);
+        }
+        self
     }
 }
 
@@ -207,7 +254,13 @@ mod tests {
         };
         assert!(answer(" \n\t", Some("stop")).is_empty());
         assert!(!answer("x", None).is_empty());
-        for reason in ["length", "max_tokens", "MAX_TOKENS", "max_output_tokens"] {
+        for reason in [
+            "length",
+            "max_tokens",
+            "MAX_TOKENS",
+            "max_output_tokens",
+            ANSWER_OVER_CAP,
+        ] {
             assert!(answer("```c\nint", Some(reason)).is_truncated(), "{reason}");
         }
         for reason in [
@@ -219,6 +272,26 @@ mod tests {
         ] {
             assert!(!answer("x", reason).is_truncated(), "{reason:?}");
         }
+    }
+
+    #[test]
+    fn an_answer_over_the_cap_is_cut_to_an_excerpt_and_counts_as_cut_off() {
+        let answer = |text: String| Completion {
+            text,
+            usage: Usage::default(),
+            model: "m".repeat(10_000),
+            finish_reason: Some("stop".into()),
+            http_attempts: 1,
+        };
+        let at_cap = answer("é".repeat(MAX_ANSWER_BYTES / 2)).capped();
+        assert_eq!(at_cap.text.len(), MAX_ANSWER_BYTES);
+        assert!(!at_cap.is_truncated());
+        assert!(at_cap.model.len() <= MAX_LABEL_BYTES + '…'.len_utf8());
+        let over = answer("é".repeat(MAX_ANSWER_BYTES / 2 + 1)).capped();
+        assert!(over.text.len() <= OVER_CAP_EXCERPT + '…'.len_utf8());
+        assert!(over.text.starts_with("éé"));
+        assert_eq!(over.finish_reason.as_deref(), Some(ANSWER_OVER_CAP));
+        assert!(over.is_truncated() && !over.is_empty());
     }
 
     #[test]

@@ -506,6 +506,45 @@ fn empty_and_cut_off_answers_are_asked_again_not_sent_back() {
     insta::assert_snapshot!(text);
 }
 
+/// An answer over the size ksearch takes (cut and marked by the client) is asked again, saying
+/// so, as a cut-off one is.
+#[test]
+fn an_answer_over_the_cap_is_asked_again_saying_so() {
+    let task = task();
+    let tree = tree();
+    let parent = task.seed.clone();
+    let answers = vec![
+        (
+            "y".repeat(100),
+            Some(ksearch_llm::ANSWER_OVER_CAP.to_owned()),
+        ),
+        (format!("```c\n{CODE}```"), Some("stop".to_owned())),
+    ];
+    let mut used = None;
+    let text = prompts_with(answers, 2, |p| {
+        let c = ctx(&task, &tree, &[], None);
+        used = p
+            .generate(
+                &c,
+                &GenerateRequest {
+                    node: 1,
+                    kind: AttemptKind::Implement,
+                    parent_source: &parent,
+                    previous: None,
+                    best: None,
+                    cycle_attempts: &[],
+                },
+            )
+            .unwrap();
+    });
+    assert!(used.is_some(), "the second answer is used");
+    assert!(!text.contains("yyyy"), "not sent back: {text}");
+    assert!(
+        text.contains("Your previous answer was longer than the 4 MiB ksearch takes"),
+        "{text}"
+    );
+}
+
 #[test]
 fn three_questions_in_a_row_without_a_usable_answer_give_the_model_up() {
     let task = task();

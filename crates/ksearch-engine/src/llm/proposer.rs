@@ -277,6 +277,7 @@ impl LlmProposer {
                         "fault": fault,
                         "finish_reason": answer.finish_reason,
                         "max_output_tokens": self.s.max_output_tokens,
+                        "answer_cap_mib": ksearch_llm::MAX_ANSWER_BYTES >> 20,
                         "expected": expected,
                     }),
                 )?;

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ksearch_llm::loopback::{Reply, ScriptedServer};
 use ksearch_llm::{
-    ClientSettings, CompletionRequest, Failure, LlmError, Message, ModelSpec, Provider, Usage,
-    client_with_env,
+    ANSWER_OVER_CAP, ClientSettings, CompletionRequest, Failure, LlmError, MAX_ANSWER_BYTES,
+    Message, ModelSpec, Provider, Usage, client_with_env,
 };
 
 use crate::support::{make_client, request, spec, test_settings};
@@ -319,5 +319,47 @@ fn bad_base_urls_are_settings_errors() {
         let spec: ModelSpec = "anthropic:claude-haiku-4-5".parse().expect("spec");
         let error = client_with_env(&spec, settings, |_| None).expect_err(base);
         assert!(matches!(error, LlmError::Settings { .. }), "{error:?}");
+    }
+}
+
+/// What a provider sends is bounded before it reaches the run's record: an answer over
+/// MAX_ANSWER_BYTES is cut to an excerpt and counts as cut off (asked again, never sent back);
+/// a body too large to hold any answer ksearch takes is not read past its bound. A 100 MB
+/// answer had gone whole into run.sqlite.
+#[test]
+fn an_answer_over_the_cap_is_cut_and_a_body_over_its_bound_is_not_read() {
+    let long = "y".repeat(MAX_ANSWER_BYTES + 1);
+    for provider in Provider::ALL {
+        let server = ScriptedServer::start(vec![
+            Reply::success(provider, &long, &Usage::default()),
+            Reply::success(provider, &long[..MAX_ANSWER_BYTES], &Usage::default()),
+            Reply::raw(200, "x".repeat(4 * MAX_ANSWER_BYTES + 1)),
+        ]);
+        let settings = ClientSettings {
+            timeout: Duration::from_secs(20),
+            max_retries: 0,
+            ..test_settings(provider, &server)
+        };
+        let llm = make_client(provider, settings);
+        let answer = llm.complete(&request()).expect("over the cap");
+        assert_eq!(
+            answer.finish_reason.as_deref(),
+            Some(ANSWER_OVER_CAP),
+            "{provider}"
+        );
+        assert!(answer.is_truncated(), "{provider}");
+        assert!(
+            answer.text.len() < 8192,
+            "{provider}: {}",
+            answer.text.len()
+        );
+        let answer = llm.complete(&request()).expect("at the cap");
+        assert_eq!(answer.text.len(), MAX_ANSWER_BYTES, "{provider}");
+        assert!(!answer.is_truncated(), "{provider}");
+        let error = llm.complete(&request()).expect_err("body over its bound");
+        assert!(
+            matches!(error, LlmError::Malformed { .. }) && error.to_string().contains("16 MiB"),
+            "{provider}: {error}"
+        );
     }
 }
