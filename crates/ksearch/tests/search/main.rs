@@ -9,6 +9,7 @@ mod llama_cpp;
 mod llm_run;
 mod manual_run;
 mod mcp;
+mod model_bounds;
 mod replay;
 mod run_dir;
 mod scripted;
