@@ -33,6 +33,10 @@ fn module(lib: &Lib, globals: &str, b: &str) -> String {
     )
 }
 
+/// `_name(marker)`: the candidate names itself (`PR_SET_NAME`; where Landlock fences a runner,
+/// without namespaces, `/proc/self/comm` is read-only).
+const NAME: &str = "import ctypes\n\ndef _name(marker):\n    ctypes.CDLL(None).prctl(15, marker.encode(), 0, 0, 0)\n";
+
 /// Whether this call is timed, as far as a candidate can tell: checking takes three calls, so
 /// from the fifth on it is in the timing phase.
 const TIMED: &str = "_calls = [0]\n\ndef _timed():\n    _calls[0] += 1\n    return _calls[0] > 4\n";
@@ -98,16 +102,16 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
         ),
         Behaviour::InfiniteLoop { marker } => module(
             lib,
-            "import os\n",
+            &format!("import os\n{NAME}"),
             &format!(
-                "with open('/proc/self/comm', 'w') as f:\n    f.write({marker:?})\ntry:\n    if os.fork() == 0:\n        while True:\n            pass\nexcept OSError as e:\n    print('fork refused:', e)\nwhile True:\n    pass"
+                "_name({marker:?})\ntry:\n    if os.fork() == 0:\n        while True:\n            pass\nexcept OSError as e:\n    print('fork refused:', e)\nwhile True:\n    pass"
             ),
         ),
         Behaviour::ForksDaemon { marker } => module(
             lib,
-            "import os\n_once = []\n",
+            &format!("import os\n_once = []\n{NAME}"),
             &format!(
-                "if not _once:\n    _once.append(1)\n    with open('/proc/self/comm', 'w') as f:\n        f.write({marker:?})\n    import time\n    time.sleep(0.5)  # long enough for the test's watcher to see it, however loaded\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            if os.fork() == 0:\n                import time\n                time.sleep(30)\n            os._exit(0)\n    except OSError as e:\n        print('fork refused:', e)\nreturn _softmax(x)"
+                "if not _once:\n    _once.append(1)\n    _name({marker:?})\n    import time\n    time.sleep(0.5)  # long enough for the test's watcher to see it, however loaded\n    try:\n        if os.fork() == 0:\n            os.setsid()\n            if os.fork() == 0:\n                import time\n                time.sleep(30)\n            os._exit(0)\n    except OSError as e:\n        print('fork refused:', e)\nreturn _softmax(x)"
             ),
         ),
         Behaviour::Segfault => module(
@@ -151,7 +155,7 @@ pub(crate) fn source(lib: &Lib, b: &Behaviour) -> String {
         Behaviour::KillsEverything => module(
             lib,
             "import os, signal\n",
-            "pp = os.getppid()\nif pp > 1:\n    try:\n        os.kill(pp, signal.SIGKILL)\n    except OSError:\n        pass\nfor pid in os.listdir('/proc'):\n    if pid.isdigit() and int(pid) not in (1, os.getpid()):\n        try:\n            with open(f'/proc/{pid}/comm') as f:\n                name = f.read()\n            if name.startswith(('ksearch', 'python')):\n                os.kill(int(pid), signal.SIGKILL)\n        except OSError:\n            pass\nreturn _softmax(x)",
+            "pp = os.getppid()\nif pp > 1:\n    try:\n        os.kill(pp, signal.SIGKILL)\n    except OSError:\n        pass\ntry:\n    pids = os.listdir('/proc')\nexcept OSError:\n    pids = []  # Landlock, without namespaces\nfor pid in pids:\n    if pid.isdigit() and int(pid) not in (1, os.getpid()):\n        try:\n            with open(f'/proc/{pid}/comm') as f:\n                name = f.read()\n            if name.startswith(('ksearch', 'python')):\n                os.kill(int(pid), signal.SIGKILL)\n        except OSError:\n            pass\nreturn _softmax(x)",
         ),
         Behaviour::MemoryHog => module(
             lib,
