@@ -44,6 +44,10 @@ pub enum StoreError {
     },
     #[error("artifact {hash} is missing from {}", dir.display())]
     MissingArtifact { hash: String, dir: PathBuf },
+    /// An artifact that is not what ksearch writes (a link, a device, a named pipe, a file
+    /// larger than any artifact), refused without being read; or one too large to store.
+    #[error("artifact {} {what}; refusing to use it", path.display())]
+    BadArtifact { path: PathBuf, what: String },
     #[error("artifact {} was modified after it was stored: its content hashes to {actual}, expected {expected}; refusing to use it", path.display())]
     TamperedArtifact {
         path: PathBuf,

@@ -12,7 +12,7 @@ mod finite;
 mod run_store;
 mod schema;
 
-pub use artifacts::content_hash;
+pub use artifacts::{MAX_ARTIFACT_BYTES, content_hash};
 pub use error::StoreError;
 pub use finite::non_finite_path;
 pub use run_store::{ARTIFACTS_DIR, DB_FILE, LOCK_FILE, RunStore, Snapshot, Tx};

@@ -573,6 +573,90 @@ mod tests {
     }
 
     #[test]
+    fn an_artifact_that_is_no_regular_file_or_too_large_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RunStore::create(dir.path()).unwrap();
+        let arts = dir.path().join(ARTIFACTS_DIR);
+        let hash = |n: u8| format!("{n:064x}");
+        std::os::unix::fs::symlink("/dev/zero", arts.join(hash(1))).unwrap();
+        let c = std::ffi::CString::new(arts.join(hash(2)).to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let big = fs_err::File::create(arts.join(hash(3))).unwrap();
+        big.set_len(64 << 30).unwrap(); // 64 GiB, no blocks
+        fs_err::create_dir(arts.join(hash(4))).unwrap();
+        let started = std::time::Instant::now();
+        for (n, what) in [
+            (1, "is a symbolic link"),
+            (2, "is a named pipe"),
+            (
+                3,
+                "has 68719476736 bytes, more than the largest artifact ksearch writes",
+            ),
+            (4, "is a directory"),
+        ] {
+            let e = s.read_artifact(&hash(n), "k.c").unwrap_err();
+            assert!(
+                matches!(&e, StoreError::BadArtifact { path, .. } if path == &arts.join(hash(n))),
+                "{e}"
+            );
+            assert!(e.to_string().contains(what), "{e}");
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+
+        // Nothing larger is written either: it could not be read back.
+        let huge = Source {
+            file: "k.c".into(),
+            text: "x".repeat(crate::MAX_ARTIFACT_BYTES + 1),
+        };
+        assert!(matches!(
+            s.put_artifact(&huge),
+            Err(StoreError::BadArtifact { .. })
+        ));
+        let largest = Source {
+            file: "k.c".into(),
+            text: "x".repeat(crate::MAX_ARTIFACT_BYTES),
+        };
+        let h = s.put_artifact(&largest).unwrap();
+        assert_eq!(s.read_artifact(&h, "k.c").unwrap(), largest);
+    }
+
+    #[test]
+    fn a_link_planted_at_an_artifact_s_temporary_name_is_not_written_through() {
+        let victim_dir = tempfile::tempdir().unwrap();
+        let victim = victim_dir.path().join("precious");
+        fs_err::write(&victim, "keep me").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let s = RunStore::create(dir.path()).unwrap();
+        let text = "int planted;";
+        let h = crate::content_hash(text);
+        let tmp = dir
+            .path()
+            .join(ARTIFACTS_DIR)
+            .join(format!(".{h}.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let src = Source {
+            file: "k.c".into(),
+            text: text.into(),
+        };
+        assert_eq!(s.put_artifact(&src).unwrap(), h);
+        assert_eq!(fs_err::read_to_string(&victim).unwrap(), "keep me");
+        assert_eq!(s.read_artifact(&h, "k.c").unwrap(), src);
+        // And a link planted at the artifact's own name is refused, not papered over.
+        let other = "int other;";
+        let oh = crate::content_hash(other);
+        std::os::unix::fs::symlink(&victim, dir.path().join(ARTIFACTS_DIR).join(&oh)).unwrap();
+        let e = s
+            .put_artifact(&Source {
+                file: "k.c".into(),
+                text: other.into(),
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(fs_err::read_to_string(&victim).unwrap(), "keep me");
+    }
+
+    #[test]
     fn an_older_store_is_migrated_and_keeps_its_data() {
         let dir = tempfile::tempdir().unwrap();
         {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use ksearch_core::space::{ImpactHints, SpaceSpec, TaskSpace};
+use ksearch_core::static_check::MAX_SOURCE_BYTES;
 use ksearch_core::task::{TaskSpec, Workload};
 use ksearch_core::tree::{Impacts, Risk};
 use ksearch_knowledge::Hardware;
@@ -173,9 +174,18 @@ impl FileSpace {
             .env
             .get_template(&self.spec.template)
             .map_err(|e| PointError::Template(format!("{e:#}")))?;
-        template
+        let text = template
             .render(self.context(point, None))
-            .map_err(|e| PointError::Template(format!("{}: {e:#}", self.spec.template)))
+            .map_err(|e| PointError::Template(format!("{}: {e:#}", self.spec.template)))?;
+        // The static check would refuse it, and the run store keeps no larger source.
+        if text.len() > MAX_SOURCE_BYTES {
+            return Err(PointError::Template(format!(
+                "{} renders to {} bytes; a candidate may have at most {MAX_SOURCE_BYTES}",
+                self.spec.template,
+                text.len()
+            )));
+        }
+        Ok(text)
     }
 
     /// The cost expression's value on a workload, or the product of the value hints.

@@ -180,6 +180,19 @@ fn a_template_error_is_found_when_the_space_loads_or_renders() {
 }
 
 #[test]
+fn a_template_rendering_past_the_candidate_limit_is_refused() {
+    // A million bytes: more than a candidate may have, and more than the run store keeps.
+    let template = "{% for i in range(1000) %}{% for j in range(1000) %}x{% endfor %}{% endfor %}";
+    let hw = h200();
+    let f = FileSpace::new(&spec(), &space(SPACE, template), Some(&hw)).unwrap();
+    let e = f.render(&f.seed()).unwrap_err();
+    assert!(
+        e.contains("k.cu.j2 renders to 1000000 bytes") && e.contains("at most 524288"),
+        "{e}"
+    );
+}
+
+#[test]
 fn points_start_at_the_seed_and_a_sample_is_fixed() {
     let hw = h200();
     let f = FileSpace::new(&spec(), &space(SPACE, TEMPLATE), Some(&hw)).unwrap();

@@ -3,6 +3,7 @@ use std::time::Instant;
 use ksearch_core::gate;
 use ksearch_core::protocol::Role;
 use ksearch_core::record::{AttemptKind, LlmCallRecord, ModelRole, TokenUsage};
+use ksearch_core::static_check::MAX_SOURCE_BYTES;
 use ksearch_core::task::{Source, TaskSpec};
 use ksearch_core::tree::{Action, Impacts, NewNode, ROOT};
 use ksearch_core::tree_edit::{self, EditScript, NodeUpdate};
@@ -731,10 +732,40 @@ fn role_name(role: ModelRole) -> &'static str {
 fn self_code(text: &str, languages: &[String]) -> Result<String, Unusable> {
     let langs: Vec<&str> = languages.iter().map(String::as_str).collect();
     match extract_code(text, &langs) {
+        // The static check would refuse it, and the run store keeps no larger source.
+        Some(code) if code.len() > MAX_SOURCE_BYTES => Err(Unusable(format!(
+            "its source file has {} bytes; a candidate may have at most {MAX_SOURCE_BYTES}",
+            code.len()
+        ))),
         Some(code) if code.trim().len() > 10 => Ok(code),
         _ => Err(Unusable(format!(
             "it contains no source file; put the complete file in one fenced block (```{})",
             langs.first().copied().unwrap_or("")
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_larger_than_a_candidate_may_be_is_unusable() {
+        let c = ["c".to_owned()];
+        // `int x; /*…*/` and a newline: 12 bytes and the comment's.
+        let answer = |n: usize| format!("```c\nint x; /*{}*/\n```\n", "x".repeat(n));
+        let fits = answer(MAX_SOURCE_BYTES - 12);
+        assert_eq!(
+            self_code(&fits, &c).map(|s| s.len()).ok(),
+            Some(MAX_SOURCE_BYTES)
+        );
+        let over = answer(MAX_SOURCE_BYTES - 11);
+        let Err(Unusable(why)) = self_code(&over, &c) else {
+            panic!("an oversized source was taken");
+        };
+        assert!(
+            why.contains(&format!("at most {MAX_SOURCE_BYTES}")),
+            "{why}"
+        );
     }
 }

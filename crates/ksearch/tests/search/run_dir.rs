@@ -575,3 +575,89 @@ fn a_newer_run_format_is_refused_by_name() {
         );
     }
 }
+
+/// A finished one-round builtin run in `rd`.
+fn small_run(rd: &Path) {
+    run_ok(&[
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--no-timing",
+        "--workload",
+        "small",
+        "--run-dir",
+        rd.to_str().unwrap(),
+        "--quiet",
+    ]);
+}
+
+/// `ksearch args`' status and standard error, failing the test when it runs past `limit` (a
+/// loop or a hang, which the fixes below prevent). Standard output is not kept.
+fn within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
+    use std::io::Read as _;
+    let mut child = ksearch(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            kill(&mut child);
+            panic!("ksearch {args:?} ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (child.wait().unwrap().code(), stderr)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let ok = std::process::Command::new("cp")
+        .args(["-a", from.to_str().unwrap(), to.to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {from:?} {to:?}");
+}
+
+/// An artifact replaced by a link to /dev/zero, or by a named pipe, is refused at once, naming
+/// it: `tree` read /dev/zero without end, and waited forever on the pipe.
+#[test]
+fn an_artifact_that_is_no_regular_file_is_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("run");
+    small_run(&base);
+    let seed = RunStore::open(&base).unwrap().snapshot().unwrap().attempts[0]
+        .source_hash
+        .clone();
+    for (i, what) in ["is a symbolic link", "is a named pipe"].iter().enumerate() {
+        let rd = tmp.path().join(format!("run{i}"));
+        copy_dir(&base, &rd);
+        let artifact = rd.join("artifacts").join(&seed);
+        std::fs::remove_file(&artifact).unwrap();
+        if i == 0 {
+            std::os::unix::fs::symlink("/dev/zero", &artifact).unwrap();
+        } else {
+            let c = std::ffi::CString::new(artifact.to_str().unwrap()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }
+        let rds = rd.to_str().unwrap();
+        for cmd in [vec!["tree", rds], vec!["show", rds, "seed"]] {
+            let (code, stderr) = within(&cmd, Duration::from_secs(60));
+            assert_eq!(code, Some(3), "{cmd:?}: {stderr}");
+            assert!(
+                stderr.contains(&artifact.display().to_string()) && stderr.contains(what),
+                "{cmd:?}: {stderr}"
+            );
+        }
+    }
+}
