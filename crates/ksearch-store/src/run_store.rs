@@ -58,14 +58,42 @@ fn immutable_uri(db: &Path) -> String {
 /// Take the run directory's writer lock, or say who holds it. Creates `dir` if needed.
 fn lock_writer(dir: &Path) -> Result<fs_err::File, StoreError> {
     use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt as _;
     fs_err::create_dir_all(dir)?;
     let path = dir.join(LOCK_FILE);
-    let mut file = fs_err::OpenOptions::new()
+    // The lock file is truncated and written below, and a run directory may come from
+    // someone else: a link planted in its place (to any file of the user's) is refused, not
+    // followed, and so is anything but a regular file (O_NONBLOCK: a named pipe does not wait).
+    let refused = |what: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} {what}; refusing to use it as the writer lock (remove it)",
+                path.display()
+            ),
+        )
+    };
+    // std's open, for the OS error (ELOOP: a link); the file then names itself in errors.
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)?;
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path);
+    let mut file = match file {
+        Ok(file) => fs_err::File::from_parts(file, &path),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(refused("is a symbolic link").into());
+        }
+        Err(e) => {
+            let text = format!("failed to open {}: {e}", path.display());
+            return Err(std::io::Error::new(e.kind(), text).into());
+        }
+    };
+    if !file.metadata()?.is_file() {
+        return Err(refused("is not a regular file").into());
+    }
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -178,7 +206,12 @@ impl RunStore {
             path: db.clone(),
             source,
         };
-        let conn = Connection::open(&db).map_err(sql)?;
+        // Not through a link: the writer would migrate and write whatever database it points to.
+        let conn = Connection::open_with_flags(
+            &db,
+            OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .map_err(sql)?;
         // WAL keeps readers (`ksearch tree` during a run) off the writer's back; NORMAL sync
         // is durable against the process being killed, which is what resume must survive.
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -570,6 +603,40 @@ mod tests {
             RunStore::open(empty.path()),
             Err(StoreError::Missing { .. })
         ));
+    }
+
+    #[test]
+    fn a_planted_writer_lock_is_refused_not_written_through() {
+        let victim_dir = tempfile::tempdir().unwrap();
+        let victim = victim_dir.path().join("precious");
+        fs_err::write(&victim, "keep me").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = RunStore::create(dir.path()).unwrap();
+        s.transaction(|tx| tx.set_meta("task", &"cpu/softmax"))
+            .unwrap();
+        drop(s);
+        fs_err::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join(LOCK_FILE)).unwrap();
+        for e in [
+            RunStore::create(dir.path()).unwrap_err(),
+            RunStore::open_writer(dir.path()).unwrap_err(),
+        ] {
+            let msg = e.to_string();
+            assert!(
+                msg.contains(LOCK_FILE) && msg.contains("symbolic link"),
+                "{msg}"
+            );
+        }
+        assert_eq!(fs_err::read_to_string(&victim).unwrap(), "keep me");
+
+        // A named pipe is refused at once rather than waited on.
+        let fifo_dir = tempfile::tempdir().unwrap();
+        let fifo = fifo_dir.path().join(LOCK_FILE);
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = RunStore::create(fifo_dir.path()).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]

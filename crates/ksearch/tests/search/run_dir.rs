@@ -661,3 +661,29 @@ fn an_artifact_that_is_no_regular_file_is_refused_at_once() {
         }
     }
 }
+
+/// A writer lock planted as a link to a file of the user's is refused, never truncated and
+/// written with the writer's pid.
+#[test]
+fn a_planted_writer_lock_is_not_written_through() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rd = tmp.path().join("run");
+    small_run(&rd);
+    let victim = tmp.path().join("precious");
+    std::fs::write(&victim, "keep me").unwrap();
+    std::fs::remove_file(rd.join("writer.lock")).unwrap();
+    std::os::unix::fs::symlink(&victim, rd.join("writer.lock")).unwrap();
+    let rds = rd.to_str().unwrap();
+    for cmd in [
+        vec!["resume", rds, "--iterations", "1"],
+        vec!["run", "cpu/softmax", "--run-dir", rds, "--iterations", "1"],
+    ] {
+        let (code, stderr) = within(&cmd, Duration::from_secs(60));
+        assert_eq!(code, Some(3), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains("writer.lock is a symbolic link"),
+            "{cmd:?}: {stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
