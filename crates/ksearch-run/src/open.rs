@@ -64,7 +64,7 @@ fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, RunError> {
     };
     let task = store
         .meta::<Task>(META_TASK)?
-        .ok_or_else(|| incomplete("no task recorded"))?;
+        .ok_or_else(|| incomplete(NO_TASK))?;
     // The format first, before the rest of the configuration is read as this version's.
     let format = store
         .meta::<serde_json::Value>(META_CONFIG)?
@@ -89,6 +89,10 @@ fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, RunError> {
         config,
     })
 }
+
+/// What a run killed as it started lacks; `ksearch run` into its directory starts it afresh.
+const NO_TASK: &str =
+    "no task recorded (it was stopped as it started; `ksearch run` into it starts it afresh)";
 
 /// Everything a finished or running run has recorded, read back without an engine.
 #[derive(Debug)]

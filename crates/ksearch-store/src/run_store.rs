@@ -116,16 +116,60 @@ fn lock_writer(dir: &Path) -> Result<fs_err::File, StoreError> {
     Ok(file)
 }
 
+/// Whether the store at `db` holds no record at all: a ksearch store whose tables are all
+/// empty (or not created yet). Anything else, a file that is not a database included, is a
+/// run or not ours, and is left alone.
+fn never_recorded(db: &Path) -> bool {
+    // Read-write: the caller holds the writer lock, and a hot journal left by a kill is rolled
+    // back on open. Not through a link.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let empty = |conn: &Connection| -> Result<bool, rusqlite::Error> {
+        let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+        let tables: Vec<String> = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for t in tables {
+            let sql = format!(
+                "SELECT EXISTS (SELECT 1 FROM \"{}\")",
+                t.replace('"', "\"\"")
+            );
+            if conn.query_row(&sql, [], |r| r.get::<_, bool>(0))? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    };
+    Connection::open_with_flags(db, flags)
+        .and_then(|conn| empty(&conn))
+        .unwrap_or(false)
+}
+
 impl RunStore {
     /// Create a new run in `dir` (created if needed) and hold its writer lock. Fails if a run
     /// is already there or another process is writing it.
     pub fn create(dir: &Path) -> Result<Self, StoreError> {
         let lock = lock_writer(dir)?;
         let db = dir.join(DB_FILE);
-        if db.exists() {
-            return Err(E::Exists {
-                dir: dir.to_owned(),
-            });
+        // `symlink_metadata`: a link there, even a dangling one, is something there.
+        if fs_err::symlink_metadata(&db).is_ok() {
+            if !never_recorded(&db) {
+                return Err(E::Exists {
+                    dir: dir.to_owned(),
+                });
+            }
+            // A run killed as it started (its first records are one transaction, so its store
+            // holds nothing): neither `resume` (no task) nor `run` (a store is there) would
+            // take the directory, so it starts afresh. No live writer holds it: we do.
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut name = db.clone().into_os_string();
+                name.push(suffix);
+                match fs_err::remove_file(&name) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                    _ => {}
+                }
+            }
         }
         Self::connect(dir, db, Some(lock))
     }
@@ -595,7 +639,10 @@ mod tests {
     #[test]
     fn create_refuses_an_existing_run_and_open_a_missing_one() {
         let dir = tempfile::tempdir().unwrap();
-        drop(RunStore::create(dir.path()).unwrap());
+        let mut s = RunStore::create(dir.path()).unwrap();
+        s.transaction(|tx| tx.set_meta("task", &"cpu/softmax"))
+            .unwrap();
+        drop(s);
         let e = RunStore::create(dir.path()).unwrap_err();
         assert!(e.to_string().contains("already holds a run"), "{e}");
         let empty = tempfile::tempdir().unwrap();
@@ -603,6 +650,39 @@ mod tests {
             RunStore::open(empty.path()),
             Err(StoreError::Missing { .. })
         ));
+    }
+
+    /// A run killed as it started leaves a store with nothing in it; `run` into its directory
+    /// starts afresh (`resume` has nothing to go on), while anything recorded, or a file that is
+    /// not a store, is still refused.
+    #[test]
+    fn create_starts_afresh_over_a_store_that_recorded_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(RunStore::create(dir.path()).unwrap());
+        let mut s = RunStore::create(dir.path()).unwrap();
+        s.transaction(|tx| tx.set_meta("task", &"cpu/softmax"))
+            .unwrap();
+        drop(s);
+        assert!(matches!(
+            RunStore::create(dir.path()),
+            Err(StoreError::Exists { .. })
+        ));
+
+        // A kill between creating the file and creating its tables.
+        let empty_file = tempfile::tempdir().unwrap();
+        fs_err::write(empty_file.path().join(DB_FILE), "").unwrap();
+        assert!(RunStore::create(empty_file.path()).is_ok());
+
+        let not_a_store = tempfile::tempdir().unwrap();
+        fs_err::write(not_a_store.path().join(DB_FILE), "my notes").unwrap();
+        assert!(matches!(
+            RunStore::create(not_a_store.path()),
+            Err(StoreError::Exists { .. })
+        ));
+        assert_eq!(
+            fs_err::read_to_string(not_a_store.path().join(DB_FILE)).unwrap(),
+            "my notes"
+        );
     }
 
     #[test]

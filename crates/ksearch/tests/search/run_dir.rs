@@ -687,3 +687,31 @@ fn a_planted_writer_lock_is_not_written_through() {
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
+
+/// A run killed as it started leaves a store that recorded nothing (not even its task):
+/// `resume` says to start it again, and `run` into the directory does (it refused, saying to
+/// resume it).
+#[test]
+fn a_run_killed_before_it_recorded_anything_is_started_afresh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rd = tmp.path().join("run");
+    let rds = rd.to_str().unwrap();
+    // What the kill leaves: the store created, its first transaction never committed.
+    drop(RunStore::create(&rd).unwrap());
+    let (code, stderr) = within(&["resume", rds], Duration::from_secs(60));
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no task recorded") && stderr.contains("`ksearch run` into it"),
+        "{stderr}"
+    );
+    small_run(&rd);
+    let tree = json(&["tree", rds, "--json"]);
+    assert!(!tree["nodes"].as_array().unwrap().is_empty(), "{tree}");
+    // A run that did record something is still refused.
+    let (code, stderr) = within(
+        &["run", "cpu/softmax", "--run-dir", rds, "--iterations", "1"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("already holds a run"), "{stderr}");
+}
