@@ -217,21 +217,68 @@ impl Tree {
         self.nodes.values().filter(move |n| n.parent == Some(id))
     }
 
-    pub fn depth(&self, id: NodeId) -> usize {
-        let mut d = 0;
-        let mut cur = self.get(id).and_then(|n| n.parent);
-        while let Some(p) = cur {
-            d += 1;
-            cur = self.get(p).and_then(|n| n.parent);
+    /// Whether the nodes form one tree under the root: the root is there without a parent,
+    /// every other node's parent exists, and following parents from any node reaches the root.
+    /// A stored run is checked with this when it is read back (a run directory may have been
+    /// edited); what is wrong, naming the node, when it is not. An empty tree (a run whose
+    /// seed is not measured yet) is well formed.
+    pub fn check(&self) -> Result<(), String> {
+        if self.nodes.is_empty() {
+            return Ok(());
         }
-        d
+        match self.nodes.get(&ROOT) {
+            None => return Err(format!("the tree has no root (node {ROOT})")),
+            Some(root) => {
+                if let Some(p) = root.parent {
+                    return Err(format!("the root (node {ROOT}) has a parent, node {p}"));
+                }
+            }
+        }
+        // Nodes known to reach the root; each walk stops at one, so all of it is linear.
+        let mut reaches_root = std::collections::BTreeSet::from([ROOT]);
+        for n in self.nodes.values() {
+            let mut walked = Vec::new();
+            let mut cur = n;
+            while !reaches_root.contains(&cur.id) {
+                let Some(p) = cur.parent else {
+                    return Err(format!("node {} has no parent", cur.id));
+                };
+                let Some(parent) = self.nodes.get(&p) else {
+                    return Err(format!(
+                        "node {}'s parent, node {p}, does not exist",
+                        cur.id
+                    ));
+                };
+                walked.push(cur.id);
+                if walked.len() > self.nodes.len() {
+                    return Err(format!(
+                        "node {}'s parents never reach the root: they form a cycle",
+                        n.id
+                    ));
+                }
+                cur = parent;
+            }
+            reaches_root.extend(walked);
+        }
+        Ok(())
     }
 
-    /// Ids from the root down to `id`.
+    /// How many parents up the root is. Bounded by the node count, so a tree that [`check`]
+    /// would refuse never makes it loop.
+    ///
+    /// [`check`]: Tree::check
+    pub fn depth(&self, id: NodeId) -> usize {
+        self.path(id).len() - 1
+    }
+
+    /// Ids from the root down to `id` (at most one per node, however the parents are linked).
     pub fn path(&self, id: NodeId) -> Vec<NodeId> {
         let mut path = vec![id];
         let mut cur = self.get(id).and_then(|n| n.parent);
         while let Some(p) = cur {
+            if path.len() > self.nodes.len() {
+                break;
+            }
             path.push(p);
             cur = self.get(p).and_then(|n| n.parent);
         }
@@ -340,5 +387,63 @@ mod tests {
                 format!("\"{}\"", r.as_str())
             );
         }
+    }
+
+    fn node(id: NodeId, parent: Option<NodeId>) -> Node {
+        let seed = Solution {
+            round: 0,
+            source_hash: String::new(),
+            source_file: "seed.c".into(),
+            speedup: None,
+            speedup_vs_parent: None,
+            vs_parent_interval: None,
+            gate: Gate::Unmeasured,
+            latency_ms: BTreeMap::new(),
+        };
+        let mut n = Tree::new(Vec::new(), seed).root().clone();
+        n.id = id;
+        n.parent = parent;
+        n
+    }
+
+    #[test]
+    fn a_stored_tree_must_hang_from_its_root() {
+        let tree = |nodes: &[(NodeId, Option<NodeId>)]| {
+            Tree::from_nodes(nodes.iter().map(|&(i, p)| node(i, p)).collect(), 0)
+        };
+        let good = tree(&[(0, None), (1, Some(0)), (2, Some(1)), (3, Some(0))]);
+        assert_eq!(good.check(), Ok(()));
+        assert_eq!(good.path(2), [0, 1, 2]);
+        assert_eq!(good.depth(2), 2);
+        assert_eq!(tree(&[]).check(), Ok(()));
+        for (nodes, wrong) in [
+            (&[(1, Some(0))][..], "the tree has no root (node 0)"),
+            (
+                &[(0, Some(1)), (1, Some(0))],
+                "the root (node 0) has a parent, node 1",
+            ),
+            (&[(0, None), (1, None)], "node 1 has no parent"),
+            (
+                &[(0, None), (1, Some(7))],
+                "node 1's parent, node 7, does not exist",
+            ),
+            (
+                &[(0, None), (1, Some(2)), (2, Some(1))],
+                "node 1's parents never reach the root: they form a cycle",
+            ),
+            (
+                &[(0, None), (1, Some(1))],
+                "node 1's parents never reach the root: they form a cycle",
+            ),
+        ] {
+            assert_eq!(tree(nodes).check(), Err(wrong.to_owned()), "{nodes:?}");
+        }
+    }
+
+    #[test]
+    fn depth_and_path_end_on_a_cycle_of_parents() {
+        let t = Tree::from_nodes(vec![node(0, None), node(1, Some(2)), node(2, Some(1))], 0);
+        assert!(t.path(1).len() <= t.len() + 1);
+        assert!(t.depth(1) <= t.len());
     }
 }

@@ -245,6 +245,15 @@ impl<'e> Engine<'e> {
             state.empty_cycles = 0;
         }
         let mut engine = Self::assemble(store, task, config, state, snap, budget, parts);
+        // Before anything is written: an edited tree would make the search loop or panic.
+        ksearch_run::check_tree(engine.store.dir(), &engine.tree)?;
+        if engine.state.initialized && engine.tree.is_empty() {
+            return Err(ksearch_run::RunError::Corrupt {
+                path: engine.store.dir().join(ksearch_store::DB_FILE),
+                what: "nodes: none, though the engine state says the seed was measured".into(),
+            }
+            .into());
+        }
         if let Some(n) = budget.rounds {
             engine.state.round_budget = Some(engine.rounds_done().saturating_add(n));
         }

@@ -8,8 +8,8 @@ mod run_config;
 mod summary;
 
 pub use open::{
-    META_CONFIG, META_TASK, RunError, RunRecords, StoredRun, open_run, open_run_writer, read_run,
-    read_summary,
+    META_CONFIG, META_TASK, RunError, RunRecords, StoredRun, check_tree, open_run, open_run_writer,
+    read_run, read_summary,
 };
 pub use run_config::{
     ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Task;
 use ksearch_core::tree::Tree;
-use ksearch_store::{RunStore, StoreError};
+use ksearch_store::{DB_FILE, RunStore, StoreError};
 
 use crate::events::RunEvent;
 use crate::{ConfigError, EngineState, RunConfig, RunSummary, summarize};
@@ -30,6 +30,10 @@ pub enum RunError {
         #[source]
         source: ConfigError,
     },
+    /// A record that reads, but breaks the rules ksearch wrote it by: a run directory may have
+    /// been edited, or prepared by someone else.
+    #[error("corrupt record in {}: {what}", path.display())]
+    Corrupt { path: PathBuf, what: String },
     #[error("{} was written by a newer ksearch (run format {found}; this ksearch reads up to {supported})", dir.display())]
     NewerFormat {
         dir: PathBuf,
@@ -94,6 +98,16 @@ fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, RunError> {
 const NO_TASK: &str =
     "no task recorded (it was stopped as it started; `ksearch run` into it starts it afresh)";
 
+/// A stored tree, checked to hang from its root (see [`Tree::check`]): an edited run.sqlite
+/// whose parents loop or miss would otherwise make viewers and resume loop, panic or drop
+/// nodes unseen.
+pub fn check_tree(dir: &Path, tree: &Tree) -> Result<(), RunError> {
+    tree.check().map_err(|what| RunError::Corrupt {
+        path: dir.join(DB_FILE),
+        what: format!("nodes: {what}"),
+    })
+}
+
 /// Everything a finished or running run has recorded, read back without an engine.
 #[derive(Debug)]
 pub struct RunRecords {
@@ -129,6 +143,7 @@ pub fn read_run(dir: &Path) -> Result<RunRecords, RunError> {
         });
     }
     let tree = Tree::from_nodes(snap.nodes, state.next_node);
+    check_tree(dir, &tree)?;
     let mut sources = BTreeMap::new();
     let hashes = snap
         .attempts

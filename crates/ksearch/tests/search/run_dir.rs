@@ -628,6 +628,58 @@ fn copy_dir(from: &Path, to: &Path) {
     assert!(ok, "cp -a {from:?} {to:?}");
 }
 
+fn sql(rd: &Path, statement: &str) {
+    let conn = rusqlite::Connection::open(rd.join("run.sqlite")).unwrap();
+    conn.execute_batch(statement).unwrap();
+}
+
+/// A tree without its root, or whose parents loop, is refused by every viewer and by resume
+/// naming what is wrong: it panicked them all, made resume spin and `show` run out of memory.
+#[test]
+fn a_stored_tree_that_does_not_hang_from_its_root_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("run");
+    small_run(&base);
+    let edits = [
+        (
+            "DELETE FROM nodes WHERE id = 0",
+            "nodes: the tree has no root (node 0)",
+        ),
+        (
+            "UPDATE nodes SET data = json_set(data, '$.parent', 2) WHERE id = 1;
+             UPDATE nodes SET data = json_set(data, '$.parent', 1) WHERE id = 2",
+            "parents never reach the root: they form a cycle",
+        ),
+        (
+            "UPDATE nodes SET data = json_set(data, '$.parent', 99) WHERE id = 2",
+            "nodes: node 2's parent, node 99, does not exist",
+        ),
+    ];
+    for (i, (edit, expected)) in edits.iter().enumerate() {
+        let rd = tmp.path().join(format!("run{i}"));
+        copy_dir(&base, &rd);
+        sql(&rd, edit);
+        let rds = rd.to_str().unwrap();
+        let out = tmp.path().join(format!("out{i}"));
+        for cmd in [
+            vec!["tree", rds],
+            vec!["tree", rds, "--json"],
+            vec!["show", rds, "best"],
+            vec!["report", rds, "-o", "-"],
+            vec!["export", rds, "-o", out.to_str().unwrap()],
+            vec!["resume", rds, "--iterations", "1"],
+        ] {
+            let (code, stderr) = within(&cmd, Duration::from_secs(120));
+            assert_eq!(code, Some(3), "{edit}: {cmd:?}: {stderr}");
+            assert!(
+                stderr.contains("corrupt record in") && stderr.contains(expected),
+                "{edit}: {cmd:?}: {stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
+}
+
 /// An artifact replaced by a link to /dev/zero, or by a named pipe, is refused at once, naming
 /// it: `tree` read /dev/zero without end, and waited forever on the pipe.
 #[test]
