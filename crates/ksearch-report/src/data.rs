@@ -25,6 +25,9 @@ pub enum ReportError {
     OpenNode { node: NodeId },
     #[error("the source of round {round} ({hash}) is missing from the run's artifacts")]
     MissingSource { round: u64, hash: String },
+    /// An output path that is not safe to write (a link planted in a run directory).
+    #[error("{} {what}; refusing to write there", path.display())]
+    Unsafe { path: PathBuf, what: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -40,7 +43,8 @@ impl ReportError {
             | ReportError::NoSuchNode { .. }
             | ReportError::BadNode { .. }
             | ReportError::OpenNode { .. }
-            | ReportError::MissingSource { .. } => true,
+            | ReportError::MissingSource { .. }
+            | ReportError::Unsafe { .. } => true,
             ReportError::Io(_) => false,
         }
     }

@@ -250,15 +250,25 @@ pub fn export_with(
     Ok(Export { files, provenance })
 }
 
-/// Write an export under `dir` (created if needed); returns the paths written.
+/// Write an export under `dir` (created if needed); returns the paths written. A package
+/// directory that is a link is refused, and each file goes through a temporary file renamed
+/// over it (a link there is replaced, not written through).
 pub fn write(export: &Export, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    fs_err::create_dir_all(dir)?;
     let mut written = Vec::new();
     for f in &export.files {
         let path = dir.join(&f.path);
-        if let Some(parent) = path.parent() {
-            fs_err::create_dir_all(parent)?;
+        if let Some(sub) = Path::new(&f.path)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            let sub = dir.join(sub);
+            crate::output::refuse_link(&sub)?;
+            if !sub.is_dir() {
+                fs_err::create_dir(&sub)?;
+            }
         }
-        fs_err::write(&path, &f.text)?;
+        crate::output::write_file(&path, &f.text)?;
         written.push(path);
     }
     Ok(written)

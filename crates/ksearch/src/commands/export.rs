@@ -40,10 +40,16 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<i32> {
     let id = data.resolve(&args.node)?;
     let toml = ksearch_report::export::find_task_toml(&data.task);
     let export = ksearch_report::export::export_with(&data, id, toml.as_deref())?;
-    let dir = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.run_dir.join("export"));
+    let dir = match &args.output {
+        Some(dir) => dir.clone(),
+        None => {
+            // Inside the run directory, which may come from someone else: a link planted
+            // there would send the files wherever it points.
+            let dir = args.run_dir.join("export");
+            ksearch_report::output::refuse_link(&dir)?;
+            dir
+        }
+    };
     let written = ksearch_report::export::write(&export, &dir)?;
     let files: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
     let mut out = std::io::stdout().lock();

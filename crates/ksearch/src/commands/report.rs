@@ -38,16 +38,26 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     let data = ksearch_report::load(&args.run_dir)?;
     let html = ksearch_report::html::render(&data);
     let to_stdout = args.output.as_deref().is_some_and(|p| p.as_os_str() == "-");
-    let path = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.run_dir.join("report.html"));
     let mut out = std::io::stdout().lock();
     if to_stdout {
         out.write_all(html.as_bytes())?;
         return Ok(exit_codes::OK);
     }
-    fs_err::write(&path, &html)?;
+    let path = match &args.output {
+        // The user's choice, written as given (`-o /dev/stdout` included).
+        Some(path) => {
+            fs_err::write(path, &html)?;
+            path.clone()
+        }
+        None => {
+            // Inside the run directory, which may come from someone else: a link planted
+            // there would have the page overwrite whatever it points to.
+            let path = args.run_dir.join("report.html");
+            ksearch_report::output::refuse_link(&path)?;
+            ksearch_report::output::write_file(&path, &html)?;
+            path
+        }
+    };
     let shown = path.display().to_string();
     if args.json {
         serde_json::to_writer(

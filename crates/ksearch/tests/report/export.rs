@@ -350,3 +350,46 @@ fn the_exported_torch_package_builds_model_new_as_the_harness_does() {
     );
     assert_eq!(torch_python(tmp.path(), &code), "(4, 8192) True True\n");
 }
+
+/// The default outputs lie inside the run directory, which may come from someone else: a link
+/// planted as `export/`, as a file in it, or as `report.html` is never written through.
+#[test]
+fn links_planted_among_the_default_outputs_are_not_written_through() {
+    let (tmp, dir) = sample_run(BackendKind::C);
+    let victim = tmp.path().join("precious");
+    std::fs::write(&victim, "keep me").unwrap();
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+
+    // `export/` itself, and `report.html`: refused, naming the link.
+    std::os::unix::fs::symlink(&elsewhere, dir.join("export")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("report.html")).unwrap();
+    for (cmd, link) in [
+        (vec!["export", s(&dir)], dir.join("export")),
+        (vec!["report", s(&dir)], dir.join("report.html")),
+    ] {
+        let out = ksearch(&cmd);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{} is a symbolic link", link.display())),
+            "{cmd:?}: {stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+
+    // A file in `export/`: replaced by the exported file, its target untouched.
+    std::fs::remove_file(dir.join("export")).unwrap();
+    std::fs::create_dir(dir.join("export")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("export/softmax.h")).unwrap();
+    run_ok(&["export", s(&dir), "--quiet"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    let header = dir.join("export/softmax.h");
+    assert!(!std::fs::symlink_metadata(&header).unwrap().is_symlink());
+    assert!(
+        std::fs::read_to_string(&header)
+            .unwrap()
+            .contains("softmax(")
+    );
+}
