@@ -243,6 +243,14 @@ pub fn parse_task(text: &str, file: &str) -> Result<TaskSpec, TaskError> {
     crate::location::parse_prepared(text, file, fill_derived, validate)
 }
 
+/// The rules [`parse_task`] applies, for a spec that did not come from a file: a stored run's
+/// task is checked with them when the run is opened, since a run directory may come from
+/// someone else and its names end up in paths and generated code. The field at fault and what
+/// is wrong.
+pub fn validate_spec(spec: &TaskSpec) -> Result<(), (FieldPath, String)> {
+    validate(spec)
+}
+
 /// Give every workload its derived axes, and check the ones it states.
 fn fill_derived(spec: &mut TaskSpec) -> Result<(), (FieldPath, String)> {
     let root = FieldPath::root();

@@ -28,6 +28,12 @@ pub enum ReportError {
     /// An output path that is not safe to write (a link planted in a run directory).
     #[error("{} {what}; refusing to write there", path.display())]
     Unsafe { path: PathBuf, what: String },
+    /// A file an export would write outside its directory, or beside its own layout (a task
+    /// name from an edited run).
+    #[error(
+        "export file `{path}` is not a file of the export's layout (a name, or a name in the package's directory); refusing to write it"
+    )]
+    OutsideExport { path: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -44,7 +50,8 @@ impl ReportError {
             | ReportError::BadNode { .. }
             | ReportError::OpenNode { .. }
             | ReportError::MissingSource { .. }
-            | ReportError::Unsafe { .. } => true,
+            | ReportError::Unsafe { .. }
+            | ReportError::OutsideExport { .. } => true,
             ReportError::Io(_) => false,
         }
     }

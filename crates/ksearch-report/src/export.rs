@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use ksearch_core::backend::ExportLayout;
 use ksearch_core::contract::c_signature;
@@ -250,10 +250,23 @@ pub fn export_with(
     Ok(Export { files, provenance })
 }
 
-/// Write an export under `dir` (created if needed); returns the paths written. A package
-/// directory that is a link is refused, and each file goes through a temporary file renamed
-/// over it (a link there is replaced, not written through).
+/// Whether `path` is a file of an export's layout: a plain name (`softmax.h`) or one inside the
+/// package's directory (`softmax/__init__.py`); never a root, `.` or `..`.
+fn in_layout(path: &str) -> bool {
+    let parts: Vec<Component<'_>> = Path::new(path).components().collect();
+    (1..=2).contains(&parts.len()) && parts.iter().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// Write an export under `dir` (created if needed); returns the paths written. Every file is
+/// checked to lie in the export's layout before any is written (its names come from the run's
+/// task), a package directory that is a link is refused, and each file goes through a
+/// temporary file renamed over it (a link there is replaced, not written through).
 pub fn write(export: &Export, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    if let Some(f) = export.files.iter().find(|f| !in_layout(&f.path)) {
+        return Err(ReportError::OutsideExport {
+            path: f.path.clone(),
+        });
+    }
     fs_err::create_dir_all(dir)?;
     let mut written = Vec::new();
     for f in &export.files {

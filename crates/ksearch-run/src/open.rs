@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
+use ksearch_core::static_check::MAX_SOURCE_BYTES;
 use ksearch_core::task::Task;
 use ksearch_core::tree::Tree;
 use ksearch_store::{DB_FILE, RunStore, StoreError};
@@ -69,6 +70,10 @@ fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, RunError> {
     let task = store
         .meta::<Task>(META_TASK)?
         .ok_or_else(|| incomplete(NO_TASK))?;
+    check_task(&task).map_err(|what| RunError::Corrupt {
+        path: dir.join(DB_FILE),
+        what: format!("meta `{META_TASK}`, {what}"),
+    })?;
     // The format first, before the rest of the configuration is read as this version's.
     let format = store
         .meta::<serde_json::Value>(META_CONFIG)?
@@ -97,6 +102,39 @@ fn stored_run(dir: &Path, store: RunStore) -> Result<StoredRun, RunError> {
 /// What a run killed as it started lacks; `ksearch run` into its directory starts it afresh.
 const NO_TASK: &str =
     "no task recorded (it was stopped as it started; `ksearch run` into it starts it afresh)";
+
+/// A stored task, held to the rules of the `task.toml` it was loaded from: its names become
+/// file names and code in an export, and its sizes what the evaluator allocates.
+fn check_task(task: &Task) -> Result<(), String> {
+    ksearch_core::task::validate_spec(&task.spec).map_err(|(field, message)| {
+        let field = field.to_string();
+        let sep = if field.is_empty() { "" } else { "." };
+        format!("field `spec{sep}{field}`: {message}")
+    })?;
+    let sources = [("reference", &task.reference), ("seed", &task.seed)]
+        .into_iter()
+        .chain(task.baseline.iter().map(|b| ("baseline.source", &b.source)))
+        .chain(
+            task.comparisons
+                .iter()
+                .map(|c| ("comparisons.source", &c.source)),
+        )
+        .chain(
+            task.space
+                .iter()
+                .flat_map(|s| s.templates.iter().map(|t| ("space.templates", t))),
+        );
+    for (field, source) in sources {
+        if source.text.len() > MAX_SOURCE_BYTES {
+            return Err(format!(
+                "field `{field}`: `{}` has {} bytes, more than the limit of {MAX_SOURCE_BYTES} for a source file",
+                source.file,
+                source.text.len()
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// A stored tree, checked to hang from its root (see [`Tree::check`]): an edited run.sqlite
 /// whose parents loop or miss would otherwise make viewers and resume loop, panic or drop
@@ -196,4 +234,77 @@ pub fn read_run(dir: &Path) -> Result<RunRecords, RunError> {
 pub fn read_summary(dir: &Path) -> Result<(RunSummary, Tree, Vec<AttemptRecord>), RunError> {
     let r = read_run(dir)?;
     Ok((r.summary, r.tree, r.attempts))
+}
+
+#[cfg(test)]
+mod tests {
+    use ksearch_core::task::Source;
+
+    use super::*;
+
+    const TASK: &str = r#"
+format = 1
+name = "softmax"
+description = "row softmax"
+class = "reduction"
+backend = "c"
+axes = ["rows", "cols"]
+inputs = [{ name = "x", shape = ["rows", "cols"], dtype = "f32" }]
+outputs = [{ name = "y", shape = ["rows", "cols"], dtype = "f32" }]
+workloads = [
+    { name = "small", axes = { rows = 4, cols = 8 } },
+    { name = "big", axes = { rows = 64, cols = 1024 } },
+]
+reference = { file = "reference.c" }
+seed = { file = "seed.c" }
+"#;
+
+    fn task() -> Task {
+        let source = |file: &str| Source {
+            file: file.into(),
+            text: "void softmax(void) {}".into(),
+        };
+        Task {
+            id: "t".into(),
+            spec: ksearch_core::parse_task(TASK, "task.toml").unwrap(),
+            reference: source("reference.c"),
+            seed: source("seed.c"),
+            baseline: None,
+            comparisons: Vec::new(),
+            space: None,
+            worker: None,
+        }
+    }
+
+    #[test]
+    fn a_stored_task_is_held_to_the_rules_of_task_toml() {
+        assert_eq!(check_task(&task()), Ok(()));
+        type Edit = fn(&mut Task);
+        let edits: &[(Edit, &str)] = &[
+            (
+                |t| t.spec.name = "../../../escape_probe/pwned".into(),
+                "field `spec.name`: task name `../../../escape_probe/pwned` must be an identifier",
+            ),
+            (
+                |t| t.spec.inputs[0].name = "x */ int evil; /*".into(),
+                "field `spec.inputs[0].name`",
+            ),
+            (
+                |t| {
+                    t.spec.workloads[1].axes.insert("rows".into(), 1 << 40);
+                },
+                "field `spec.workloads[1].axes`: tensor `x` would have",
+            ),
+            (
+                |t| t.seed.text = "x".repeat(MAX_SOURCE_BYTES + 1),
+                "field `seed`: `seed.c` has 524289 bytes",
+            ),
+        ];
+        for (edit, expected) in edits {
+            let mut t = task();
+            edit(&mut t);
+            let e = check_task(&t).unwrap_err();
+            assert!(e.starts_with(expected), "{e}");
+        }
+    }
 }

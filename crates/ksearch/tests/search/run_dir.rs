@@ -633,6 +633,57 @@ fn sql(rd: &Path, statement: &str) {
     conn.execute_batch(statement).unwrap();
 }
 
+/// A stored task is held to the rules of task.toml when a run is opened: a task name edited to
+/// a path never becomes the export's file names (it wrote `pwned.h` outside the export
+/// directory), and no viewer or resume takes the run.
+#[test]
+fn a_stored_task_breaking_the_task_rules_is_refused_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("a/b/c/run");
+    small_run(&base);
+    let abs = tmp.path().join("abs_probe/pwned");
+    for (i, name) in ["../../../escape_probe/pwned", abs.to_str().unwrap(), "int"]
+        .iter()
+        .enumerate()
+    {
+        let rd = tmp.path().join(format!("a/b/c/run{i}"));
+        copy_dir(&base, &rd);
+        sql(
+            &rd,
+            &format!(
+                "UPDATE meta SET value = json_set(value, '$.spec.name', '{name}') WHERE key = 'task'"
+            ),
+        );
+        let rds = rd.to_str().unwrap();
+        let out = rd.join("x/out");
+        for cmd in [
+            vec!["export", rds],
+            vec!["export", rds, "-o", out.to_str().unwrap()],
+            vec!["tree", rds],
+            vec!["show", rds, "best"],
+            vec!["report", rds, "-o", "-"],
+            vec!["resume", rds, "--iterations", "1"],
+        ] {
+            let (code, stderr) = within(&cmd, Duration::from_secs(120));
+            assert_eq!(code, Some(3), "{name}: {cmd:?}: {stderr}");
+            assert!(
+                stderr.contains("corrupt record in")
+                    && stderr.contains("meta `task`, field `spec.name`"),
+                "{name}: {cmd:?}: {stderr}"
+            );
+        }
+        assert!(!rd.join("export").exists() && !out.exists());
+    }
+    for escaped in [
+        "a/escape_probe",
+        "a/b/escape_probe",
+        "escape_probe",
+        "abs_probe",
+    ] {
+        assert!(!tmp.path().join(escaped).exists(), "{escaped} was written");
+    }
+}
+
 /// A tree without its root, or whose parents loop, is refused by every viewer and by resume
 /// naming what is wrong: it panicked them all, made resume spin and `show` run out of memory.
 #[test]
