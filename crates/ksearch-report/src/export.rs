@@ -422,9 +422,21 @@ pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Proven
     }
 }
 
-/// Text safe inside a C block comment.
+/// Text safe inside a C block comment: nothing in it can end the comment. Control characters
+/// (a newline among them) become spaces. A backslash, or its trigraph `??/`, at a line's end
+/// splices the next line on before comments are recognised (GCC even across trailing blanks),
+/// so `*`, a splice and `/` would close the comment: backslashes become `/` and the trigraph is
+/// broken up. Then every `*/`, these included, is broken up.
 fn c_comment(s: &str) -> String {
-    s.replace("*/", "* /")
+    let flat: String = s
+        .chars()
+        .map(|c| match c {
+            c if c.is_control() => ' ',
+            '\\' => '/',
+            c => c,
+        })
+        .collect();
+    flat.replace("??/", "?? /").replace("*/", "* /")
 }
 
 fn summary_lines(p: &Provenance) -> Vec<String> {

@@ -9,9 +9,23 @@ use ksearch_core::task::{Task, TaskSpec};
 
 use super::{ExportFile, Provenance, summary_lines};
 
-/// Python string literal text (for a docstring).
+/// Python string literal text (for a docstring): backslashes doubled and triple quotes
+/// escaped, so nothing ends the string early; control characters but newlines and tabs become
+/// spaces (a NUL would make the module fail to compile).
 fn py_doc(s: &str) -> String {
-    s.replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"")
+    let clean: String = s
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    clean
+        .replace('\\', "\\\\")
+        .replace("\"\"\"", "\\\"\\\"\\\"")
 }
 
 /// A Python identifier from a task or tensor name.

@@ -351,6 +351,86 @@ fn the_exported_torch_package_builds_model_new_as_the_harness_does() {
     assert_eq!(torch_python(tmp.path(), &code), "(4, 8192) True True\n");
 }
 
+/// Text a model or an edited run could put in an action title or a task's description, meant
+/// to end the comment of an exported C header (a backslash-newline splice, its trigraph, a
+/// bare newline) or the docstring of a Python package, and declare code of its own.
+const HOSTILE: &[&str] = &[
+    "A *\\\n/ int ksearch_injected_by_splice = 42; /* B",
+    "A *\\ \n/ int ksearch_injected_by_spaced_splice = 42; /* B",
+    "A *??/\n/ int ksearch_injected_by_trigraph = 42; /* B",
+    "A */ int ksearch_injected_by_close = 42; /* B",
+    "A\n#define ksearch_injected_by_newline 42\n",
+    "A \\\"\"\"\nksearch_injected_by_quotes = 42\n\"\"\" \0 \r B",
+];
+
+/// The sample run of `backend` with every hostile text in its best node's title and its
+/// task's description, written to a fresh run directory.
+fn hostile_run(backend: BackendKind, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let mut data = ksearch_report::sample::run_data(backend);
+    let best = data.summary.best.node;
+    let nodes = data
+        .tree
+        .nodes()
+        .cloned()
+        .map(|mut n| {
+            if n.id == best {
+                n.action.title = text.to_owned();
+            }
+            n
+        })
+        .collect();
+    data.tree = ksearch_core::tree::Tree::from_nodes(nodes, data.tree.next_id());
+    data.task.spec.description = text.to_owned();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    ksearch_report::sample::write_run(&data, &dir).unwrap();
+    (tmp, dir)
+}
+
+#[test]
+fn a_hostile_title_or_description_cannot_end_the_c_header_s_comment() {
+    for text in HOSTILE {
+        let (_tmp, dir) = hostile_run(BackendKind::C, text);
+        let out = dir.join("x");
+        run_ok(&["export", s(&dir), "-o", s(&out), "--quiet"]);
+        for file in ["softmax.h", "softmax.c"] {
+            // What the compiler sees once comments are gone, trigraphs on (as -std=c89 has
+            // them): nothing of the text may be left.
+            let seen = run_cmd(Command::new("cc").args([
+                "-E",
+                "-P",
+                "-trigraphs",
+                "-x",
+                "c",
+                s(&out.join(file)),
+            ]));
+            assert!(
+                !seen.contains("ksearch_injected"),
+                "{text:?} escaped the comment of {file}:\n{seen}"
+            );
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(not(has_python3), ignore = "needs python3")]
+fn a_hostile_title_or_description_stays_in_the_python_package_s_docstrings() {
+    for text in HOSTILE {
+        let (_tmp, dir) = hostile_run(BackendKind::Mlx, text);
+        let out = dir.join("x");
+        run_ok(&["export", s(&dir), "-o", s(&out), "--quiet"]);
+        // The module parses, and declares no name the text meant to.
+        let names = run_cmd(Command::new("python3").args([
+            "-c",
+            "import ast, sys\n\
+             tree = ast.parse(open(sys.argv[1], encoding='utf-8').read())\n\
+             print(' '.join(t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)))",
+            s(&out.join("softmax/__init__.py")),
+        ]));
+        assert!(!names.contains("ksearch_injected"), "{text:?}: {names}");
+    }
+}
+
 /// The default outputs lie inside the run directory, which may come from someone else: a link
 /// planted as `export/`, as a file in it, or as `report.html` is never written through.
 #[test]
