@@ -604,14 +604,15 @@ mod tests {
         assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     }
 
-    /// Nor is one that keeps writing: reading stops soon after the command exits.
+    /// Nor is one that keeps writing: reading stops soon after the command exits. (Its writer
+    /// stops by itself after some 30 s, so that a regression fails instead of hanging.)
     #[test]
     fn a_process_outside_the_group_that_writes_on_is_not_read_for_long() {
         let dir = tempfile::tempdir().unwrap();
         let pid_file = dir.path().join("pid");
         let c = client(
             &format!(
-                "setsid sh -c 'echo $$ > {}; while :; do echo more; sleep 0.01; done' & echo ok",
+                "setsid sh -c 'echo $$ > {}; for i in $(seq 3000); do echo more; sleep 0.01; done' & echo ok",
                 pid_file.display()
             ),
             Duration::from_secs(2),
