@@ -351,7 +351,7 @@ pub(crate) fn time_workload(
             .map(|i| batch[i].0)
             .min();
         if let Some(shortest) = shortest
-            && secret.next_u64() % (round as u64 + 1) == 0
+            && secret.next_u64().is_multiple_of(round as u64 + 1)
         {
             let call = secret.next_u64() as usize % shortest;
             let set = used[call] as usize;
@@ -693,8 +693,8 @@ pub(crate) fn process_cpu_seconds(pid: i32) -> Option<f64> {
         tv_nsec: 0,
     };
     // SAFETY: reads a clock into a local timespec.
-    (unsafe { libc::clock_gettime(clock, &raw mut ts) } == 0)
-        .then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    let read = unsafe { libc::clock_gettime(clock, &raw mut ts) } == 0;
+    read.then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
 #[cfg(not(target_os = "linux"))]
