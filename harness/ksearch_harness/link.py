@@ -48,10 +48,12 @@ PASS_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "MLX_", "OMP_", "OPENBLAS_")
 class RunnerLost(Exception):
     """The runner died, hung up, or broke the protocol."""
 
-    def __init__(self, message, signalled=False):
+    def __init__(self, message, signalled=False, exited=False):
         super().__init__(message)
         self.message = message
         self.signalled = signalled
+        # It ended on its own, with a status (not killed, not stopped by the judge).
+        self.exited = exited
 
 
 def close_passed(anc, flags=0):
@@ -304,7 +306,7 @@ class Runner:
             sig = -code if code < 0 else code - 128
             lost = RunnerLost(f"was killed by {signal_name(sig)}", signalled=True)
         else:
-            lost = RunnerLost(f"exited with status {code}")
+            lost = RunnerLost(f"exited with status {code}", exited=True)
         self.lost = lost
         return lost
 

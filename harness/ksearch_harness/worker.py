@@ -88,7 +88,8 @@ def lost(what, error, phase, workload=None):
     if isinstance(error, RunnerLost):
         if error.signalled:
             return Outcome("crashed", f"{what}'s runner {error.message}{where}")
-        return Outcome("runtime_error", f"{what}'s runner {error.message}{where} (did candidate code call exit()?)")
+        hint = " (did candidate code call exit()?)" if error.exited else ""
+        return Outcome("runtime_error", f"{what}'s runner {error.message}{where}{hint}")
     if isinstance(error, BadOutput):
         return Outcome("incorrect", f"{what}: {error}{where}")
     message = str(error)
