@@ -416,28 +416,11 @@ fn an_evaluation_with_a_non_finite_or_impossible_number_is_rejected_and_never_st
     let dir = tempfile::tempdir().unwrap();
     let rd = dir.path().join("run");
     let mut evaluator = Forging {
-        inner: LocalEvaluator::new(Box::new(CBackend {
-            ksearch_exe: env!("CARGO_BIN_EXE_ksearch").into(),
-        })),
+        inner: c_evaluator(),
         calls: 0,
     };
-    let mut p = Scripted::new(kernels::good(), Rc::new(RefCell::new(Vec::new())));
-    p.debug = Some(kernels::good());
-    let mut observer = Silent;
-    let parts = Parts {
-        proposer: Box::new(p),
-        evaluator: &mut evaluator,
-        observer: &mut observer,
-        stop: Arc::new(AtomicBool::new(false)),
-    };
-    let budget = Budget {
-        rounds: Some(2),
-        until: None,
-    };
-    let mut engine = Engine::create(&rd, task(), config(5), budget, parts).unwrap();
-    let summary = engine.run().unwrap();
+    let summary = run_good_kernels_with(&mut evaluator, &rd, 2).unwrap();
     assert_eq!(summary.rounds, 2);
-    drop(engine);
 
     // The run reads back whole: nothing was written as `null`.
     let snap = ksearch_store::RunStore::open(&rd)
@@ -507,17 +490,34 @@ impl ksearch_eval::Evaluator for BrokenJudge {
 fn run_with_broken_judge(rounds: u64) -> (tempfile::TempDir, Result<(), String>) {
     let dir = tempfile::tempdir().unwrap();
     let mut evaluator = BrokenJudge {
-        inner: LocalEvaluator::new(Box::new(CBackend {
-            ksearch_exe: env!("CARGO_BIN_EXE_ksearch").into(),
-        })),
+        inner: c_evaluator(),
         calls: 0,
     };
+    let outcome = run_good_kernels_with(&mut evaluator, &dir.path().join("run"), rounds)
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    (dir, outcome)
+}
+
+fn c_evaluator() -> LocalEvaluator {
+    LocalEvaluator::new(Box::new(CBackend {
+        ksearch_exe: env!("CARGO_BIN_EXE_ksearch").into(),
+    }))
+}
+
+/// A scripted search in `run_dir` whose every candidate (and debug attempt) is the good kernel,
+/// evaluated by `evaluator`, for `rounds` rounds.
+fn run_good_kernels_with(
+    evaluator: &mut dyn ksearch_eval::Evaluator,
+    run_dir: &std::path::Path,
+    rounds: u64,
+) -> Result<ksearch_engine::RunSummary, ksearch_engine::EngineError> {
     let mut p = Scripted::new(kernels::good(), Rc::new(RefCell::new(Vec::new())));
     p.debug = Some(kernels::good());
     let mut observer = Silent;
     let parts = Parts {
         proposer: Box::new(p),
-        evaluator: &mut evaluator,
+        evaluator,
         observer: &mut observer,
         stop: Arc::new(AtomicBool::new(false)),
     };
@@ -525,10 +525,7 @@ fn run_with_broken_judge(rounds: u64) -> (tempfile::TempDir, Result<(), String>)
         rounds: Some(rounds),
         until: None,
     };
-    let mut engine =
-        Engine::create(&dir.path().join("run"), task(), config(5), budget, parts).unwrap();
-    let outcome = engine.run().map(|_| ()).map_err(|e| e.to_string());
-    (dir, outcome)
+    Engine::create(run_dir, task(), config(5), budget, parts)?.run()
 }
 
 /// A candidate that breaks the judge fails its own round, and the search goes on (it used to
