@@ -364,7 +364,7 @@ impl Runner {
         }
         self.watched_at_go = watch
             .iter()
-            .map(|&pid| super::timing::process_cpu_seconds(pid))
+            .map(|&pid| super::verify::process_cpu_seconds(pid))
             .collect();
         let control = self.control();
         let start = now_ns();

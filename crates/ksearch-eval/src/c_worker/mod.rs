@@ -14,6 +14,7 @@ mod reference_fault;
 mod runner;
 mod tensors;
 mod timing;
+mod verify;
 mod worker;
 
 pub use kernel::CANDIDATE_FLAGS;
