@@ -3,7 +3,7 @@
 //! "ready"/"done" replies are read, and a runner that misbehaves is reported, not believed.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -39,6 +39,8 @@ pub(crate) struct Lost {
     pub(crate) message: String,
     /// Killed by a signal (a crash) rather than exiting or breaking the protocol.
     pub(crate) signalled: bool,
+    /// It ended on its own, with a status (not killed, not stopped by the judge).
+    pub(crate) exited: bool,
     /// The address of the invalid access that killed it, when its fault handler recorded one.
     pub(crate) fault: Option<u64>,
 }
@@ -184,12 +186,36 @@ impl Runner {
         self.process.pid()
     }
 
+    /// A runner answers once per request, so nothing waits on its socket when the judge turns
+    /// to it again. Something that does was sent out of turn: a "done" written on the socket by
+    /// candidate code early in a batch (which stops the judge's clock at once), whose real one
+    /// then arrives later, a step behind every request after it.
+    fn silent_between_turns(&mut self) -> Result<(), Lost> {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local, without waiting.
+        let n = unsafe {
+            libc::recv(
+                self.sock.as_raw_fd(),
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            return Err(self.stop_for(
+                "it sent a message nobody asked for: a \"done\" early in a batch, or a second one",
+            ));
+        }
+        Ok(())
+    }
+
     /// Stop a runner that broke the protocol, and say so (it did not crash: it was stopped).
     fn stop_for(&mut self, why: &str) -> Lost {
         self.process.kill();
         let lost = Lost {
             message: format!("broke the protocol ({why}) and was stopped"),
             signalled: false,
+            exited: false,
             fault: None,
         };
         self.lost = Some(lost.clone());
@@ -208,25 +234,33 @@ impl Runner {
         let control = self.control();
         let fault = (control.fault.load(Ordering::Acquire) == 1)
             .then(|| control.fault_addr.load(Ordering::Relaxed));
-        let (message, signalled) = match status {
+        let (message, signalled, exited) = match status {
             Some(s) if s.signal().is_some() => (
                 format!("killed by {}", signal_name(s.signal().unwrap_or(0))),
                 true,
+                false,
             ),
             // The launcher mirrors a signal as 128 + its number when it could not re-raise it.
             Some(s) if s.code().is_some_and(|c| c > 128) => (
                 format!("killed by {}", signal_name(s.code().unwrap_or(0) - 128)),
                 true,
+                false,
             ),
             Some(s) => (
                 format!("exited with status {}", s.code().unwrap_or(-1)),
                 false,
+                true,
             ),
-            None => (format!("stopped answering ({why}) and was killed"), false),
+            None => (
+                format!("stopped answering ({why}) and was killed"),
+                false,
+                false,
+            ),
         };
         let lost = Lost {
             message,
             signalled,
+            exited,
             fault,
         };
         self.lost = Some(lost.clone());
@@ -242,6 +276,7 @@ impl Runner {
         if let Some(l) = &self.lost {
             return Err(l.clone());
         }
+        self.silent_between_turns()?;
         if send(self.sock.as_fd(), msg, fds).is_err() {
             return Err(self.lose("its socket closed"));
         }
@@ -333,6 +368,7 @@ impl Runner {
             return Err(l.clone());
         }
         assert!(sets.len() <= MAX_BATCH, "a batch of {} calls", sets.len());
+        self.silent_between_turns()?;
         self.seq = (self.seq + 1) & SEQ_MASK;
         let seq = self.seq;
         // SAFETY: the control region holds MAX_BATCH u32s at BATCH_OFFSET; the runner reads

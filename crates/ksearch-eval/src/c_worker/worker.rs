@@ -412,8 +412,10 @@ impl CWorker {
         }
         let (status, hint) = if lost.signalled {
             (Status::Crashed, "")
-        } else {
+        } else if lost.exited {
             (Status::RuntimeError, " (did candidate code call exit()?)")
+        } else {
+            (Status::RuntimeError, "")
         };
         Stop::Outcome(
             status,

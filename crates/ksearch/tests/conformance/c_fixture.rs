@@ -333,6 +333,39 @@ mod c_only {
         assert!(out.contains("descriptors stolen 0"), "{out}");
     }
 
+    /// The runner's socket is the candidate's too (descriptor 3, in its process): once timed,
+    /// it writes the runner's "done" there itself at the start of every call, then does the
+    /// work. The judge would stop its clock at once; the runner's own "done" then arrives a step
+    /// behind every request after it (this kept the judge waiting until the evaluation's limit,
+    /// 300 s). It is stopped the next time the judge turns to it, and never measured.
+    #[test]
+    fn saying_done_early_on_the_runners_own_socket_is_stopped() {
+        let started = std::time::Instant::now();
+        let e = evaluate(with_prelude(
+            &format!("{TIMED}#include <sys/socket.h>\n"),
+            &format!(
+                "if (KSQ_TIMED) (void)send(3, \"{{\\\"op\\\":\\\"done\\\"}}\", 13, MSG_DONTWAIT);\n{ALL_ROWS}"
+            ),
+        ));
+        assert_eq!(
+            e.result.status,
+            Status::RuntimeError,
+            "{}",
+            e.result.message
+        );
+        assert!(
+            e.result.message.contains("a message nobody asked for"),
+            "{}",
+            e.result.message
+        );
+        assert!(e.speedup.is_none());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+
     /// A read 64 bytes past the end of an input lands in the guard page after it.
     const READ_PAST_X: &str = "y[0] += 0.0f * ((volatile const float *)x)[rows * cols + 16];";
 
