@@ -313,6 +313,18 @@ class Runner:
     def send(self, header, payload=b"", fds=()):
         if self.lost is not None:
             raise self.lost
+        # A runner answers once per request, so nothing waits when the judge turns to it again;
+        # something that does was sent out of turn (a "done" forged early in a batch by candidate
+        # code, whose real one followed, a step behind every answer after it).
+        if self.greeted:
+            try:
+                waiting = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                waiting = None
+            except OSError:
+                waiting = b""
+            if waiting:
+                raise self.broke("it sent a message nobody asked for")
         try:
             send(self.sock, header, payload, fds)
         except OSError as e:

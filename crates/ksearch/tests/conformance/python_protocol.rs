@@ -296,3 +296,33 @@ fn mlx_harness_numpy_an_error_with_lone_surrogates_is_reported() {
         e.result.message
     );
 }
+
+/// A module that answers every timed batch twice: a "done" (and its clock byte) sent as the batch
+/// arrives, before any work, then the runner's own when the work is done. The judge's clock
+/// stops at once, and every later answer it reads is the one a step behind.
+fn answering_twice_when_timed_is_stopped<F: Fixture>(f: &F, run: &str) {
+    let text = format!(
+        "import sys\n_r = sys.modules['__main__']\n_request = _r.request\n\n\ndef _early(sock, with_fds=False):\n    got = _request(sock, with_fds)\n    if got is not None and got[0].get('op') == 'go':\n        if _r.CLOCK[0] is not None:\n            _r.CLOCK[0].send(b'd')\n        _r.link.send(sock, {{'op': 'done'}})\n    return got\n\n\n_r.request = _early\n\n{run}"
+    );
+    let e = &in_turn(f, &[text], run)[0];
+    assert!(e.speedup.is_none(), "measured: {:?}", e.speedup);
+    assert_broke(e, "nobody asked for");
+}
+
+#[test]
+#[cfg_attr(
+    not(has_numpy),
+    ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+)]
+fn mlx_harness_numpy_answering_twice_when_timed_is_stopped() {
+    answering_twice_when_timed_is_stopped(&NumpyFixture::new(), NUMPY_RUN);
+}
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_answering_twice_when_timed_is_stopped() {
+    answering_twice_when_timed_is_stopped(&TorchCpuFixture::new(), TORCH_RUN);
+}
