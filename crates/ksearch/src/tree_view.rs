@@ -3,8 +3,12 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use ksearch_core::record::{AttemptKind, AttemptRecord};
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
 use ksearch_run::RunSummary;
+
+/// The most of an attempt's note shown after a node's action.
+const NOTE_CHARS: usize = 72;
 
 fn x(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.2}×"))
@@ -24,8 +28,28 @@ fn status(n: &Node) -> String {
     }
 }
 
-/// The header and the tree, as `ksearch tree` prints them.
-pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
+/// What a solved node kept, where that is not its action as written: a later attempt of its
+/// cycle (improving on it, or fixing it) became its solution, so its kernel is that attempt's.
+fn kept(n: &Node, attempts: &[AttemptRecord]) -> Option<String> {
+    let s = n.solution.as_ref()?;
+    let a = attempts
+        .iter()
+        .find(|a| a.round == s.round && a.node == n.id)?;
+    if matches!(a.kind, AttemptKind::Seed | AttemptKind::Implement) {
+        return None;
+    }
+    let note: String = a.note.chars().take(NOTE_CHARS).collect();
+    let more = if a.note.chars().count() > NOTE_CHARS {
+        "…"
+    } else {
+        ""
+    };
+    Some(format!(" (kept round {}: {note}{more})", a.round))
+}
+
+/// The header and the tree, as `ksearch tree` prints them. A node whose solution came from a
+/// later attempt of its cycle says what that attempt changed.
+pub(crate) fn render(summary: &RunSummary, tree: &Tree, attempts: &[AttemptRecord]) -> String {
     let mut o = String::new();
     // Over a reference (no production baseline) the seed comes first, as in the summary.
     let (vs_seed, vs_baseline) = (
@@ -67,15 +91,17 @@ pub(crate) fn render(summary: &RunSummary, tree: &Tree) -> String {
     );
     let best_path: BTreeSet<NodeId> = tree.path(summary.best.node).into_iter().collect();
     let mut lines = Vec::new();
-    walk(tree, ROOT, "", true, true, &best_path, &mut lines);
+    walk(tree, attempts, ROOT, "", true, true, &best_path, &mut lines);
     for line in lines {
         let _ = writeln!(o, "{line}");
     }
     o
 }
 
+#[allow(clippy::too_many_arguments)]
 fn walk(
     tree: &Tree,
+    attempts: &[AttemptRecord],
     id: NodeId,
     prefix: &str,
     last: bool,
@@ -98,8 +124,9 @@ fn walk(
     } else {
         x(Some(n.action.expected_speedup))
     };
+    let kept = if is_root { None } else { kept(n, attempts) };
     out.push(format!(
-        "{:>4}  {:<9} {:>6.1} {:>5.2} {:>8} {:>8} {:>8}  {branch}{}{star}",
+        "{:>4}  {:<9} {:>6.1} {:>5.2} {:>8} {:>8} {:>8}  {branch}{}{star}{}",
         id,
         status(n),
         n.rating,
@@ -107,7 +134,8 @@ fn walk(
         pred,
         x(sol.and_then(|s| s.speedup_vs_parent)),
         x(sol.and_then(|s| s.speedup)),
-        n.action.title
+        n.action.title,
+        kept.unwrap_or_default()
     ));
     let children: Vec<NodeId> = tree.children(id).map(|c| c.id).collect();
     let child_prefix = if is_root {
@@ -120,6 +148,7 @@ fn walk(
     for (i, c) in children.iter().enumerate() {
         walk(
             tree,
+            attempts,
             *c,
             &child_prefix,
             i + 1 == children.len(),
@@ -231,6 +260,40 @@ mod tests {
             tokens: 0,
             llm: BTreeMap::new(),
         };
-        insta::assert_snapshot!(render(&summary, &t));
+        let attempt = |round, node, kind, note: &str| AttemptRecord {
+            round,
+            node,
+            cycle: u64::from(node),
+            kind,
+            source_hash: format!("h{round}"),
+            source_file: "k.c".into(),
+            note: note.into(),
+            evaluation: None,
+            improved: true,
+            payload: serde_json::Value::Null,
+        };
+        // Node 2's cycle kept its second attempt (round 3), which changed what its action said.
+        let attempts = [
+            attempt(
+                1,
+                1,
+                AttemptKind::Implement,
+                "implement: loop order ijk → ikj",
+            ),
+            attempt(
+                2,
+                2,
+                AttemptKind::Implement,
+                "implement: `tile_k` none → 64",
+            ),
+            attempt(3, 2, AttemptKind::Improve, "improve: `tile_k` none → 32"),
+            attempt(
+                7,
+                5,
+                AttemptKind::Implement,
+                "implement: register block 4×8 → 4×16",
+            ),
+        ];
+        insta::assert_snapshot!(render(&summary, &t, &attempts));
     }
 }

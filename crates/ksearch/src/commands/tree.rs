@@ -16,7 +16,7 @@ struct TreeJson<'a> {
 }
 
 pub(crate) fn run(dir: &Path, json: bool) -> anyhow::Result<i32> {
-    let (summary, tree, _) = ksearch_run::read_summary(dir)?;
+    let (summary, tree, attempts) = ksearch_run::read_summary(dir)?;
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer(
@@ -31,7 +31,7 @@ pub(crate) fn run(dir: &Path, json: bool) -> anyhow::Result<i32> {
         write!(
             out,
             "{}",
-            ksearch_core::printable::printable(&render(&summary, &tree))
+            ksearch_core::printable::printable(&render(&summary, &tree, &attempts))
         )?;
     }
     Ok(exit_codes::OK)
