@@ -108,26 +108,18 @@ impl Pool {
         }
     }
 
-    /// A copy of `set`'s inputs.
-    pub(crate) fn copy_inputs(&self, set: usize) -> Vec<Vec<u8>> {
-        (0..self.layout.input_sizes.len())
-            .map(|t| {
-                let range = self.input_range(set, t);
-                // SAFETY: an input's bytes inside the mapping, readable (only guard pages are
-                // not, and no reference to them is made).
-                unsafe {
-                    std::slice::from_raw_parts(self.inputs.ptr().add(range.start), range.len())
-                }
-                .to_vec()
-            })
-            .collect()
-    }
-
-    /// `set`'s inputs made `inputs` (as [`Pool::copy_inputs`] gave them).
-    pub(crate) fn put_inputs(&mut self, set: usize, inputs: &[Vec<u8>]) {
-        for (t, bytes) in inputs.iter().enumerate() {
+    /// Undo [`Pool::perturb`] of `set` with the same `key` (perturbations undone in the reverse
+    /// order give back the inputs they started from).
+    pub(crate) fn unperturb(&mut self, spec: &TaskSpec, set: usize, key: u64) {
+        for (t, tensor) in spec.inputs.iter().enumerate() {
             let range = self.input_range(set, t);
-            self.inputs.slice_mut(range).copy_from_slice(bytes);
+            tensors::unperturb(
+                self.inputs.slice_mut(range),
+                tensor.dtype,
+                tensor.init(),
+                key.wrapping_add(t as u64)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
         }
     }
 

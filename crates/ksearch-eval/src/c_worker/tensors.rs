@@ -149,6 +149,16 @@ fn xor_noise_avx2<const STREAM: bool>(words: &mut [u32], k: u32) {
 /// range). A kernel can neither recognise the inputs of an earlier call nor update an earlier
 /// answer cheaply, since every element differs, by more than any tolerance allows.
 pub(crate) fn perturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64, stores: Stores) {
+    change(bytes, dtype, init, key, stores, false);
+}
+
+/// Undo [`perturb`] with the same `key`: the bytes it was given. (Flipping the same bits again
+/// undoes a float's change; an integer moves back.)
+pub(crate) fn unperturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64) {
+    change(bytes, dtype, init, key, Stores::Cached, true);
+}
+
+fn change(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64, stores: Stores, back: bool) {
     let k = (key as u32) ^ ((key >> 32) as u32).rotate_left(13);
     let integer_range = match init {
         Init::Randint([lo, hi]) => Some((lo, hi)),
@@ -184,7 +194,11 @@ pub(crate) fn perturb(bytes: &mut [u8], dtype: Dtype, init: Init, key: u64, stor
             let n = dtype.size_bytes();
             for i in 0..bytes.len() / n {
                 let v = element(bytes, dtype, i) as i128;
-                let step = 1 + u128::from(mix32((i as u32).wrapping_add(k))) % (span - 1).max(1);
+                let mut step =
+                    1 + u128::from(mix32((i as u32).wrapping_add(k))) % (span - 1).max(1);
+                if back {
+                    step = span - step % span;
+                }
                 let moved = (lo as i128) + ((v - lo as i128) as u128 + step) as i128 % span as i128;
                 let c = &mut bytes[n * i..n * i + n];
                 match dtype {
@@ -359,6 +373,38 @@ mod tests {
             let y = element(&b, Dtype::I32, i);
             assert!((3.0..=9.0).contains(&y), "{y}");
             assert_ne!(*x, y);
+        }
+    }
+
+    /// The judge undoes a kept set's later perturbations, in reverse order, to get the inputs
+    /// the kept call ran on back without having copied them.
+    #[test]
+    fn perturbations_undone_in_reverse_give_the_inputs_back() {
+        let cases = [
+            (Dtype::F32, Init::Uniform([-3.0, 3.0])),
+            (Dtype::F64, Init::Normal([0.0, 1.0])),
+            (Dtype::I32, Init::Randint([3, 9])),
+            (Dtype::I64, Init::Randint([-100, 100])),
+            (Dtype::F32, Init::Randint([0, 5])),
+        ];
+        for (dtype, init) in cases {
+            let mut b = vec![0u8; dtype.size_bytes() * 999];
+            fill(&mut b, dtype, init, &mut Rng::new(3));
+            let before = b.clone();
+            let keys = [5u64, 1 << 40, 77, 5];
+            for (i, &k) in keys.iter().enumerate() {
+                let stores = if i % 2 == 0 {
+                    Stores::Cached
+                } else {
+                    Stores::Streaming
+                };
+                perturb(&mut b, dtype, init, k, stores);
+            }
+            assert!(b != before, "{dtype:?} {init:?}: unchanged");
+            for &k in keys.iter().rev() {
+                unperturb(&mut b, dtype, init, k);
+            }
+            assert!(b == before, "{dtype:?} {init:?}: not given back");
         }
     }
 

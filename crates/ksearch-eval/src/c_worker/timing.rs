@@ -259,7 +259,11 @@ pub(crate) fn time_workload(
         }
         on_cpu(place, || {
             for &s in used {
-                pool.perturb(spec, s as usize, secret.next_u64(), stores);
+                let key = secret.next_u64();
+                pool.perturb(spec, s as usize, key, stores);
+                if let Some(k) = kept.as_mut().filter(|k| k.set == s as usize) {
+                    k.keys.push(key);
+                }
             }
             for (c, sets) in contenders.iter_mut().zip(&calls) {
                 let mut slots = slots(c, &pool);
@@ -328,7 +332,8 @@ pub(crate) fn time_workload(
             kept = Some(Kept {
                 round,
                 call,
-                inputs: pool.copy_inputs(set),
+                set,
+                keys: Vec::new(),
                 outputs: contenders
                     .iter_mut()
                     .enumerate()
@@ -356,8 +361,7 @@ pub(crate) fn time_workload(
         }
     }
     if let Some(kept) = kept {
-        *next_pool += 1;
-        check_kept(spec, workload, tolerances, reference, &kept, *next_pool)?;
+        check_kept(spec, workload, tolerances, reference, &kept, &mut pool)?;
     }
     // Work done outside the timed calls (after "done", or in the background) shows as CPU time
     // the runner used while it was not being timed.

@@ -39,10 +39,15 @@ const IDLE_CPU_SHARE: f64 = 0.01;
 /// reservoir-sampled over the rounds, in secret: each round's is kept with chance 1/(round+1),
 /// so the one checked is any round's with the same chance, and a kernel that drifts from some
 /// round on is caught with the chance that the round checked comes after it.
+/// Its inputs are not copied: the set's later perturbations are recorded, and undone once the
+/// workload is timed.
 pub(super) struct Kept {
     pub(super) round: usize,
     pub(super) call: usize,
-    pub(super) inputs: Vec<Vec<u8>>,
+    /// The set that call ran on.
+    pub(super) set: usize,
+    /// The keys of the set's perturbations since, in order.
+    pub(super) keys: Vec<u64>,
     /// Per untrusted contender (its index), its outputs of that call.
     pub(super) outputs: Vec<(usize, Vec<Vec<u8>>)>,
 }
@@ -221,19 +226,21 @@ pub(super) fn verify_round(
     Ok(())
 }
 
-/// The kept call's outputs against the reference's on its inputs, at the task's tolerance.
+/// The kept call's outputs against the reference's on its inputs (its set's in `pool`, given
+/// back by undoing the perturbations since), at the task's tolerance. The pool's last use.
 pub(super) fn check_kept(
     spec: &TaskSpec,
     workload: &Workload,
     tolerances: &BTreeMap<Dtype, Tolerance>,
     reference: &Kernel,
     kept: &Kept,
-    pool_id: u32,
+    pool: &mut Pool,
 ) -> Result<(), TimingStop> {
-    let mut pool = Pool::new(pool_id, spec, workload, 1)
-        .map_err(|e| TimingStop::Internal(format!("shared memory: {e}")))?;
-    pool.put_inputs(0, &kept.inputs);
-    let truth = expected(spec, &workload.name, &pool, 0, reference).map_err(TimingStop::Task)?;
+    for &key in kept.keys.iter().rev() {
+        pool.unperturb(spec, kept.set, key);
+    }
+    let truth =
+        expected(spec, &workload.name, pool, kept.set, reference).map_err(TimingStop::Task)?;
     for (i, outputs) in &kept.outputs {
         for ((tensor, got), want) in spec.outputs.iter().zip(outputs).zip(&truth) {
             let tol = tolerances
