@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 
 use ksearch_core::Dtype;
 use ksearch_core::rng::Rng;
-use ksearch_core::task::{TaskSpec, Workload};
+use ksearch_core::task::{Init, TaskSpec, Workload};
 
 use super::link::{GUARD_BYTE, Layout, POISON_BYTE};
 use super::tensors::{self, Stores};
@@ -95,25 +95,28 @@ impl Pool {
 
     /// New values for every element of `set`'s inputs (see [`tensors::perturb`]).
     pub(crate) fn perturb(&mut self, spec: &TaskSpec, set: usize, key: u64, stores: Stores) {
-        for (t, tensor) in spec.inputs.iter().enumerate() {
-            let range = self.input_range(set, t);
-            tensors::perturb(
-                self.inputs.slice_mut(range),
-                tensor.dtype,
-                tensor.init(),
-                key.wrapping_add(t as u64)
-                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                stores,
-            );
-        }
+        self.change_inputs(spec, set, key, |bytes, dtype, init, k| {
+            tensors::perturb(bytes, dtype, init, k, stores);
+        });
     }
 
     /// Undo [`Pool::perturb`] of `set` with the same `key` (perturbations undone in the reverse
     /// order give back the inputs they started from).
     pub(crate) fn unperturb(&mut self, spec: &TaskSpec, set: usize, key: u64) {
+        self.change_inputs(spec, set, key, tensors::unperturb);
+    }
+
+    /// `change` applied to each of `set`'s inputs, with a key of its own derived from `key`.
+    fn change_inputs(
+        &mut self,
+        spec: &TaskSpec,
+        set: usize,
+        key: u64,
+        change: impl Fn(&mut [u8], Dtype, Init, u64),
+    ) {
         for (t, tensor) in spec.inputs.iter().enumerate() {
             let range = self.input_range(set, t);
-            tensors::unperturb(
+            change(
                 self.inputs.slice_mut(range),
                 tensor.dtype,
                 tensor.init(),
