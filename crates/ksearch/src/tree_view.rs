@@ -38,8 +38,10 @@ fn kept(n: &Node, attempts: &[AttemptRecord]) -> Option<String> {
     if matches!(a.kind, AttemptKind::Seed | AttemptKind::Implement) {
         return None;
     }
-    let note: String = a.note.chars().take(NOTE_CHARS).collect();
-    let more = if a.note.chars().count() > NOTE_CHARS {
+    // One line: a model's note may hold several.
+    let whole = a.note.split_whitespace().collect::<Vec<_>>().join(" ");
+    let note: String = whole.chars().take(NOTE_CHARS).collect();
+    let more = if whole.chars().count() > NOTE_CHARS {
         "…"
     } else {
         ""
@@ -286,7 +288,7 @@ mod tests {
                 AttemptKind::Implement,
                 "implement: `tile_k` none → 64",
             ),
-            attempt(3, 2, AttemptKind::Improve, "improve: `tile_k` none → 32"),
+            attempt(3, 2, AttemptKind::Improve, "improve: `tile_k`\nnone → 32"),
             attempt(
                 7,
                 5,
