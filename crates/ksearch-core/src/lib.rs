@@ -9,6 +9,7 @@ pub mod caveats;
 pub mod contract;
 pub mod dtype;
 pub mod external_worker;
+pub mod file_kind;
 pub mod gate;
 pub mod implementation;
 pub mod location;

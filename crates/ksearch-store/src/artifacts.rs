@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use ksearch_core::file_kind::file_kind;
 use sha2::{Digest, Sha256};
 
 use crate::StoreError;
@@ -33,26 +34,6 @@ fn bad(path: &Path, what: String) -> StoreError {
     StoreError::BadArtifact {
         path: path.to_owned(),
         what,
-    }
-}
-
-/// What a file that is not a regular file is, for an error.
-fn kind(t: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a named pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
     }
 }
 
@@ -144,7 +125,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, StoreError> {
     if !meta.is_file() {
         return Err(bad(
             path,
-            format!("is {}, not a regular file", kind(meta.file_type())),
+            format!("is {}, not a regular file", file_kind(meta.file_type())),
         ));
     }
     let file = std::fs::OpenOptions::new()
@@ -165,7 +146,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, StoreError> {
     if !meta.is_file() {
         return Err(bad(
             path,
-            format!("is {}, not a regular file", kind(meta.file_type())),
+            format!("is {}, not a regular file", file_kind(meta.file_type())),
         ));
     }
     let too_large = |size: u64| {

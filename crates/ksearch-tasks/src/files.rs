@@ -7,6 +7,7 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use ksearch_core::file_kind::file_kind;
 use thiserror::Error;
 
 /// Largest `task.toml` (or other TOML file a user names) read: 1 MiB.
@@ -48,23 +49,6 @@ fn human(bytes: u64) -> String {
     }
 }
 
-fn kind(t: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a named pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// The text of the regular file at `path` (symbolic links followed), refused without being read
 /// when it is not a regular file or has more than `limit` bytes. `what` names the file's role in
 /// the error ("a task file", "a candidate").
@@ -85,7 +69,7 @@ pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, 
     if !meta.is_file() {
         return Err(ReadError::NotAFile {
             path: path.to_owned(),
-            kind: kind(meta.file_type()),
+            kind: file_kind(meta.file_type()),
         });
     }
     let too_large = |size| ReadError::TooLarge {
