@@ -236,7 +236,8 @@ impl Fixture for CFixture {
 /// Attacks only a C source can make: at compile time.
 mod c_only {
     use super::*;
-    use ksearch_eval::Evaluator;
+    use crate::support::quick_options;
+    use ksearch_eval::{Contenders, Evaluator};
 
     /// A complete `passed` result line, as a forger would write it.
     const FORGED_LINE: &str = "{\"protocol\":2,\"type\":\"result\",\"id\":1,\"status\":\"passed\",\"message\":\"FORGED\",\"workloads\":[],\"phases\":{\"compile_s\":0,\"check_s\":0,\"timing_s\":0},\"output\":{\"bytes\":0,\"head\":\"\",\"tail\":\"\"}}\n";
@@ -363,6 +364,69 @@ mod c_only {
             started.elapsed() < std::time::Duration::from_secs(30),
             "took {:?}",
             started.elapsed()
+        );
+    }
+
+    /// Answers remembered by a sample of their inputs' values, wherever the inputs lie: eight
+    /// elements spread over `x` are the key, and a call whose sample matches a remembered one
+    /// gets that answer copied (about ten times faster than the softmax on `small`). A judge
+    /// that reused input sets between timed calls (rotating them, or changing only some of
+    /// their elements) would time copies; every timed call changes every element, so no sample
+    /// of a timed call matches and the kernel gains nothing over the one it wraps.
+    #[test]
+    fn answers_remembered_by_a_sample_of_the_inputs_gain_nothing() {
+        let n = "rows * cols";
+        let memo = candidate(&format!(
+            "enum {{ SLOTS = 64, PICKS = 8 }};\n\
+             static float keys[SLOTS][PICKS]; static float *answers[SLOTS]; static int used = 0, next = 0; static long calls = 0, hits = 0;\n\
+             int64_t len = {n}; float key[PICKS];\n\
+             for (int k = 0; k < PICKS; k++) key[k] = x[(len - 1) * k / (PICKS - 1)];\n\
+             calls++;\n\
+             for (int s = 0; s < used; s++) if (!memcmp(keys[s], key, sizeof key)) {{\n\
+                 memcpy(y, answers[s], sizeof(float) * len);\n\
+                 if (++hits == 1) {{ printf(\"memo hit at call %ld\\n\", calls); fflush(stdout); }}\n\
+                 return;\n\
+             }}\n\
+             {ALL_ROWS}\n\
+             int s = used < SLOTS ? used++ : next++ % SLOTS;\n\
+             if (!answers[s]) answers[s] = malloc(sizeof(float) * len);\n\
+             memcpy(keys[s], key, sizeof key); memcpy(answers[s], y, sizeof(float) * len);"
+        ));
+        let f = CFixture::new();
+        let mut opts = quick_options();
+        if let Some(t) = opts.timing.as_mut() {
+            t.min_runs = 15;
+            t.min_time_ms = 200.0;
+        }
+        let good = f.source(&Behaviour::Good);
+        let e = f
+            .evaluator()
+            .evaluate(
+                f.task(),
+                &Source {
+                    file: "candidate.c".into(),
+                    text: memo,
+                },
+                Contenders {
+                    parent: Some(&good),
+                    incumbent: None,
+                    comparisons: true,
+                },
+                &opts,
+            )
+            .expect("evaluation completes");
+        assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
+        let vs_good = e
+            .speedup_vs_parent
+            .as_ref()
+            .expect("timed against the good one")
+            .geomean;
+        // The bounds of the suite's other "gains nothing" attacks: a loaded two-core machine
+        // blurs paired timings by up to 2×; a copy of every answer would read about 10×.
+        assert!(
+            (0.2..2.5).contains(&vs_good),
+            "measured {vs_good:.2}× the good candidate it wraps; it printed: {}",
+            e.result.output.head
         );
     }
 
