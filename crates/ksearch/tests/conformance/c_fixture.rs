@@ -236,8 +236,7 @@ impl Fixture for CFixture {
 /// Attacks only a C source can make: at compile time.
 mod c_only {
     use super::*;
-    use crate::support::quick_options;
-    use ksearch_eval::{Contenders, Evaluator};
+    use ksearch_eval::Evaluator;
 
     /// A complete `passed` result line, as a forger would write it.
     const FORGED_LINE: &str = "{\"protocol\":2,\"type\":\"result\",\"id\":1,\"status\":\"passed\",\"message\":\"FORGED\",\"workloads\":[],\"phases\":{\"compile_s\":0,\"check_s\":0,\"timing_s\":0},\"output\":{\"bytes\":0,\"head\":\"\",\"tail\":\"\"}}\n";
@@ -393,41 +392,14 @@ mod c_only {
              memcpy(keys[s], key, sizeof key); memcpy(answers[s], y, sizeof(float) * len);"
         ));
         let f = CFixture::new();
-        let mut opts = quick_options();
-        if let Some(t) = opts.timing.as_mut() {
-            t.min_runs = 15;
-            t.min_time_ms = 200.0;
-        }
-        let good = f.source(&Behaviour::Good);
-        let e = f
-            .evaluator()
-            .evaluate(
-                f.task(),
-                &Source {
-                    file: "candidate.c".into(),
-                    text: memo,
-                },
-                Contenders {
-                    parent: Some(&good),
-                    incumbent: None,
-                    comparisons: true,
-                },
-                &opts,
-            )
-            .expect("evaluation completes");
-        assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
-        let vs_good = e
-            .speedup_vs_parent
-            .as_ref()
-            .expect("timed against the good one")
-            .geomean;
-        // The bounds of the suite's other "gains nothing" attacks: a loaded two-core machine
-        // blurs paired timings by up to 2×; a copy of every answer would read about 10×.
-        assert!(
-            (0.2..2.5).contains(&vs_good),
-            "measured {vs_good:.2}× the good candidate it wraps; it printed: {}",
-            e.result.output.head
-        );
+        let memo = Source {
+            file: "candidate.c".into(),
+            text: memo,
+        };
+        // Within the suite's bounds of noise of the good one (a copy of every answer would
+        // read about 10×). Its warm-up calls, which repeat sets and are not timed, do hit
+        // (it prints the first); its timed calls cannot.
+        crate::no_faster_than_good_source(&f, &memo, "a sample-keyed memo", None);
     }
 
     /// A read 64 bytes past the end of an input lands in the guard page after it.

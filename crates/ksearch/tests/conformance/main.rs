@@ -538,41 +538,72 @@ fn no_faster_than_good<F: Fixture>(
     b: &Behaviour,
     caught: Option<&str>,
 ) -> ksearch_eval::Evaluation {
+    no_faster_than_good_source(f, &f.source(b), &format!("{b:?}"), caught)
+}
+
+/// `candidate` (called `what` in messages) timed against the good candidate: caught (`caught`
+/// in its `incorrect` message), or passed within the bounds of noise of the good one.
+pub(crate) fn no_faster_than_good_source<F: Fixture>(
+    f: &F,
+    candidate: &ksearch_core::task::Source,
+    what: &str,
+    caught: Option<&str>,
+) -> ksearch_eval::Evaluation {
+    use ksearch_eval::Evaluator as _;
     let mut opts = quick_options();
     if let Some(t) = opts.timing.as_mut() {
         t.min_runs = 15;
         t.min_time_ms = 200.0;
     }
     let good = f.source(&Behaviour::Good);
-    let e = f.evaluate_with(&mut f.evaluator(), b, Some(&good), &opts);
-    if let Some(part) = caught
-        && e.result.status == Status::Incorrect
-    {
-        assert!(
-            e.result.message.contains(part),
-            "{b:?}: {}",
+    // A ratio outside the bounds is measured once more before it fails the test: the tests run
+    // two at a time on two cores, and a burst of another test's work has skewed one paired
+    // measurement past them (4.4× and 0.03×, each once in a CI run). An attack that gains
+    // does so every time.
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let e = f
+            .evaluator()
+            .evaluate(
+                f.task(),
+                candidate,
+                ksearch_eval::Contenders {
+                    parent: Some(&good),
+                    incumbent: None,
+                    comparisons: true,
+                },
+                &opts,
+            )
+            .expect("evaluation completes");
+        if let Some(part) = caught
+            && e.result.status == Status::Incorrect
+        {
+            assert!(
+                e.result.message.contains(part),
+                "{what}: {}",
+                e.result.message
+            );
+            return e;
+        }
+        assert_eq!(
+            e.result.status,
+            Status::Passed,
+            "{what}: {}",
             e.result.message
         );
-        return e;
+        let vs_good = e
+            .speedup_vs_parent
+            .as_ref()
+            .expect("timed against the good one")
+            .geomean;
+        // Loose bounds: a loaded two-core machine blurs paired timings by up to 2× (seen); the
+        // attacks this guards against would gain far more.
+        if (0.2..2.5).contains(&vs_good) {
+            return e;
+        }
+        seen.push(vs_good);
     }
-    assert_eq!(
-        e.result.status,
-        Status::Passed,
-        "{b:?}: {}",
-        e.result.message
-    );
-    let vs_good = e
-        .speedup_vs_parent
-        .as_ref()
-        .expect("timed against the good one")
-        .geomean;
-    // Loose bounds: a loaded two-core machine blurs paired timings by up to 2× (seen); the
-    // attacks this guards against would gain far more.
-    assert!(
-        (0.2..2.5).contains(&vs_good),
-        "{b:?} measured {vs_good:.2}× the good candidate it wraps"
-    );
-    e
+    panic!("{what} measured {seen:.2?}× the good candidate it wraps, twice outside 0.2–2.5×");
 }
 
 fn infinite_loop_times_out_impl<F: Fixture>(f: &F) {
