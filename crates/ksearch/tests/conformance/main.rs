@@ -461,7 +461,15 @@ fn outcome<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evaluation {
         // Long enough that the background thread's CPU stands far above the allowance.
         t.min_time_ms = 150.0;
     }
-    let e = f.evaluate(b, None, &opts);
+    let mut e = f.evaluate(b, None, &opts);
+    if *b == Behaviour::WorksWhileOthersAreTimed && e.result.status == Status::Passed {
+        // This attack times its work by sleeping until a batch has ended; under load its sleep
+        // can overshoot the next contender's whole batch (one CI run in about thirty), and then
+        // it competed with nothing. It is evaluated once more: a judge that misses the work
+        // where it lands misses it every time.
+        eprintln!("{b:?} passed once ({}); evaluated again", e.result.message);
+        e = f.evaluate(b, None, &opts);
+    }
     match f.expect(b) {
         Expect::Status(status, part) => {
             assert_eq!(e.result.status, status, "{b:?}: {}", e.result.message);
