@@ -213,7 +213,7 @@ def torch_direct(sock, target):
                 inp, in_buf = region(fds[0], layout.input_region(), True)
                 out, out_buf = region(fds[1], layout.output_region(), False)
                 axes = {k: int(v) for k, v in h["axes"].items()}
-                fn = entry.bind(torch, device, h["workload"], axes, h.get("init_args", []), h["names"]["inputs"])
+                fn = entry.bind(torch, device, h["workload"], axes, h.get("init_args", []), h["names"]["inputs"], h.get("constants"))
             except CandidateError as e:
                 reply(sock, {"op": "error", "message": str(e)})
                 continue

@@ -149,13 +149,14 @@ class TorchContender:
     """A module run in a torch runner. Starting it spawns the runner; `begin()` asks it to load
     the module and `finish()` waits for that (so that several runners start and load at once)."""
 
-    def __init__(self, settings, arrays, source, role, label, trusted, init_args, env=None):
+    def __init__(self, settings, arrays, source, role, label, trusted, model_args, env=None):
         self.role, self.label, self.trusted = role, label, trusted
         self.arrays = arrays
         self.torch = arrays.torch
         self.source = source
-        # Per workload name: the model's constructor arguments (KernelBench's get_init_inputs).
-        self.init_args = init_args
+        # Per workload name: the model's constructor arguments (KernelBench's get_init_inputs)
+        # and the constants among its inputs (`init`, `constants`).
+        self.model_args = model_args
         gpu = arrays.target == "cuda"
         # Triton and cpp_extension start compilers (nvcc, ptxas, c++): GPU runners may start
         # processes, which the sandbox's PID namespace ends with the runner. So may trusted
@@ -186,12 +187,16 @@ class TorchContender:
         # spin; only the CPU target is held to its timed calls' CPU.
         return self.runner.cpu_time() if self.arrays.target == "cpu" else None
 
+    def model_args_of(self, workload):
+        args = self.model_args.get(workload, {})
+        return {"init_args": args.get("init", []), "constants": args.get("constants", [])}
+
     def map_pool(self, pool):
         out = TorchMemory(self.arrays, pool.layout.output_region())
         reply, _ = self.runner.request(
             {"op": "pool", "id": pool.id, "layout": pool.layout.to_json(), "axes": pool.axes, "names": pool.names,
              "dtypes": pool.dtype_names, "workload": pool.workload["name"],
-             "init_args": self.init_args.get(pool.workload["name"], [])},
+             **self.model_args_of(pool.workload["name"])},
             fds=[pool.inputs.ro_fd, out.fd],
         )
         if reply["op"] == "error":

@@ -5,7 +5,9 @@ runner (candidates, baselines): its `run`, else its KernelBench-style `ModelNew`
   takes `**kwargs`), so a FlashInfer-Bench `run(A, B)` works as it is;
 - a model class is built once per workload as `cls(*init_inputs)` right after
   `torch.manual_seed(MODEL_SEED)`, on the CPU as KernelBench builds it, then moved to the device,
-  and called as `model(*inputs)`.
+  and called as `model(*inputs)`, with the reference's constants (`call_constants(**axes)`: a
+  dict of position to value, for what KernelBench's `get_inputs` returns that is not a tensor)
+  put in their places among the inputs.
 
 Outputs may be one tensor, a tuple or list in the task's order, or a dict keyed by output name.
 A task's reference module may also define `make_inputs(seed, device, **axes)` (the inputs of one
@@ -57,10 +59,11 @@ class Entry:
                 return
         raise CandidateError(f"{filename} defines no `run` function and no `ModelNew` class (the contract: `def run(*inputs, **axes)`, or KernelBench's `class ModelNew(nn.Module)`)")
 
-    def bind(self, torch, device, key, axes, init_args, inputs=None):
+    def bind(self, torch, device, key, axes, init_args, inputs=None, constants=None):
         """The callable for one workload (`key`), building the model the first time. A `run`
         whose positional parameters are all input names (`inputs`) gets the inputs it names by
-        keyword (a FlashInfer-Bench reference may skip one); otherwise inputs come in order."""
+        keyword (a FlashInfer-Bench reference may skip one); otherwise inputs come in order. A
+        model gets `constants` (position: value) among its inputs."""
         if self.kind == "run":
             kw = dict(axes) if self.takes_all else {k: v for k, v in axes.items() if k in self.keywords}
             fn = self.fn
@@ -79,7 +82,15 @@ class Entry:
                 raise CandidateError(f"building {self.filename}'s model raised {type(e).__name__}: {e}") from None
             self.models[key] = model
         model = self.models[key]
-        return lambda *xs: model(*xs)
+        if not constants:
+            return lambda *xs: model(*xs)
+        fixed = {int(p): v for p, v in dict(constants).items()}
+
+        def with_constants(*xs):
+            it = iter(xs)
+            return model(*(fixed[p] if p in fixed else next(it) for p in range(len(xs) + len(fixed))))
+
+        return with_constants
 
 
 def outputs_of(torch, result, names):
@@ -109,6 +120,14 @@ def check_output(torch, name, o, shape, dtype, device):
     if o.device.type != device.type:
         return f"output `{name}` is on {o.device}; the inputs are on {device}"
     return None
+
+
+def constants_for(ns, axes):
+    """A model's constant arguments for a workload, as [position, value] pairs: the reference's
+    `call_constants(**axes)`, else none."""
+    if callable(ns.get("call_constants")):
+        return sorted([int(p), v] for p, v in ns["call_constants"](**axes).items())
+    return []
 
 
 def init_args_for(ns, axes):

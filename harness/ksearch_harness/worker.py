@@ -108,8 +108,8 @@ def start(settings, graph, source, role, label, trusted, task, workloads, env=No
     if torch_setup is not None:
         from .torch_contenders import TorchContender
 
-        arrays, init_args = torch_setup
-        return TorchContender(settings, arrays, source, role, label, trusted, init_args, env)
+        arrays, model_args = torch_setup
+        return TorchContender(settings, arrays, source, role, label, trusted, model_args, env)
     if graph:
         return GraphContender(settings, source, role, label, trusted, task, workloads, env)
     return DirectContender(settings, source, role, label, trusted, env)
@@ -229,21 +229,27 @@ def run_phases(arrays, req, channel, result, settings, contenders):
 
 def load_torch_reference(arrays, req):
     """The torch backend's reference (an Entry on the judge's device), and what its contenders
-    need: the array library and each workload's model arguments."""
+    need: the array library and each workload's model arguments (`model_args`)."""
     from .candidates import load_namespace
-    from .torch_modules import Entry, init_args_for
+    from .torch_modules import Entry, constants_for, init_args_for
 
     ns = load_namespace(req["reference"], arrays.target, str(arrays.device))
     entry = Entry(ns, req["reference"]["file"])
-    init_args = {}
+    args = {}
     for w in req["workloads"]:
         axes = {k: int(v) for k, v in w["axes"].items()}
         try:
-            init_args[w["name"]] = init_args_for(ns, axes)
+            args[w["name"]] = {"init": init_args_for(ns, axes), "constants": constants_for(ns, axes)}
         except Exception as e:  # noqa: BLE001 - the task's own code
-            raise CandidateError(f"its model arguments (init_inputs/get_init_inputs) raised {type(e).__name__}: {e}") from None
-    entry.init_args = init_args
-    return entry, (arrays, init_args)
+            raise CandidateError(f"its model arguments (init_inputs/get_init_inputs/call_constants) raised {type(e).__name__}: {e}") from None
+    entry.model_args = args
+    return entry, (arrays, args)
+
+
+def model_args(entry, w):
+    """A workload's model arguments: the constructor's (`init`) and the constants among the
+    inputs of every call (`constants`)."""
+    return entry.model_args.get(w["name"], {"init": [], "constants": []})
 
 
 def timing_options(arrays, reference, task, w):
@@ -285,7 +291,8 @@ class Truth:
 
                 from .torch_modules import outputs_of
 
-                run = self.reference.bind(torch, arrays.device, w["name"], self.axes, self.reference.init_args.get(w["name"], []), [s["name"] for s in task["inputs"]])
+                args = model_args(self.reference, w)
+                run = self.reference.bind(torch, arrays.device, w["name"], self.axes, args["init"], [s["name"] for s in task["inputs"]], args["constants"])
                 with torch.no_grad():
                     out = outputs_of(torch, run(*inputs), [s["name"] for s in task["outputs"]])
                 arrays.sync()
@@ -315,7 +322,8 @@ def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):
             candidate.map_pool(pool)
         except (CandidateError, RunnerLost) as e:
             raise lost("the candidate", e, phase, w) from None
-        run = reference.bind(torch, arrays.device, w["name"], axes, reference.init_args.get(w["name"], []), [s["name"] for s in task["inputs"]])
+        args = model_args(reference, w)
+        run = reference.bind(torch, arrays.device, w["name"], axes, args["init"], [s["name"] for s in task["inputs"]], args["constants"])
         worst = None
         for seed in seeds:
             try:

@@ -37,14 +37,16 @@ _entry = _calling.Entry(vars(_candidate), "_candidate.py")
 _reference = []
 
 
-def _init_args(axes):
-    """A model's constructor arguments for these axes, from the task's reference (its
-    `init_inputs`, or KernelBench's `get_init_inputs`), as the harness takes them."""
+def _model_args(axes):
+    """A model's constructor arguments for these axes and the constants among its inputs, from
+    the task's reference (its `init_inputs`, or KernelBench's `get_init_inputs`, and its
+    `call_constants`), as the harness takes them."""
     if not _os.path.exists(_os.path.join(_HERE, "_reference.py")):
-        return []
+        return [], []
     if not _reference:
         _reference.append(_load("_reference.py"))
-    return _calling.init_args_for(vars(_reference[0]), axes)
+    ns = vars(_reference[0])
+    return _calling.init_args_for(ns, axes), _calling.constants_for(ns, axes)
 
 
 def _call(inputs, axes):
@@ -53,9 +55,9 @@ def _call(inputs, axes):
     on the inputs. The outputs: one tensor, or a tuple in the task's order."""
     first = next((x for x in inputs if isinstance(x, _torch.Tensor)), None)
     device = first.device if first is not None else _torch.device(DEVICE)
-    init = _init_args(axes) if _entry.kind == "model" else []
+    init, constants = _model_args(axes) if _entry.kind == "model" else ([], [])
     key = (tuple(sorted(axes.items())), str(device))
-    fn = _entry.bind(_torch, device, key, axes, init, _INPUTS)
+    fn = _entry.bind(_torch, device, key, axes, init, _INPUTS, constants)
     outs = _calling.outputs_of(_torch, fn(*inputs), _OUTPUTS)
     return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -45,6 +45,9 @@ struct Run {
     init: Json,
     inputs: Vec<Shaped>,
     outputs: Vec<Shaped>,
+    /// What `get_inputs` returns that is not a tensor: its position among `forward`'s
+    /// arguments, and its value.
+    constants: Vec<(usize, Json)>,
 }
 
 fn copy(list: &[Shaped]) -> Vec<Shaped> {
@@ -90,6 +93,44 @@ fn shaped(list: Option<&Json>, what: &str, file: &str) -> Result<Vec<Shaped>, Im
             Ok(Shaped { shape, dtype })
         })
         .collect()
+}
+
+fn constants(
+    list: Option<&Json>,
+    what: &str,
+    file: &str,
+) -> Result<Vec<(usize, Json)>, ImportError> {
+    let Some(Json::Array(items)) = list else {
+        return Ok(Vec::new());
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c {
+            Json::Array(pair) if pair.len() == 2 => pair[0]
+                .as_i64()
+                .and_then(|p| usize::try_from(p).ok())
+                .map(|p| (p, pair[1].clone()))
+                .ok_or_else(|| ImportError::new(file, format!("{what}[{i}]"), "has no position")),
+            _ => Err(ImportError::new(
+                file,
+                format!("{what}[{i}]"),
+                "is not a [position, value] pair",
+            )),
+        })
+        .collect()
+}
+
+/// `v` as Python writes it (for the task's description).
+fn python_literal(v: &Json) -> String {
+    match v {
+        Json::Null => "None".into(),
+        Json::Bool(b) => if *b { "True" } else { "False" }.into(),
+        Json::Int(i) => i.to_string(),
+        Json::Float(f) => format!("{f:?}"),
+        Json::Str(s) => format!("{s:?}"),
+        Json::Array(_) | Json::Object(_) => v.kind().into(),
+    }
 }
 
 /// The task for a problem: `problem` is its text, `file` its name (for errors and the task's
@@ -148,6 +189,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
                 .unwrap_or(Json::Array(Vec::new())),
             inputs: shaped(w.get("inputs"), &format!("{at}.inputs"), file)?,
             outputs: shaped(w.get("outputs"), &format!("{at}.outputs"), file)?,
+            constants: constants(w.get("constants"), &format!("{at}.constants"), file)?,
         });
     }
     let mut notes = Vec::new();
@@ -164,6 +206,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
         init: runs[0].init.clone(),
         inputs: copy(&runs[0].inputs),
         outputs: copy(&runs[0].outputs),
+        constants: runs[0].constants.clone(),
     };
     if first.inputs.is_empty() {
         return Err(ImportError::new(
@@ -185,6 +228,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
                 .zip(&first.outputs)
                 .all(|(a, b)| a.dtype == b.dtype && a.shape.len() == b.shape.len())
             && r.init == first.init
+            && r.constants == first.constants
     };
     runs.retain(|r| same(r));
     if runs.len() < 2 {
@@ -201,6 +245,7 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
             init: runs[0].init.clone(),
             inputs: copy(&runs[0].inputs),
             outputs: copy(&runs[0].outputs),
+            constants: runs[0].constants.clone(),
         };
         runs.push(again);
     }
@@ -220,11 +265,16 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
         }
         name
     };
+    // Each tensor's position among forward's arguments: the constants hold the others.
+    let constants = &runs[0].constants;
+    let positions: Vec<usize> = (0..n_in + constants.len())
+        .filter(|p| !constants.iter().any(|(c, _)| c == p))
+        .collect();
     let in_names: Vec<String> = (0..n_in)
         .map(|i| {
             fresh(
                 forward
-                    .get(i)
+                    .get(positions[i])
                     .cloned()
                     .filter(|n| !n.starts_with('*'))
                     .unwrap_or_else(|| format!("x{i}")),
@@ -382,7 +432,24 @@ pub fn import(problem: &str, file: &str, probe: &str) -> Result<TaskFiles, Impor
         format: TASK_FORMAT,
         name: name.clone(),
         description: format!(
-            "KernelBench problem {stem}: its Model, on the inputs of its get_inputs."
+            "KernelBench problem {stem}: its Model, on the inputs of its get_inputs.{}",
+            if constants.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " `forward` also takes, where get_inputs puts them, these constants (passed as they are, never changed): {}.",
+                    constants
+                        .iter()
+                        .map(|(p, v)| format!(
+                            "`{}` = {} (argument {})",
+                            forward.get(*p).map_or("?", String::as_str),
+                            python_literal(v),
+                            p + 1
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         ),
         class: class_of(problem),
         backend: BackendKind::Torch,

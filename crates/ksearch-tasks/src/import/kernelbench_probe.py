@@ -1,7 +1,8 @@
 """Run by `ksearch import kernelbench PROBLEM.py`: what the problem's `Model`, `get_inputs` and
 `get_init_inputs` make, as one JSON object on stdout. Shapes come from PyTorch's meta device (no
-memory, no arithmetic), else from the CPU. A second workload is tried with the module's
-`batch_size` a quarter as large."""
+memory, no arithmetic), else from the CPU. What `get_inputs` returns that is not a tensor (a
+number, a string, None) is a constant, with its position among `forward`'s arguments. A second
+workload is tried with the module's `batch_size` a quarter as large."""
 
 import inspect
 import json
@@ -25,20 +26,26 @@ def run(ns, torch, device, globals_):
     torch.manual_seed(0)
     with torch.device(device):
         init = list(ns["get_init_inputs"]())
-        inputs = list(ns["get_inputs"]())
-        for i, x in enumerate(inputs):
-            if not isinstance(x, torch.Tensor):
-                raise TypeError(f"get_inputs()[{i}] is a {type(x).__name__}; ksearch tasks take tensors")
+        args = list(ns["get_inputs"]())
+        inputs, constants = [], []
+        for i, x in enumerate(args):
+            if isinstance(x, torch.Tensor):
+                inputs.append(x)
+            elif x is None or isinstance(x, (bool, int, float, str)):
+                constants.append([i, x])
+            else:
+                raise TypeError(f"get_inputs()[{i}] is a {type(x).__name__}; ksearch takes tensors, and numbers, strings and None as constants")
         torch.manual_seed(0)
         model = ns["Model"](*init)
         with torch.no_grad():
-            out = model(*inputs)
+            out = model(*args)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise TypeError(f"Model.forward returns a {type(o).__name__} at position {i}; ksearch tasks return tensors")
     return {
         "init_inputs": jsonable(init, "get_init_inputs()"),
+        "constants": constants,
         "inputs": [{"shape": list(x.shape), "dtype": dtype_name(torch, x.dtype)} for x in inputs],
         "outputs": [{"shape": list(o.shape), "dtype": dtype_name(torch, o.dtype)} for o in outs],
     }

@@ -110,3 +110,64 @@ fn a_definition_that_cannot_be_expressed_writes_nothing() {
         "no temporary directory left"
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn numbers_among_a_kernelbench_problems_inputs_reach_every_model_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("scale_shift");
+    let task_s = task.to_str().unwrap();
+    let (code, out, err) = run(&mut ksearch(&[
+        "import",
+        "kernelbench",
+        &fixture("kernelbench_small/9_Scale_Shift.py"),
+        "-o",
+        task_s,
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    // One input tensor; the numbers are constants the model (and the prompt) is told about.
+    assert_eq!(toml.matches("[[inputs]]").count(), 1, "{toml}");
+    assert!(
+        toml.contains(
+            "`scale` = 2.5 (argument 2), `shift` = -0.25 (argument 3), `clamp` = True (argument 4)"
+        ),
+        "{toml}"
+    );
+    let answer = fixture("kernelbench_small/ModelNewScaleShift.py");
+    let eval = |candidate: &str| {
+        let (_, out, err) = run(&mut ksearch(&[
+            "eval",
+            task_s,
+            candidate,
+            "--target",
+            "cpu",
+            "--workload",
+            "small",
+            "--no-timing",
+            "--json",
+        ]));
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        (
+            v["status"].as_str().unwrap_or("").to_owned(),
+            v["message"].to_string(),
+        )
+    };
+    let (status, message) = eval(&answer);
+    assert_eq!(status, "passed", "{message}");
+    // An answer that ignores the shift it was given is wrong.
+    let ignores = dir.path().join("ignores.py");
+    std::fs::write(
+        &ignores,
+        std::fs::read_to_string(&answer)
+            .unwrap()
+            .replace("torch.full_like(x, shift)", "torch.zeros_like(x)"),
+    )
+    .unwrap();
+    let (status, message) = eval(ignores.to_str().unwrap());
+    assert_eq!(status, "incorrect", "{message}");
+}

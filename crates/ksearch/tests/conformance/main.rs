@@ -467,7 +467,6 @@ fn outcome<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evaluation {
         // can overshoot the next contender's whole batch (one CI run in about thirty), and then
         // it competed with nothing. It is evaluated once more: a judge that misses the work
         // where it lands misses it every time.
-        eprintln!("{b:?} passed once ({}); evaluated again", e.result.message);
         e = f.evaluate(b, None, &opts);
     }
     match f.expect(b) {

@@ -351,6 +351,39 @@ fn the_exported_torch_package_builds_model_new_as_the_harness_does() {
     assert_eq!(torch_python(tmp.path(), &code), "(4, 8192) True True\n");
 }
 
+#[test]
+#[cfg_attr(not(has_torch), ignore = "needs python3 with PyTorch")]
+fn the_exported_torch_package_gives_a_model_its_constants_as_the_harness_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A KernelBench problem whose get_inputs returns numbers beside the tensor.
+    let task = tmp.path().join("scale_shift");
+    run_ok(&[
+        "import",
+        "kernelbench",
+        &format!(
+            "{}/tests/fixtures/kernelbench_small/9_Scale_Shift.py",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        "-o",
+        task.to_str().unwrap(),
+    ]);
+    let candidate = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/kernelbench_small/ModelNewScaleShift.py",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let out = tmp.path().join("out");
+    torch_export(&out, task.to_str().unwrap(), &candidate);
+    let pkg = "kernelbench_9_scale_shift";
+    let code = format!(
+        "import torch, {pkg} as k\n\
+         x = torch.randn(5, 96)\n\
+         y = k.{pkg}(x)\n\
+         print(tuple(y.shape), bool(torch.allclose(y, (x * 2.5 - 0.25).clamp(min=0.0))))"
+    );
+    assert_eq!(torch_python(&out, &code), "(5, 96) True\n");
+}
+
 /// Text a model or an edited run could put in an action title or a task's description, meant
 /// to end the comment of an exported C header (a backslash-newline splice, its trigraph, a
 /// bare newline) or the docstring of a Python package, and declare code of its own.
