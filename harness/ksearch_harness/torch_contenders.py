@@ -4,6 +4,13 @@ the input sets into memory the runner maps (read-only on the CPU; on the GPU a C
 exported as a file descriptor, whose inputs the judge checks did not change), poisons every
 output slot before a call, and reads the outputs itself, the moment the runner says "done".
 
+Each contender maps a copy of the input sets of its own, which the judge writes from its own
+(the pool's, which no runner maps) just before each of that contender's calls: every contender
+gets the same values, and none sees a call's inputs before its own call. (With one memory for
+all, a runner timed after another could read a round's inputs while the other was timed, and
+compute its answers then: on the GPU, where a runner's CPU time is not held to its calls, at no
+cost that the judge would see.)
+
 On the GPU, before every timed batch the judge writes a scratch buffer twice the size of the
 last-level cache (and waits for it), so every call of the batch starts with its inputs in device
 memory, not in L2; the calls of a batch run on sets of their own, so no call finds another's
@@ -20,8 +27,9 @@ from .torch_arrays import STORAGE, fill_random, torch_dtypes
 # Scratch written before each timed GPU batch: more than twice the L2 of any current GPU (H100
 # and H200: 50 MiB; B200: 126 MiB).
 L2_FLUSH_BYTES = 256 << 20
-# Memory a round's input sets may take on the GPU; the batch size is capped to fit.
-GPU_POOL_BUDGET = 8 << 30
+# Memory a workload's input sets and output slots may take on the GPU, the pool's own and every
+# contender's copy together, at most a third of the device's; the batch size is capped to fit.
+GPU_POOL_BUDGET = 24 << 30
 
 
 def _nbytes(shape, dtype):
@@ -111,21 +119,35 @@ class TorchPool:
         if self.arrays.target == "cuda":
             self.sums[s] = self.checksums(s)
 
-    def checksums(self, s):
+    def checksums(self, s, buf=None):
         torch = self.torch
+        buf = self.inputs.bytes if buf is None else buf
         out = []
         for t, (shape, d) in enumerate(self.in_specs):
             off = self.layout.input_offset(s, t)
-            b = self.inputs.bytes[off:off + _nbytes(shape, d)]
+            b = buf[off:off + _nbytes(shape, d)]
             out.append(b.to(torch.int64).sum())
         return torch.stack(out) if out else None
 
-    def modified(self, sets):
-        """The name of an input of `sets` that changed since the judge wrote it, or None."""
+    def copy_to(self, buf, sets):
+        """`sets`' inputs, as the judge wrote them, into a contender's copy `buf`."""
+        stride = self.layout.in_stride
+        runs = []
+        for s in sorted(set(sets)):
+            if runs and runs[-1][1] == s:
+                runs[-1][1] = s + 1
+            else:
+                runs.append([s, s + 1])
+        for a, b in runs:
+            buf[a * stride:b * stride].copy_(self.inputs.bytes[a * stride:b * stride])
+
+    def modified(self, sets, buf):
+        """The name of an input of `sets` in a contender's copy `buf` that is not as the judge
+        wrote it, or None."""
         torch = self.torch
         for s in sets:
             if s in self.sums and self.sums[s] is not None:
-                now = self.checksums(s)
+                now = self.checksums(s, buf)
                 diff = torch.nonzero(now != self.sums[s])
                 if diff.numel():
                     return self.names["inputs"][int(diff[0])]
@@ -165,6 +187,7 @@ class TorchContender:
                              None if gpu else settings.runner_cpu, env, allow_fork=gpu or trusted)
         self.confinement = self.runner.confinement
         self.outs = {}
+        self.ins = {}
         self.patterns = {}
         self.flush = None
         self.begun = False
@@ -192,30 +215,32 @@ class TorchContender:
         return {"init_args": args.get("init", []), "constants": args.get("constants", [])}
 
     def map_pool(self, pool):
+        ins = TorchMemory(self.arrays, pool.layout.input_region(), sealed=True)
         out = TorchMemory(self.arrays, pool.layout.output_region())
         reply, _ = self.runner.request(
             {"op": "pool", "id": pool.id, "layout": pool.layout.to_json(), "axes": pool.axes, "names": pool.names,
              "dtypes": pool.dtype_names, "workload": pool.workload["name"],
              **self.model_args_of(pool.workload["name"])},
-            fds=[pool.inputs.ro_fd, out.fd],
+            fds=[ins.ro_fd, out.fd],
         )
-        if reply["op"] == "error":
-            out.close()
-            raise CandidateError(reply["message"])
         if reply["op"] != "ready":
+            ins.close()
             out.close()
+            if reply["op"] == "error":
+                raise CandidateError(reply["message"])
             raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
-        self.outs[pool.id] = out
+        self.ins[pool.id], self.outs[pool.id] = ins, out
 
     def drop_pool(self, pool):
-        out = self.outs.pop(pool.id, None)
+        ins, out = self.ins.pop(pool.id, None), self.outs.pop(pool.id, None)
         self.patterns.pop(pool.id, None)
         try:
             self.runner.request({"op": "drop", "id": pool.id})
         except RunnerLost:
             pass
-        if out is not None:
-            out.close()
+        for m in (ins, out):
+            if m is not None:
+                m.close()
 
     def _poison(self, pool, sets):
         """Every output slot of `sets` (consecutive) to its poisoned pattern, in one copy."""
@@ -232,6 +257,7 @@ class TorchContender:
 
     def call(self, pool, sets, timed):
         """Run on `sets`; the seconds it took, by the judge's clock."""
+        pool.copy_to(self.ins[pool.id].bytes, sets)
         self._poison(pool, sets)
         if self.arrays.target == "cuda":
             if timed:
@@ -250,7 +276,7 @@ class TorchContender:
         if op != "done":
             raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         if timed and not self.trusted:
-            changed = pool.modified(sets)
+            changed = pool.modified(sets, self.ins[pool.id].bytes)
             if changed is not None:
                 raise BadOutput(f"modified input `{changed}` while timed; inputs must not be written")
         return seconds
@@ -317,11 +343,17 @@ def torch_pool_factory(arrays, make_inputs):
     return new_pool
 
 
-def max_calls_for(arrays, task, workload, default):
+def max_calls_for(arrays, task, workload, default, contenders):
     """Calls a batch may hold: on the GPU up to 1024 (a short kernel's batch must outlast the
-    message round trip), as far as GPU_POOL_BUDGET holds their sets."""
+    message round trip), as far as GPU_POOL_BUDGET holds their sets: the pool's inputs, and each
+    of `contenders`' copy of them and output slots."""
     if arrays.target != "cuda":
         return default
     axes = {k: int(v) for k, v in workload["axes"].items()}
-    per_set = sum(_nbytes(shape_of(s, axes), s["dtype"]) + 2 * GUARD for s in task["inputs"] + task["outputs"])
-    return int(max(2, min(1024, GPU_POOL_BUDGET // max(per_set, 1))))
+
+    def size(specs):
+        return sum(_nbytes(shape_of(s, axes), s["dtype"]) + 2 * GUARD for s in specs)
+
+    per_set = (contenders + 1) * size(task["inputs"]) + contenders * size(task["outputs"])
+    budget = min(GPU_POOL_BUDGET, arrays.torch.cuda.get_device_properties(arrays.device).total_memory // 3)
+    return int(max(2, min(1024, budget // max(per_set, 1))))

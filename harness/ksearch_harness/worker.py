@@ -195,7 +195,7 @@ def run_phases(arrays, req, channel, result, settings, contenders):
         for w, report in zip(req["workloads"], result["workloads"]):
             progress(channel, req, "timing", w["name"])
             try:
-                stats = time_workload(task, w, plan, tol, contenders, baseline, **timing_options(arrays, reference, task, w))
+                stats = time_workload(task, w, plan, tol, contenders, baseline, **timing_options(arrays, reference, task, w, len(contenders)))
             except TimedFailure as e:
                 c = contenders[e.index]
                 if c.trusted:
@@ -252,7 +252,7 @@ def model_args(entry, w):
     return entry.model_args.get(w["name"], {"init": [], "constants": []})
 
 
-def timing_options(arrays, reference, task, w):
+def timing_options(arrays, reference, task, w, contenders):
     truth = Truth(arrays, task, w, reference)
     if arrays.name == "mlx":
         from .timing import GRAPH_MAX_CALLS, graph_round_bytes
@@ -264,7 +264,7 @@ def timing_options(arrays, reference, task, w):
     from .torch_contenders import max_calls_for, torch_pool_factory
 
     return {"new_pool": torch_pool_factory(arrays, reference.ns.get("make_inputs")),
-            "max_calls": max_calls_for(arrays, task, w, MAX_CALLS), "truth": truth}
+            "max_calls": max_calls_for(arrays, task, w, MAX_CALLS, contenders), "truth": truth}
 
 
 class Truth:

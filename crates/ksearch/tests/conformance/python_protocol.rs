@@ -326,3 +326,103 @@ fn mlx_harness_numpy_answering_twice_when_timed_is_stopped() {
 fn torch_harness_cpu_answering_twice_when_timed_is_stopped() {
     answering_twice_when_timed_is_stopped(&TorchCpuFixture::new(), TORCH_RUN);
 }
+
+/// A torch module that watches, from a thread of its own, the input memory of its last call
+/// whenever it is not in a call, and reports how long before a call it had already seen that
+/// call's inputs (`lead`): what it would have had to compute the answer in advance, on the GPU
+/// at no CPU cost. Timed beside a parent that takes 500 ms a call, so that in the rounds where
+/// the parent goes first a memory shared by both would show the round's inputs 500 ms early.
+const WATCHES_ITS_INPUTS: &str = r#"import threading
+import time
+
+import torch
+
+_s = {"in_call": False, "last": None, "seen": {}, "got": set(), "lead": 0.0, "polls": 0, "calls": 0}
+
+
+def _fingerprint(x):
+    return tuple(x.reshape(-1)[:8].tolist())
+
+
+def _watch():
+    while True:
+        time.sleep(0.05)
+        x = _s["last"]
+        if x is None or _s["in_call"]:
+            continue
+        _s["polls"] += 1
+        _s["seen"].setdefault(_fingerprint(x), time.monotonic())
+
+
+threading.Thread(target=_watch, daemon=True).start()
+
+
+def run(x, *, rows, cols):
+    start = time.monotonic()
+    _s["in_call"] = True
+    try:
+        f = _fingerprint(x)
+        if f not in _s["got"]:
+            _s["got"].add(f)
+            first = _s["seen"].get(f)
+            if first is not None:
+                _s["lead"] = max(_s["lead"], start - first)
+        _s["last"] = x
+        _s["calls"] += 1
+        print(f"watcher: lead {_s['lead'] * 1e3:.1f} ms, {_s['polls']} polls, {_s['calls']} calls", flush=True)
+        return torch.softmax(x, dim=1)
+    finally:
+        _s["in_call"] = False
+"#;
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_no_runner_sees_a_calls_inputs_before_its_own_call() {
+    let f = TorchCpuFixture::new();
+    let parent = Source {
+        file: "parent.py".into(),
+        text: format!(
+            "import time\n\n{}\n\nrun_ = run\n\n\ndef run(x, **axes):\n    time.sleep(0.5)\n    return run_(x, **axes)\n",
+            TORCH_RUN
+        ),
+    };
+    let candidate = Source {
+        file: "watcher.py".into(),
+        text: WATCHES_ITS_INPUTS.into(),
+    };
+    let mut opts = quick_options();
+    if let Some(t) = opts.timing.as_mut() {
+        t.min_runs = 8;
+    }
+    let e = f
+        .evaluator()
+        .evaluate(
+            f.task(),
+            &candidate,
+            Contenders {
+                parent: Some(&parent),
+                incumbent: None,
+                comparisons: false,
+            },
+            &opts,
+        )
+        .unwrap();
+    assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
+    let text = printed(&e);
+    let last = text
+        .lines()
+        .rfind(|l| l.starts_with("watcher: lead "))
+        .unwrap_or_else(|| panic!("the watcher printed nothing: {text}"));
+    let words: Vec<&str> = last.split_whitespace().collect();
+    let lead_ms: f64 = words[2].parse().unwrap();
+    let polls: u64 = words[4].parse().unwrap();
+    // It looked often enough to have seen inputs 500 ms early, had they been there to see.
+    assert!(polls >= 20, "{last}");
+    // What it can see early is only what the judge writes just before its own batch, while the
+    // batch's earlier calls run (62 ms at most on a loaded 2-core machine; 340 ms with one input
+    // memory for all and a 300 ms parent).
+    assert!(lead_ms < 250.0, "{last}");
+}
