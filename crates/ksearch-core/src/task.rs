@@ -236,7 +236,7 @@ impl TaskSpec {
 pub type TaskError = crate::location::FileError;
 
 /// Largest tensor a task may declare, in elements; guards the evaluator's memory.
-const MAX_TENSOR_ELEMENTS: u128 = 1 << 31;
+pub const MAX_TENSOR_ELEMENTS: u128 = 1 << 31;
 
 /// Parse and validate `task.toml`. `file` only names the file in errors.
 pub fn parse_task(text: &str, file: &str) -> Result<TaskSpec, TaskError> {

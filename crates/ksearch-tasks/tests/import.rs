@@ -148,7 +148,7 @@ fn what_cannot_be_expressed_is_refused_naming_the_field() {
         ),
         (
             r#""type": "gemm","#,
-            r#""type": "gemm", "constraints": ["M % 16 == 0"],"#,
+            r#""type": "gemm", "constraints": ["M ** 2 == K"],"#,
             "constraints[0]",
             "cannot be expressed",
         ),
@@ -174,7 +174,7 @@ fn what_cannot_be_expressed_is_refused_naming_the_field() {
 }
 
 #[test]
-fn a_scalar_takes_the_workloads_value_and_must_keep_it() {
+fn a_scalar_takes_the_workloads_value_and_keeps_it() {
     let def = r#"{"name": "rmsnorm_h4096", "op_type": "rmsnorm",
         "axes": {"batch_size": {"type": "var"}, "hidden_size": {"type": "const", "value": 4096}},
         "inputs": {"hidden_states": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"},
@@ -191,12 +191,28 @@ fn a_scalar_takes_the_workloads_value_and_must_keep_it() {
     let t = flashinfer::import(def, "rms.json", Some((&good, "w.jsonl"))).unwrap();
     assert_eq!(t.spec.inputs[2].init, Some(Init::Uniform([1e-6, 1e-6])));
     assert_eq!(t.spec.class, KernelClass::Normalization);
-    let bad = format!("{}\n{}\n", line(1, 1e-6), line(64, 1e-5));
-    let e = flashinfer::import(def, "rms.json", Some((&bad, "w.jsonl"))).unwrap_err();
-    assert_eq!(
-        (e.file.as_str(), e.field.as_str()),
-        ("w.jsonl", "line 2, field `workload.inputs.eps.value`"),
-        "{e}"
+    // Another value of a float32 scalar leaves its line out, with a note; the same float32
+    // written with more digits does not.
+    let other = format!(
+        "{}\n{}\n{}\n",
+        line(1, 1e-6),
+        line(64, 1e-5),
+        line(8, 0.0883883461356163).replace("0.0883883461356163", "0.000000999999997475242707")
+    );
+    let t = flashinfer::import(def, "rms.json", Some((&other, "w.jsonl"))).unwrap();
+    let sizes: Vec<i64> = t
+        .spec
+        .workloads
+        .iter()
+        .map(|w| w.axes["batch_size"])
+        .collect();
+    assert_eq!(sizes, [1, 8]);
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("line 2 (`eps` = 0.00001, not line 1's 0.000001)")),
+        "{:?}",
+        t.notes
     );
     let missing = line(1, 1e-6).replace(r#""batch_size": 1"#, r#""other": 1"#);
     let e = flashinfer::import(def, "rms.json", Some((&missing, "w.jsonl"))).unwrap_err();
@@ -288,4 +304,115 @@ fn a_probe_that_failed_is_an_error_naming_the_field() {
     assert_eq!(e.to_string(), "p.py: Model: defines no `Model`");
     let e = kernelbench::import("", "p.py", "not json").unwrap_err();
     assert!(e.message.contains("not JSON"), "{e}");
+}
+
+/// A definition written for these tests: a top-k over rows, with a const axis named like one
+/// of its inputs (`k`), a literal size, a size that is an expression, and constraints of every
+/// kind a definition states.
+const TOPK: &str = r#"{"name": "topk_rows", "op_type": "topk",
+    "axes": {"rows": {"type": "var"}, "width": {"type": "var"}, "k": {"type": "const", "value": 8},
+             "group": {"type": "const", "value": 4}, "heads": {"type": "const", "value": 8}},
+    "constraints": ["k <= width", "heads % group == 0", "heads >= group",
+                    "values.shape[0] == rows", "values.shape[-1] == k", "width % 4 == 0"],
+    "inputs": {"x": {"shape": ["rows", "width"], "dtype": "float32"},
+               "bias": {"shape": [1, "width / 4"], "dtype": "float32"},
+               "k": {"shape": null, "dtype": "int64"},
+               "scale": {"shape": null, "dtype": "float32"}},
+    "outputs": {"values": {"shape": ["rows", "k"], "dtype": "float32"}},
+    "reference": "import torch\n\ndef run(x, bias, k, scale):\n    return torch.topk(x * scale, int(k), dim=-1).values\n"}"#;
+
+#[test]
+fn relations_between_axes_and_shapes_are_checks_every_workload_passes() {
+    let t = flashinfer::import(TOPK, "topk.json", None).unwrap();
+    let s = &t.spec;
+    // The axis named like the input `k` is renamed; the literal and the expression are axes.
+    assert!(s.axes.contains(&"k_axis".to_owned()), "{:?}", s.axes);
+    assert_eq!(s.derived["k_axis"], "8");
+    assert_eq!(s.inputs[1].shape, ["bias_0", "bias_1"]);
+    assert_eq!(s.derived["bias_0"], "1");
+    assert_eq!(s.derived["bias_1"], "width / 4");
+    // The scalar `k` takes the value of its axis; `scale` is 1; both are said.
+    assert_eq!(s.inputs[2].init, Some(Init::Randint([8, 8])));
+    assert_eq!(s.inputs[3].init, Some(Init::Uniform([1.0, 1.0])));
+    assert!(
+        t.notes.iter().any(|n| n.contains("`k` = 8, `scale` = 1")),
+        "{:?}",
+        t.notes
+    );
+    // `k <= width`: every var axis at 32 and at 1024 satisfies it (and `width % 4 == 0`).
+    let widths: Vec<i64> = s.workloads.iter().map(|w| w.axes["width"]).collect();
+    assert_eq!(widths, [32, 1024]);
+    // A relation a generated workload breaks moves it to the nearest value that keeps it.
+    let wide = TOPK.replace(
+        r#""k": {"type": "const", "value": 8}"#,
+        r#""k": {"type": "const", "value": 100}"#,
+    );
+    assert_ne!(wide, TOPK);
+    let t = flashinfer::import(&wide, "topk.json", None).unwrap();
+    let widths: Vec<i64> = t.spec.workloads.iter().map(|w| w.axes["width"]).collect();
+    assert_eq!(widths, [128, 1024]);
+    // Given workloads must keep the relations: the line that breaks one is named.
+    let line = |rows: i64, width: i64| {
+        format!(
+            r#"{{"definition": "topk_rows", "workload": {{"axes": {{"rows": {rows}, "width": {width}}}}}}}"#
+        )
+    };
+    let lines = format!("{}\n{}\n", line(4, 64), line(4, 6));
+    let e = flashinfer::import(TOPK, "topk.json", Some((&lines, "w.jsonl"))).unwrap_err();
+    assert_eq!(e.file, "w.jsonl");
+    assert_eq!(e.field, "line 2, field `workload.axes`");
+    assert!(e.message.contains("`k <= width` does not hold"), "{e}");
+    // A size of 0 leaves its line out, with a note.
+    let lines = format!("{}\n{}\n{}\n", line(4, 64), line(0, 64), line(16, 64));
+    let t = flashinfer::import(TOPK, "topk.json", Some((&lines, "w.jsonl"))).unwrap();
+    assert_eq!(t.spec.workloads.len(), 2);
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("line 2 (axis `rows` would be 0")),
+        "{:?}",
+        t.notes
+    );
+    // Between consts, a relation holds or the definition is refused.
+    let e = flashinfer::import(
+        &TOPK.replace("heads >= group", "heads < group"),
+        "topk.json",
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "constraints[2]");
+    assert!(
+        e.message.contains("does not hold for the const axes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn generated_workloads_fit_and_spread_offsets_over_their_ranges() {
+    // Every var axis at 1024 would make `x` 2^40 elements: the large workload is scaled down.
+    let big = TOPK.replace(
+        r#""x": {"shape": ["rows", "width"]"#,
+        r#""x": {"shape": ["rows", "width", "width", "width"]"#,
+    );
+    let t = flashinfer::import(&big, "topk.json", None).unwrap();
+    let widths: Vec<i64> = t.spec.workloads.iter().map(|w| w.axes["width"]).collect();
+    assert_eq!(widths, [32, 128]);
+    // Offsets: their total is 16 times the number of ranges, not one element a range.
+    let t = fib("gqa_paged_decode_h32_kv8_d128_ps1").unwrap();
+    for w in &t.spec.workloads {
+        assert_eq!(w.axes["num_kv_indices"], 16 * w.axes["batch_size"], "{w:?}");
+    }
+}
+
+#[test]
+fn sampling_and_lists_of_definitions_are_refused_saying_why() {
+    let sampling = TOPK.replace(
+        "return torch.topk(x * scale, int(k), dim=-1).values",
+        "return torch.multinomial(torch.softmax(x, -1), int(k)).float()",
+    );
+    let e = flashinfer::import(&sampling, "s.json", None).unwrap_err();
+    assert_eq!(e.field, "reference");
+    assert!(e.message.contains("`torch.multinomial`"), "{e}");
+    let e = flashinfer::import(&format!("[{TOPK}, {TOPK}]"), "two.json", None).unwrap_err();
+    assert!(e.message.contains("a list of 2 definitions"), "{e}");
 }

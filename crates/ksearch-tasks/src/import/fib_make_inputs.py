@@ -3,8 +3,9 @@
 # --- Added by `ksearch import flashinfer-bench` -------------------------------------------
 # The inputs of one call, for inputs a random draw cannot describe: offsets (`*_indptr`, rising
 # from 0 to the axis a constraint ties their last element to, every range non-empty where the
-# total allows), page or token indices into a
-# cache, lengths that follow from offsets. Every other input is drawn as FlashInfer-Bench draws
+# total allows; of two offsets over the same ranges, each range of the one with the larger total
+# is at least as long as the other's, as keys are at least as many as queries in causal
+# attention), page or token indices into a cache, lengths that follow from offsets. Every other input is drawn as FlashInfer-Bench draws
 # random inputs (floats from a standard normal, integers uniform in [-1024, 1024)), scalars
 # take the workload's value. The judge calls it with a fresh seed for every call.
 _KSEARCH_INPUTS = {plan}
@@ -19,11 +20,22 @@ def make_inputs(seed, device, **axes):
     g = torch.Generator(device=device)
     g.manual_seed(seed & ((1 << 63) - 1))
     made = {}
-    for spec in sorted(_KSEARCH_INPUTS, key=lambda s: s["kind"] == "lengths"):
+    ranges = {}  # offsets made so far, by their length: (total, lengths)
+
+    def order(s):
+        return (s["kind"] == "lengths", axes[s["total"]] if s["kind"] == "offsets" else 0)
+
+    for spec in sorted(_KSEARCH_INPUTS, key=order):
         shape = [axes[a] for a in spec["shape"]]
         dtype = dtypes[spec["dtype"]]
         kind = spec["kind"]
-        if kind == "offsets":
+        if kind == "offsets" and shape[0] in ranges and shape[0] > 1:
+            n, total = shape[0], axes[spec["total"]]
+            smaller, lengths = ranges[shape[0]]
+            extra = torch.randint(0, total - smaller + 1, (max(n - 2, 0),), generator=g, device=device).sort().values
+            extra = torch.cat([torch.zeros(1, dtype=torch.int64, device=device), extra, torch.full((1,), total - smaller, device=device)])
+            t = torch.cat([torch.zeros(1, dtype=torch.int64, device=device), (lengths + extra[1:] - extra[:-1]).cumsum(0)])
+        elif kind == "offsets":
             n, total = shape[0], axes[spec["total"]]
             if total >= n - 1 >= 1:
                 # Every range non-empty (an empty one makes a reference's log-sum-exp -inf).
@@ -32,6 +44,8 @@ def make_inputs(seed, device, **axes):
                 cuts = torch.randint(0, total + 1, (max(n - 2, 0),), generator=g, device=device).sort().values
             edges = [torch.zeros(1, dtype=torch.int64, device=device), cuts, torch.full((1,), total, device=device)]
             t = torch.cat(edges)[:n] if n > 1 else torch.zeros(n, dtype=torch.int64, device=device)
+            if n > 1 and n not in ranges:
+                ranges[n] = (total, (t[1:] - t[:-1]).to(torch.int64))
         elif kind == "indices":
             t = torch.randint(0, max(axes[spec["bound"]], 1), shape, generator=g, device=device)
         elif kind == "page_len":

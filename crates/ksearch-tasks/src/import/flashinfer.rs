@@ -8,12 +8,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ksearch_core::dtype::Dtype;
 use ksearch_core::task::{
-    BackendKind, BaselineRef, Init, KernelClass, Origin, SourceRef, Suite, TASK_FORMAT, TaskSpec,
-    TensorSpec, Tolerance, Workload,
+    BackendKind, BaselineRef, Init, KernelClass, MAX_TENSOR_ELEMENTS, Origin, SourceRef, Suite,
+    TASK_FORMAT, TaskSpec, TensorSpec, Tolerance, Workload,
 };
 
 use super::{ImportError, TaskFiles, identifier, task_toml};
 
+mod constraints;
 mod definition;
 mod solution;
 mod workloads;
@@ -25,6 +26,8 @@ use workloads::{read_workloads, workload_name};
 /// At most this many workloads are kept from a trace (spread over their sizes): each one is
 /// checked and timed in every evaluation.
 pub const MAX_WORKLOADS: usize = 6;
+/// How many elements (tokens) each range of a generated offsets input holds on average.
+const OFFSET_SPREAD: i64 = 16;
 /// The values every free `var` axis takes when no workloads are given.
 const GENERATED: [(&str, i64); 2] = [("small", 32), ("large", 1024)];
 
@@ -55,31 +58,37 @@ pub fn import(
     let mut notes = Vec::new();
     let (axis_values, scalars) = match workloads {
         Some((text, wfile)) => read_workloads(&p, text, wfile, &mut notes)?,
-        None => {
-            let free: Vec<&String> = p
-                .vars
-                .iter()
-                .filter(|v| !p.derived.contains_key(*v))
-                .collect();
-            notes.push(format!(
-                "no workloads given: generated two, with every var axis ({}) {} and {}",
-                free.iter()
-                    .map(|s| format!("`{s}`"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                GENERATED[0].1,
-                GENERATED[1].1
-            ));
-            (
-                GENERATED
-                    .iter()
-                    .map(|(_, v)| free.iter().map(|a| ((*a).clone(), *v)).collect())
-                    .collect(),
-                BTreeMap::new(),
-            )
-        }
+        None => (generate(&p, file, &mut notes)?, BTreeMap::new()),
     };
     let kinds = kinds(&p, &scalars, file)?;
+    let defaulted: Vec<String> = p
+        .inputs
+        .iter()
+        .zip(&kinds)
+        .filter(|(t, _)| t.shape.is_empty() && !scalars.contains_key(&t.name))
+        .map(|(t, k)| match k {
+            Kind::Const(v) => format!("`{}` = {v}", t.name),
+            _ => format!("`{}`", t.name),
+        })
+        .collect();
+    if !defaulted.is_empty() {
+        notes.push(format!(
+            "scalar inputs no workload gave a value: {} (a workloads file with their values sets them)",
+            defaulted.join(", ")
+        ));
+    }
+    let optional: Vec<String> = p
+        .inputs
+        .iter()
+        .filter(|t| t.optional)
+        .map(|t| format!("`{}`", t.name))
+        .collect();
+    if !optional.is_empty() {
+        notes.push(format!(
+            "optional inputs {} are always given: the reference's path without them is not checked",
+            optional.join(", ")
+        ));
+    }
     let structured = kinds
         .iter()
         .any(|k| !matches!(k, Kind::Random | Kind::Const(_)));
@@ -232,6 +241,138 @@ pub fn import(
         files,
         notes,
     })
+}
+
+/// Why the var axes `free` do not make a workload of `p`, if they do not.
+enum Unfit {
+    /// A constraint of the definition does not hold.
+    Breaks(String),
+    /// A tensor would be larger than a task may hold, or a derived size not positive.
+    Size(String),
+}
+
+/// Whether the var axes `free` make a workload: every derived size positive, every relation of
+/// the definition holding, every tensor within ksearch's limit.
+fn fits(p: &Parsed, free: &BTreeMap<String, i64>) -> Result<(), Unfit> {
+    let all = constraints::full_axes(&p.derived, free).map_err(Unfit::Size)?;
+    let sizing = |a: &String| {
+        p.inputs
+            .iter()
+            .chain(&p.outputs)
+            .any(|t| t.shape.contains(a))
+    };
+    if let Some((a, v)) = all.iter().find(|(a, v)| **v < 1 && sizing(a)) {
+        return Err(Unfit::Size(format!(
+            "axis `{a}` would be {v}, and it sizes a tensor"
+        )));
+    }
+    for c in &p.checks {
+        match c.holds(&all) {
+            Ok(true) => {}
+            Ok(false) => return Err(Unfit::Breaks(format!("`{}` does not hold", c.text))),
+            Err(e) => return Err(Unfit::Breaks(format!("`{}`: {e}", c.text))),
+        }
+    }
+    for t in p.inputs.iter().chain(&p.outputs) {
+        let n: u128 = t
+            .shape
+            .iter()
+            .map(|a| all.get(a).map_or(1, |v| (*v).max(0) as u128))
+            .product();
+        if n > MAX_TENSOR_ELEMENTS {
+            return Err(Unfit::Size(format!(
+                "tensor `{}` would have {n} elements (ksearch's limit is {MAX_TENSOR_ELEMENTS})",
+                t.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Two workloads for a definition given none: every free var axis at one value, the first of
+/// GENERATED's value, half, double, a quarter, … (1 to 65536) that satisfies the constraints and
+/// keeps every tensor within the limit.
+fn generate(
+    p: &Parsed,
+    file: &str,
+    notes: &mut Vec<String>,
+) -> Result<Vec<BTreeMap<String, i64>>, ImportError> {
+    let free: Vec<&String> = p
+        .vars
+        .iter()
+        .filter(|v| !p.derived.contains_key(*v))
+        .collect();
+    // An axis that is an offsets input's total (tokens over sequences) is OFFSET_SPREAD times the
+    // others, so that each range (sequence) holds several: with one each, a kernel that reads
+    // only a sequence's first token would pass.
+    let at = |v: i64| -> BTreeMap<String, i64> {
+        free.iter()
+            .map(|a| {
+                let total = p.offsets.values().any(|t| t == *a);
+                ((*a).clone(), if total { v * OFFSET_SPREAD } else { v })
+            })
+            .collect()
+    };
+    // A tensor of const sizes only is as large whatever the workload.
+    if let Err(Unfit::Size(why)) = fits(p, &at(1))
+        && let Ok(consts) = constraints::full_axes(&p.derived, &BTreeMap::new())
+        && let Some(t) = p.inputs.iter().chain(&p.outputs).find(|t| {
+            t.shape.iter().all(|a| consts.contains_key(a))
+                && t.shape
+                    .iter()
+                    .map(|a| consts[a].max(0) as u128)
+                    .product::<u128>()
+                    > MAX_TENSOR_ELEMENTS
+        })
+    {
+        return Err(ImportError::new(
+            file,
+            format!("inputs.{}", t.name),
+            format!("{why}, whatever the workload (its sizes are all const)"),
+        ));
+    }
+    let mut out = Vec::new();
+    for (_, base) in GENERATED {
+        let tries = (0..17)
+            .flat_map(|k| [base >> k, base << k])
+            .filter(|v| (1..=65536).contains(v));
+        let mut first_failure = None;
+        let found = tries.into_iter().find(|v| match fits(p, &at(*v)) {
+            Ok(()) => true,
+            Err(Unfit::Breaks(why) | Unfit::Size(why)) => {
+                first_failure.get_or_insert(why);
+                false
+            }
+        });
+        match found {
+            Some(v) => out.push(v),
+            None => {
+                return Err(ImportError::new(
+                    file,
+                    "axes",
+                    format!(
+                        "no workload could be generated (every var axis at one value from 1 to 65536; at {base}: {}): give workloads with --workloads FILE",
+                        first_failure.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+    }
+    notes.push(format!(
+        "no workloads given: generated two, with every var axis ({}) {} and {}{}",
+        free.iter()
+            .map(|s| format!("`{s}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        out[0],
+        out[1],
+        if free.iter().any(|a| p.offsets.values().any(|t| t == *a)) {
+            format!(" ({OFFSET_SPREAD} times that for offsets' totals)")
+        } else {
+            String::new()
+        }
+    ));
+    Ok(out.into_iter().map(at).collect())
 }
 
 /// `C = A @ B.T` (the FlashInfer-Bench GEMM) through `torch.matmul`, which runs cuBLAS.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use ksearch_core::axis_expr::AxisExpr;
 use ksearch_core::dtype::Dtype;
 
+use super::constraints::{self, Check, Constraints, substitute};
 use crate::import::{ImportError, Json, identifier};
 
 /// The FlashInfer-Bench dtype names and ksearch's.
@@ -28,6 +29,8 @@ pub(super) struct Tensor {
     pub(super) name: String,
     pub(super) shape: Vec<String>,
     pub(super) dtype: Dtype,
+    /// Marked `"optional": true`: the reference also runs without it (ksearch always gives it).
+    pub(super) optional: bool,
 }
 
 /// How `make_inputs` makes one input (see fib_make_inputs.py).
@@ -41,7 +44,92 @@ pub(super) enum Kind {
     Lengths { of: String },
 }
 
-fn tensors(def: &Json, key: &str, file: &str, axes: &[String]) -> Result<Vec<Tensor>, ImportError> {
+/// The axes as the tensors' shapes read them: a shape may name an axis, or give a number or an
+/// expression of axes, which become an axis of their own (const, or derived).
+struct Shapes<'a> {
+    axes: &'a mut Vec<String>,
+    consts: &'a mut BTreeMap<String, i64>,
+    vars: &'a [String],
+    /// The definition's axis names ksearch changed (an axis named like a tensor).
+    renames: &'a BTreeMap<String, String>,
+    /// Axes made from expressions of var axes in shapes.
+    derived: BTreeMap<String, String>,
+}
+
+impl Shapes<'_> {
+    /// The axis for dimension `i` of tensor `tensor`, given as `d`.
+    fn dim(
+        &mut self,
+        tensor: &str,
+        i: usize,
+        d: &Json,
+        file: &str,
+        at: &str,
+    ) -> Result<String, ImportError> {
+        let new_name = |axes: &[String]| {
+            let mut name = format!("{tensor}_{i}");
+            while axes.contains(&name) {
+                name.push('_');
+            }
+            name
+        };
+        if let Some(a) = d.as_str() {
+            let a = self.renames.get(a).map_or(a, String::as_str);
+            if self.axes.iter().any(|x| x == a) {
+                return Ok(a.to_owned());
+            }
+            let not_axis = || {
+                ImportError::new(
+                    file,
+                    at,
+                    format!(
+                        "`{a}` is not one of the definition's axes, nor an integer expression of them"
+                    ),
+                )
+            };
+            let text = substitute(a, self.consts, self.renames, &[]).ok_or_else(not_axis)?;
+            let e = AxisExpr::parse(&text).map_err(|_| not_axis())?;
+            if e.axes().iter().any(|x| !self.vars.iter().any(|v| v == x)) {
+                return Err(not_axis());
+            }
+            let name = new_name(self.axes);
+            if e.axes().is_empty() {
+                let v = e
+                    .eval(&BTreeMap::new())
+                    .ok()
+                    .filter(|v| *v > 0)
+                    .ok_or_else(|| {
+                        ImportError::new(file, at, format!("`{a}` is not a positive size"))
+                    })?;
+                self.consts.insert(name.clone(), v);
+            } else {
+                self.derived.insert(name.clone(), text);
+            }
+            self.axes.push(name.clone());
+            return Ok(name);
+        }
+        match d.as_i64() {
+            Some(v) if v > 0 => {
+                let name = new_name(self.axes);
+                self.consts.insert(name.clone(), v);
+                self.axes.push(name.clone());
+                Ok(name)
+            }
+            _ => Err(ImportError::new(
+                file,
+                at,
+                format!("is {}, not an axis name or a positive size", d.kind()),
+            )),
+        }
+    }
+}
+
+fn tensors(
+    def: &Json,
+    key: &str,
+    file: &str,
+    shapes: &mut Shapes<'_>,
+) -> Result<Vec<Tensor>, ImportError> {
     let members = def
         .get(key)
         .and_then(Json::members)
@@ -56,19 +144,7 @@ fn tensors(def: &Json, key: &str, file: &str, axes: &[String]) -> Result<Vec<Ten
             Some(Json::Array(dims)) => dims
                 .iter()
                 .enumerate()
-                .map(|(i, d)| match d.as_str() {
-                    Some(a) if axes.iter().any(|x| x == a) => Ok(a.to_owned()),
-                    Some(a) => Err(ImportError::new(
-                        file,
-                        format!("{at}.shape[{i}]"),
-                        format!("`{a}` is not one of the definition's axes"),
-                    )),
-                    None => Err(ImportError::new(
-                        file,
-                        format!("{at}.shape[{i}]"),
-                        format!("is {}, not an axis name", d.kind()),
-                    )),
-                })
+                .map(|(i, d)| shapes.dim(name, i, d, file, &format!("{at}.shape[{i}]")))
                 .collect::<Result<_, _>>()?,
             Some(other) => {
                 return Err(ImportError::new(
@@ -96,6 +172,7 @@ fn tensors(def: &Json, key: &str, file: &str, axes: &[String]) -> Result<Vec<Ten
             name: name.clone(),
             shape,
             dtype,
+            optional: t.get("optional") == Some(&Json::Bool(true)),
         });
     }
     if out.is_empty() {
@@ -104,51 +181,15 @@ fn tensors(def: &Json, key: &str, file: &str, axes: &[String]) -> Result<Vec<Ten
     Ok(out)
 }
 
-/// A constraint's two sides, when it is an equation.
-fn sides(c: &str) -> Option<(&str, &str)> {
-    let (l, r) = c.split_once("==").or_else(|| {
-        let (l, r) = c.split_once('=')?;
-        (!l.ends_with(['<', '>', '!']) && !r.starts_with('=')).then_some((l, r))
-    })?;
-    Some((l.trim(), r.trim()))
-}
-
-/// `T[-1]` or `T[-1].item()` (or `int(...)` around it): the tensor's name.
-fn last_element(s: &str) -> Option<&str> {
-    let s = s
-        .strip_prefix("int(")
-        .and_then(|s| s.strip_suffix(')'))
-        .unwrap_or(s)
-        .trim();
-    let s = s.strip_suffix(".item()").unwrap_or(s).trim();
-    let name = s.strip_suffix("[-1]")?.trim();
-    (identifier(name) == name).then_some(name)
-}
-
-/// `expr` with const axes replaced by their values and `//` by `/` (ksearch's `/` floors).
-fn substitute(expr: &str, consts: &BTreeMap<String, i64>) -> String {
-    let expr = expr.replace("//", "/");
-    let mut out = String::new();
-    let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
-        if let Some(v) = consts.get(word.as_str()) {
-            out.push_str(&format!("({v})"));
-        } else {
-            out.push_str(word);
-        }
-        word.clear();
-    };
-    for c in expr.chars() {
-        if c.is_ascii_alphanumeric() || c == '_' {
-            word.push(c);
-        } else {
-            flush(&mut word, &mut out);
-            out.push(c);
-        }
-    }
-    flush(&mut word, &mut out);
-    out
-}
+/// Calls that make a reference's outputs random (sampling definitions).
+const RANDOM_DRAWS: [&str; 6] = [
+    "torch.multinomial",
+    "torch.rand(",
+    "torch.rand_like",
+    "torch.randn",
+    "torch.bernoulli",
+    ".exponential_(",
+];
 
 /// The parts of a definition that become a task.
 pub(super) struct Parsed {
@@ -159,6 +200,10 @@ pub(super) struct Parsed {
     pub(super) vars: Vec<String>,
     pub(super) derived: BTreeMap<String, String>,
     pub(super) offsets: BTreeMap<String, String>,
+    /// Relations between axes every workload must satisfy.
+    pub(super) checks: Vec<Check>,
+    /// The definition's axis names that ksearch changed (an axis named like a tensor).
+    pub(super) renames: BTreeMap<String, String>,
     pub(super) inputs: Vec<Tensor>,
     pub(super) outputs: Vec<Tensor>,
     pub(super) reference: String,
@@ -166,6 +211,16 @@ pub(super) struct Parsed {
 
 pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
     let def = Json::parse(text).map_err(|e| ImportError::new(file, "(json)", e))?;
+    if let Json::Array(list) = &def {
+        return Err(ImportError::new(
+            file,
+            "(json)",
+            format!(
+                "is a list of {} definitions: ksearch imports one Definition (an object) per file",
+                list.len()
+            ),
+        ));
+    }
     let field = |k: &str| def.get(k);
     let name = field("name")
         .and_then(Json::as_str)
@@ -181,6 +236,15 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
             )
         })?
         .to_owned();
+    if let Some(draw) = RANDOM_DRAWS.iter().find(|d| reference.contains(*d)) {
+        return Err(ImportError::new(
+            file,
+            "reference",
+            format!(
+                "draws random numbers (`{draw}`): its outputs are random samples, so no comparison with it can tell a right kernel from a wrong one"
+            ),
+        ));
+    }
     if !reference.lines().any(|l| l.starts_with("def run(")) {
         return Err(ImportError::new(
             file,
@@ -200,14 +264,32 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
     let axes_json = field("axes")
         .and_then(Json::members)
         .ok_or_else(|| ImportError::new(file, "axes", "must be an object of axes"))?;
+    // An axis named like a tensor is renamed (`k` → `k_axis`): one name, one thing, in a task.
+    let tensor_names: Vec<&str> = ["inputs", "outputs"]
+        .into_iter()
+        .filter_map(|k| def.get(k).and_then(Json::members))
+        .flatten()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let mut renames = BTreeMap::new();
+    for (a, _) in axes_json {
+        if tensor_names.contains(&a.as_str()) {
+            let mut new = format!("{a}_axis");
+            while axes_json.iter().any(|(b, _)| *b == new) || tensor_names.contains(&new.as_str()) {
+                new.push('_');
+            }
+            renames.insert(a.clone(), new);
+        }
+    }
     let mut axes = Vec::new();
     let mut consts = BTreeMap::new();
     let mut vars = Vec::new();
-    for (a, spec) in axes_json {
+    for (a0, spec) in axes_json {
+        let a = renames.get(a0).unwrap_or(a0);
         if identifier(a) != *a {
             return Err(ImportError::new(
                 file,
-                format!("axes.{a}"),
+                format!("axes.{a0}"),
                 "the name is not an identifier",
             ));
         }
@@ -216,7 +298,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
                 let v = spec.get("value").and_then(Json::as_i64).ok_or_else(|| {
                     ImportError::new(
                         file,
-                        format!("axes.{a}.value"),
+                        format!("axes.{a0}.value"),
                         "a const axis needs an integer value",
                     )
                 })?;
@@ -226,114 +308,44 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
             Some(other) => {
                 return Err(ImportError::new(
                     file,
-                    format!("axes.{a}.type"),
+                    format!("axes.{a0}.type"),
                     format!("`{other}` is not an axis type ksearch can express (const, var)"),
                 ));
             }
             None => {
                 return Err(ImportError::new(
                     file,
-                    format!("axes.{a}.type"),
+                    format!("axes.{a0}.type"),
                     "is missing",
                 ));
             }
         }
         axes.push(a.clone());
     }
-    let inputs = tensors(&def, "inputs", file, &axes)?;
-    let outputs = tensors(&def, "outputs", file, &axes)?;
-    let mut derived: BTreeMap<String, String> = consts
-        .iter()
-        .map(|(k, v)| (k.clone(), v.to_string()))
-        .collect();
-    let mut offsets = BTreeMap::new();
-    let constraints = match field("constraints") {
-        None | Some(Json::Null) => Vec::new(),
-        Some(Json::Array(list)) => list.clone(),
-        Some(other) => {
-            return Err(ImportError::new(
-                file,
-                "constraints",
-                format!("is {}, not a list", other.kind()),
-            ));
-        }
+    let mut shapes = Shapes {
+        axes: &mut axes,
+        consts: &mut consts,
+        vars: &vars,
+        renames: &renames,
+        derived: BTreeMap::new(),
     };
-    for (i, c) in constraints.iter().enumerate() {
-        let at = format!("constraints[{i}]");
-        let c = c
-            .as_str()
-            .ok_or_else(|| ImportError::new(file, &at, "is not a string"))?;
-        let cannot = || {
-            ImportError::new(
-                file,
-                &at,
-                format!(
-                    "`{c}` cannot be expressed: ksearch understands `AXIS == expression of axes` and `AXIS == TENSOR[-1].item()`"
-                ),
-            )
-        };
-        let (l, r) = sides(c).ok_or_else(cannot)?;
-        let (axis, other) = if vars.iter().any(|v| v == l) {
-            (l, r)
-        } else if vars.iter().any(|v| v == r) {
-            (r, l)
-        } else {
-            // Between consts only: it holds or the definition is wrong.
-            let lhs = AxisExpr::parse(&substitute(l, &consts))
-                .ok()
-                .and_then(|e| e.eval(&BTreeMap::new()).ok());
-            let rhs = AxisExpr::parse(&substitute(r, &consts))
-                .ok()
-                .and_then(|e| e.eval(&BTreeMap::new()).ok());
-            match (lhs, rhs) {
-                (Some(a), Some(b)) if a == b => continue,
-                (Some(a), Some(b)) => {
-                    return Err(ImportError::new(
-                        file,
-                        &at,
-                        format!("`{c}` does not hold for the const axes ({a} ≠ {b})"),
-                    ));
-                }
-                _ => return Err(cannot()),
-            }
-        };
-        if let Some(t) = last_element(other) {
-            let tensor = inputs.iter().find(|x| x.name == t).ok_or_else(cannot)?;
-            if tensor.shape.len() != 1 || tensor.dtype.is_float() {
-                return Err(ImportError::new(
-                    file,
-                    &at,
-                    format!(
-                        "`{t}` is not a 1-d integer tensor, so its last element cannot be an axis"
-                    ),
-                ));
-            }
-            offsets.insert(t.to_owned(), axis.to_owned());
-            continue;
-        }
-        let expr = substitute(other, &consts);
-        let parsed = AxisExpr::parse(&expr).map_err(|_| cannot())?;
-        if parsed
-            .axes()
-            .iter()
-            .any(|a| !vars.iter().any(|v| v == a) || derived.contains_key(*a) || *a == axis)
-        {
-            return Err(ImportError::new(
-                file,
-                &at,
-                format!(
-                    "`{c}` cannot be expressed: `{axis}` would follow from an axis that itself follows from others"
-                ),
-            ));
-        }
-        if derived.insert(axis.to_owned(), expr).is_some() {
-            return Err(ImportError::new(
-                file,
-                &at,
-                format!("`{axis}` is constrained twice"),
-            ));
-        }
-    }
+    let inputs = tensors(&def, "inputs", file, &mut shapes)?;
+    let outputs = tensors(&def, "outputs", file, &mut shapes)?;
+    let shape_derived = shapes.derived;
+    let Constraints {
+        derived,
+        offsets,
+        checks,
+    } = constraints::read(
+        field("constraints"),
+        file,
+        &vars,
+        &consts,
+        &renames,
+        &shape_derived,
+        &inputs,
+        &outputs,
+    )?;
     Ok(Parsed {
         name,
         description,
@@ -342,10 +354,26 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Parsed, ImportError> {
         vars,
         derived,
         offsets,
+        checks,
+        renames,
         inputs,
         outputs,
         reference,
     })
+}
+
+/// A scalar input's value when no workload gives one: a const axis's of the same name (a
+/// definition's `k` input beside its `k` axis), else 1 (1e-6 for an epsilon).
+pub(super) fn scalar_default(p: &Parsed, t: &Tensor) -> f64 {
+    let axis = p.renames.get(&t.name).unwrap_or(&t.name);
+    if let Some(v) = p.derived.get(axis).and_then(|v| v.parse::<f64>().ok()) {
+        return v;
+    }
+    if t.dtype.is_float() && t.name.to_ascii_lowercase().contains("eps") {
+        1e-6
+    } else {
+        1.0
+    }
 }
 
 /// How each input is made; `make_inputs` is needed when any is structured.
@@ -362,6 +390,8 @@ pub(super) fn kinds(
             }
         } else if let Some(v) = scalars.get(&t.name) {
             Kind::Const(*v)
+        } else if t.shape.is_empty() {
+            Kind::Const(scalar_default(p, t))
         } else if !t.dtype.is_float() && t.dtype != Dtype::Bool && !t.shape.is_empty() {
             let n = t.name.as_str();
             let stem = n.rsplit_once('_').map_or("", |(s, _)| s);
@@ -372,6 +402,17 @@ pub(super) fn kinds(
             let pages = ["num_pages", "num_blocks", "max_num_pages"]
                 .into_iter()
                 .find(|a| p.axes.iter().any(|x| x == a));
+            // Positions index a cache's rows (rope's `positions` into `cos_sin_cache`).
+            let positions = n
+                .contains("position")
+                .then(|| {
+                    p.inputs
+                        .iter()
+                        .find(|x| x.name.contains("cache") && x.dtype.is_float())
+                        .and_then(|x| x.shape.first().cloned())
+                        .or_else(|| p.axes.iter().find(|a| a.starts_with("max_")).cloned())
+                })
+                .flatten();
             if (n.ends_with("indices") || n.ends_with("page_ids") || n.ends_with("block_table"))
                 && paired
                 && pages.is_some()
@@ -379,6 +420,8 @@ pub(super) fn kinds(
                 Kind::Indices {
                     bound: pages.unwrap_or_default().to_owned(),
                 }
+            } else if let Some(bound) = positions {
+                Kind::Indices { bound }
             } else if n.contains("last_page_len") && p.axes.iter().any(|a| a == "page_size") {
                 Kind::PageLen {
                     bound: "page_size".into(),
@@ -396,6 +439,7 @@ pub(super) fn kinds(
                 Kind::Lengths { of: of.clone() }
             } else if n.contains("indptr")
                 || n.contains("indices")
+                || n.contains("position")
                 || n.ends_with("_ids")
                 || n.contains("offset")
             {

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::MAX_WORKLOADS;
 use super::definition::Parsed;
+use super::{MAX_WORKLOADS, Unfit, fits};
 use crate::import::{ImportError, Json};
 
 /// A workload's axis values.
@@ -26,6 +26,8 @@ pub(super) fn read_workloads(
     let mut all = Vec::new();
     let mut scalars: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     let mut stored = BTreeSet::new();
+    let mut too_large = Vec::new();
+    let mut other_scalars = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let at = |f: &str| {
             format!(
@@ -77,6 +79,7 @@ pub(super) fn read_workloads(
                 format!("var axis `{a}` has no value"),
             ));
         }
+        let mut other_scalar = None;
         for (name, input) in w.get("inputs").and_then(Json::members).unwrap_or(&[]) {
             match input.get("type").and_then(Json::as_str) {
                 Some("scalar") => {
@@ -87,17 +90,22 @@ pub(super) fn read_workloads(
                             "a scalar input needs a number",
                         )
                     })?;
+                    // Two decimal texts of one float32 (0.0883883461356163 and
+                    // 0.08838834764831843) are one value.
+                    let f32_input = p
+                        .inputs
+                        .iter()
+                        .any(|t| t.name == *name && t.dtype == ksearch_core::dtype::Dtype::F32);
+                    let same = |a: f64, b: f64| a == b || (f32_input && a as f32 == b as f32);
                     match scalars.get(name) {
-                        Some((old, line)) if *old != v => {
-                            return Err(ImportError::new(
-                                file,
-                                at(&format!("workload.inputs.{name}.value")),
-                                format!(
-                                    "is {v}, but line {line} gives {old}: a scalar input takes one value in a ksearch task"
-                                ),
+                        Some((old, line)) if !same(*old, v) => {
+                            other_scalar = Some(format!(
+                                "line {} (`{name}` = {v}, not line {line}'s {old})",
+                                i + 1
                             ));
                         }
-                        _ => {
+                        Some(_) => {}
+                        None => {
                             scalars.insert(name.clone(), (v, i + 1));
                         }
                     }
@@ -117,9 +125,36 @@ pub(super) fn read_workloads(
                 }
             }
         }
+        if let Some(why) = other_scalar {
+            // A ksearch task gives a scalar input one value: the first line's.
+            other_scalars.push(why);
+            continue;
+        }
+        match fits(p, &values) {
+            Ok(()) => {}
+            Err(Unfit::Breaks(why)) => {
+                return Err(ImportError::new(file, at("workload.axes"), why));
+            }
+            Err(Unfit::Size(why)) => {
+                too_large.push(format!("line {} ({why})", i + 1));
+                continue;
+            }
+        }
         if seen.insert(values.clone()) {
             all.push(values);
         }
+    }
+    if !too_large.is_empty() {
+        notes.push(format!(
+            "workloads left out, whose sizes a task cannot hold: {}",
+            too_large.join("; ")
+        ));
+    }
+    if !other_scalars.is_empty() {
+        notes.push(format!(
+            "workloads left out, whose scalar inputs differ from the first's (a task gives a scalar one value): {}",
+            other_scalars.join("; ")
+        ));
     }
     if !stored.is_empty() {
         notes.push(format!(
