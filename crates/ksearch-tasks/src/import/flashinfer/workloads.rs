@@ -28,6 +28,7 @@ pub(super) fn read_workloads(
     let mut stored = BTreeSet::new();
     let mut too_large = Vec::new();
     let mut other_scalars = Vec::new();
+    let mut breaking = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let at = |f: &str| {
             format!(
@@ -133,7 +134,8 @@ pub(super) fn read_workloads(
         match fits(p, &values) {
             Ok(()) => {}
             Err(Unfit::Breaks(why)) => {
-                return Err(ImportError::new(file, at("workload.axes"), why));
+                breaking.push(format!("line {} ({why})", i + 1));
+                continue;
             }
             Err(Unfit::Size(why)) => {
                 too_large.push(format!("line {} ({why})", i + 1));
@@ -148,6 +150,12 @@ pub(super) fn read_workloads(
         notes.push(format!(
             "workloads left out, whose sizes a task cannot hold: {}",
             too_large.join("; ")
+        ));
+    }
+    if !breaking.is_empty() {
+        notes.push(format!(
+            "workloads left out, which break the definition's constraints: {}",
+            breaking.join("; ")
         ));
     }
     if !other_scalars.is_empty() {
@@ -166,7 +174,13 @@ pub(super) fn read_workloads(
         return Err(ImportError::new(
             file,
             "(lines)",
-            format!("holds no workload of `{}`", p.name),
+            match notes
+                .last()
+                .filter(|_| !(too_large.is_empty() && breaking.is_empty()))
+            {
+                Some(why) => format!("holds no workload of `{}` a task can take: {why}", p.name),
+                None => format!("holds no workload of `{}`", p.name),
+            },
         ));
     }
     let size = |w: &BTreeMap<String, i64>| w.values().map(|v| (*v).max(1) as f64).product::<f64>();
