@@ -425,3 +425,33 @@ fn sampling_and_lists_of_definitions_are_refused_saying_why() {
     let e = flashinfer::import(&format!("[{TOPK}, {TOPK}]"), "two.json", None).unwrap_err();
     assert!(e.message.contains("a list of 2 definitions"), "{e}");
 }
+
+#[test]
+fn a_block_table_indexes_pages_and_lengths_stay_within_them() {
+    let def = r#"{"name": "paged_lookup", "op_type": "dsa_paged",
+        "axes": {"batch_size": {"type": "var"}, "max_num_pages": {"type": "var"},
+                 "num_pages": {"type": "var"}, "page_size": {"type": "const", "value": 64}},
+        "inputs": {"cache": {"shape": ["num_pages", "page_size"], "dtype": "float32"},
+                   "seq_lens": {"shape": ["batch_size"], "dtype": "int32"},
+                   "block_table": {"shape": ["batch_size", "max_num_pages"], "dtype": "int32"}},
+        "outputs": {"out": {"shape": ["batch_size"], "dtype": "float32"}},
+        "reference": "import torch\n\ndef run(cache, seq_lens, block_table):\n    return cache[block_table[:, 0], 0] * seq_lens\n"}"#;
+    let t = flashinfer::import(def, "paged.json", None).unwrap();
+    let reference = file(&t, "reference.py");
+    assert!(
+        reference.contains(r#""name": "seq_lens", "shape": ["batch_size"], "dtype": "i32", "kind": "up_to", "most": ["max_num_pages", "page_size"]"#),
+        "{reference}"
+    );
+    assert!(
+        reference.contains(r#""name": "block_table", "shape": ["batch_size", "max_num_pages"], "dtype": "i32", "kind": "indices", "bound": "num_pages""#),
+        "{reference}"
+    );
+    // Lengths with nothing to bound them are refused, not drawn at random.
+    let e = flashinfer::import(
+        &def.replace("max_num_pages", "pages_per_seq"),
+        "paged.json",
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "inputs.seq_lens", "{e}");
+}

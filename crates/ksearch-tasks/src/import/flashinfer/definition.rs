@@ -38,10 +38,36 @@ pub(super) struct Tensor {
 pub(super) enum Kind {
     Random,
     Const(f64),
-    Offsets { total: String },
-    Indices { bound: String },
-    PageLen { bound: String },
-    Lengths { of: String },
+    Offsets {
+        total: String,
+    },
+    Indices {
+        bound: String,
+    },
+    PageLen {
+        bound: String,
+    },
+    Lengths {
+        of: String,
+    },
+    /// From 1 to the product of these axes.
+    UpTo {
+        most: Vec<String>,
+    },
+}
+
+/// The most elements (tokens) a sequence may hold, as a product of axes: its pages times their
+/// size, else a `max_seq_len`.
+fn longest(p: &Parsed) -> Option<Vec<String>> {
+    let has = |a: &str| p.axes.iter().any(|x| x == a);
+    if has("max_num_pages") && has("page_size") {
+        Some(vec!["max_num_pages".into(), "page_size".into()])
+    } else {
+        ["max_seq_len", "max_seqlen", "max_len"]
+            .into_iter()
+            .find(|a| has(a))
+            .map(|a| vec![a.to_owned()])
+    }
 }
 
 /// The axes as the tensors' shapes read them: a shape may name an axis, or give a number or an
@@ -422,6 +448,13 @@ pub(super) fn kinds(
                 }
             } else if let Some(bound) = positions {
                 Kind::Indices { bound }
+            } else if (n.contains("block_table") || n.contains("page_table"))
+                && let Some(pages) = pages
+            {
+                // A sequence's pages: indices into the cache's pages.
+                Kind::Indices {
+                    bound: pages.to_owned(),
+                }
             } else if n.contains("last_page_len") && p.axes.iter().any(|a| a == "page_size") {
                 Kind::PageLen {
                     bound: "page_size".into(),
@@ -437,7 +470,14 @@ pub(super) fn kinds(
                     .flatten()
             {
                 Kind::Lengths { of: of.clone() }
+            } else if let Some(most) = (n.ends_with("lens") || n.ends_with("len_arr"))
+                .then(|| longest(p))
+                .flatten()
+            {
+                // Sequence lengths with no offsets: 1 to the most a sequence may hold.
+                Kind::UpTo { most }
             } else if n.contains("indptr")
+                || n.ends_with("lens")
                 || n.contains("indices")
                 || n.contains("position")
                 || n.ends_with("_ids")
@@ -475,6 +515,7 @@ pub(super) fn plan(p: &Parsed, kinds: &[Kind]) -> String {
                 Kind::Indices { bound } => format!("\"kind\": \"indices\", \"bound\": {bound:?}"),
                 Kind::PageLen { bound } => format!("\"kind\": \"page_len\", \"bound\": {bound:?}"),
                 Kind::Lengths { of } => format!("\"kind\": \"lengths\", \"of\": {of:?}"),
+                Kind::UpTo { most } => format!("\"kind\": \"up_to\", \"most\": {most:?}"),
             };
             format!(
                 "    {{\"name\": {:?}, \"shape\": [{}], \"dtype\": {:?}, {extra}}},",
