@@ -6,7 +6,7 @@
 # total allows; of two offsets over the same ranges, each range of the one with the larger total
 # is at least as long as the other's, as keys are at least as many as queries in causal
 # attention), page or token indices into a cache, lengths that follow from offsets, or (with no
-# offsets) that are at most a sequence's pages times their size. Every other input is drawn as FlashInfer-Bench draws
+# offsets) that are at most a sequence's pages times their size, and at least a top-k's k. Every other input is drawn as FlashInfer-Bench draws
 # random inputs (floats from a standard normal, integers uniform in [-1024, 1024)), scalars
 # take the workload's value. The judge calls it with a fresh seed for every call.
 _KSEARCH_INPUTS = {plan}
@@ -53,7 +53,8 @@ def make_inputs(seed, device, **axes):
             most = 1
             for a in spec["most"]:
                 most *= axes[a]
-            t = torch.randint(1, max(most, 1) + 1, shape, generator=g, device=device)
+            least = min(axes[spec["least"]], most) if spec["least"] else 1
+            t = torch.randint(max(least, 1), max(most, 1) + 1, shape, generator=g, device=device)
         elif kind == "page_len":
             t = torch.randint(1, max(axes[spec["bound"]], 1) + 1, shape, generator=g, device=device)
         elif kind == "lengths":

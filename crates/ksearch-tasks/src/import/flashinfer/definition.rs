@@ -50,9 +50,10 @@ pub(super) enum Kind {
     Lengths {
         of: String,
     },
-    /// From 1 to the product of these axes.
+    /// From `least` (an axis; 1 when none) to the product of the axes `most`.
     UpTo {
         most: Vec<String>,
+        least: Option<String>,
     },
 }
 
@@ -474,8 +475,12 @@ pub(super) fn kinds(
                 .then(|| longest(p))
                 .flatten()
             {
-                // Sequence lengths with no offsets: 1 to the most a sequence may hold.
-                Kind::UpTo { most }
+                // Sequence lengths with no offsets: up to the most a sequence may hold, and at
+                // least `topk` where there is one (shorter, a top-k pads with -inf).
+                Kind::UpTo {
+                    most,
+                    least: p.axes.iter().find(|a| *a == "topk").cloned(),
+                }
             } else if n.contains("indptr")
                 || n.ends_with("lens")
                 || n.contains("indices")
@@ -515,7 +520,12 @@ pub(super) fn plan(p: &Parsed, kinds: &[Kind]) -> String {
                 Kind::Indices { bound } => format!("\"kind\": \"indices\", \"bound\": {bound:?}"),
                 Kind::PageLen { bound } => format!("\"kind\": \"page_len\", \"bound\": {bound:?}"),
                 Kind::Lengths { of } => format!("\"kind\": \"lengths\", \"of\": {of:?}"),
-                Kind::UpTo { most } => format!("\"kind\": \"up_to\", \"most\": {most:?}"),
+                Kind::UpTo { most, least } => format!(
+                    "\"kind\": \"up_to\", \"most\": {most:?}, \"least\": {}",
+                    least
+                        .as_ref()
+                        .map_or("None".to_owned(), |l| format!("{l:?}"))
+                ),
             };
             format!(
                 "    {{\"name\": {:?}, \"shape\": [{}], \"dtype\": {:?}, {extra}}},",
