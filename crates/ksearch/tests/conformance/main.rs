@@ -556,13 +556,24 @@ pub(crate) fn no_faster_than_good_source<F: Fixture>(
     what: &str,
     caught: Option<&str>,
 ) -> ksearch_eval::Evaluation {
+    no_faster_than(f, candidate, &f.source(&Behaviour::Good), what, caught)
+}
+
+/// `candidate` (called `what` in messages) timed against the honest `good` it wraps: caught
+/// (`caught` in its `incorrect` message), or passed within the bounds of noise of `good`.
+pub(crate) fn no_faster_than<F: Fixture>(
+    f: &F,
+    candidate: &ksearch_core::task::Source,
+    good: &ksearch_core::task::Source,
+    what: &str,
+    caught: Option<&str>,
+) -> ksearch_eval::Evaluation {
     use ksearch_eval::Evaluator as _;
     let mut opts = quick_options();
     if let Some(t) = opts.timing.as_mut() {
         t.min_runs = 15;
         t.min_time_ms = 200.0;
     }
-    let good = f.source(&Behaviour::Good);
     // A ratio outside the bounds is measured once more before it fails the test: the tests run
     // two at a time on two cores, and a burst of another test's work has skewed one paired
     // measurement past them (4.4× and 0.03×, each once in a CI run). An attack that gains
@@ -575,7 +586,7 @@ pub(crate) fn no_faster_than_good_source<F: Fixture>(
                 f.task(),
                 candidate,
                 ksearch_eval::Contenders {
-                    parent: Some(&good),
+                    parent: Some(good),
                     incumbent: None,
                     comparisons: true,
                 },

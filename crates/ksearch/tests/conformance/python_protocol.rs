@@ -426,3 +426,64 @@ fn torch_harness_cpu_no_runner_sees_a_calls_inputs_before_its_own_call() {
     // memory for all and a 300 ms parent).
     assert!(lead_ms < 250.0, "{last}");
 }
+
+/// A torch module that remembers its answers by where its input lies in the memory it was
+/// given (its set) and eight of its values, and returns a copy of the remembered answer when
+/// both match: what pays wherever a set's inputs stay the same from one round, or one batch, to
+/// the next, as a slow kernel's would. It prints its first hit. `{HITS}` is replaced to make its honest twin, which
+/// computes every key and never uses one.
+const REMEMBERS_BY_SET_AND_SAMPLE: &str = r#"import torch
+
+_memo = {}
+_picks = {}
+_count = {"calls": 0, "hits": 0}
+
+
+def run(x, *, rows, cols):
+    _count["calls"] += 1
+    flat = x.reshape(-1)
+    if flat.numel() not in _picks:
+        _picks[flat.numel()] = torch.linspace(0, flat.numel() - 1, 8).long()
+    key = (x.untyped_storage().data_ptr(), x.storage_offset(), tuple(flat[_picks[flat.numel()]].tolist()))
+    hit = _memo.get(key)
+    if hit is not None and {HITS}:
+        _count["hits"] += 1
+        if _count["hits"] == 1:
+            print(f"memo hit at call {_count['calls']}", flush=True)
+        return hit.clone()
+    # A slow kernel (its softmax fifty times), so that a remembered answer would pay far
+    # beyond the noise of a loaded machine.
+    for _ in range(50):
+        y = torch.softmax(x, dim=1)
+    if len(_memo) > 4096:
+        _memo.clear()
+    _memo[key] = y.clone()
+    return y
+"#;
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_answers_remembered_by_set_and_a_sample_gain_nothing() {
+    let f = TorchCpuFixture::new();
+    let source = |hits: &str, file: &str| Source {
+        file: file.into(),
+        text: REMEMBERS_BY_SET_AND_SAMPLE.replace("{HITS}", hits),
+    };
+    // Each contender's copy of a set is written just before its batch, with the round's new
+    // values: a timed call never finds its set as it was, so the module is timed as its honest
+    // twin (the same key made on every call) is, or caught. Its warm-up calls, which repeat a
+    // set and are not timed, do hit.
+    let e = crate::no_faster_than(
+        &f,
+        &source("True", "memo.py"),
+        &source("False", "twin.py"),
+        "memo.py",
+        Some("while timed"),
+    );
+    if e.result.status == Status::Passed {
+        assert!(printed(&e).contains("memo hit at call"), "{}", printed(&e));
+    }
+}
