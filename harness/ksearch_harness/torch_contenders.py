@@ -130,16 +130,10 @@ class TorchPool:
         return torch.stack(out) if out else None
 
     def copy_to(self, buf, sets):
-        """`sets`' inputs, as the judge wrote them, into a contender's copy `buf`."""
-        stride = self.layout.in_stride
-        runs = []
-        for s in sorted(set(sets)):
-            if runs and runs[-1][1] == s:
-                runs[-1][1] = s + 1
-            else:
-                runs.append([s, s + 1])
-        for a, b in runs:
-            buf[a * stride:b * stride].copy_(self.inputs.bytes[a * stride:b * stride])
+        """`sets`' inputs (consecutive), as the judge wrote them, into a contender's copy `buf`,
+        in one copy."""
+        a, b = sets[0] * self.layout.in_stride, (sets[-1] + 1) * self.layout.in_stride
+        buf[a:b].copy_(self.inputs.bytes[a:b])
 
     def modified(self, sets, buf):
         """The name of an input of `sets` in a contender's copy `buf` that is not as the judge

@@ -274,11 +274,7 @@ fn fits(p: &Parsed, free: &BTreeMap<String, i64>) -> Result<(), Unfit> {
         }
     }
     for t in p.inputs.iter().chain(&p.outputs) {
-        let n: u128 = t
-            .shape
-            .iter()
-            .map(|a| all.get(a).map_or(1, |v| (*v).max(0) as u128))
-            .product();
+        let n = elements(t, &all);
         if n > MAX_TENSOR_ELEMENTS {
             return Err(Unfit::Size(format!(
                 "tensor `{}` would have {n} elements (ksearch's limit is {MAX_TENSOR_ELEMENTS})",
@@ -287,6 +283,14 @@ fn fits(p: &Parsed, free: &BTreeMap<String, i64>) -> Result<(), Unfit> {
         }
     }
     Ok(())
+}
+
+/// Elements of tensor `t` with the axes `all` (an axis without a value counts 1).
+fn elements(t: &definition::Tensor, all: &BTreeMap<String, i64>) -> u128 {
+    t.shape
+        .iter()
+        .map(|a| all.get(a).map_or(1, |v| (*v).max(0) as u128))
+        .product()
 }
 
 /// Two workloads for a definition given none: every free var axis at one value, the first of
@@ -318,11 +322,7 @@ fn generate(
         && let Ok(consts) = constraints::full_axes(&p.derived, &BTreeMap::new())
         && let Some(t) = p.inputs.iter().chain(&p.outputs).find(|t| {
             t.shape.iter().all(|a| consts.contains_key(a))
-                && t.shape
-                    .iter()
-                    .map(|a| consts[a].max(0) as u128)
-                    .product::<u128>()
-                    > MAX_TENSOR_ELEMENTS
+                && elements(t, &consts) > MAX_TENSOR_ELEMENTS
         })
     {
         return Err(ImportError::new(

@@ -311,38 +311,18 @@ fn mentions(e: &str, a: &str) -> bool {
     AxisExpr::parse(e).is_ok_and(|x| x.axes().contains(&a))
 }
 
-/// Every axis's value: `free` (the var axes a workload gives) and the derived ones, evaluated
-/// in whatever order they depend on each other.
+/// Every axis's value: `free` (the var axes a workload gives) and the derived ones, each an
+/// expression of free axes only (a derived axis never reads another).
 pub(super) fn full_axes(
     derived: &BTreeMap<String, String>,
     free: &BTreeMap<String, i64>,
 ) -> Result<BTreeMap<String, i64>, String> {
     let mut all = free.clone();
-    let mut left: Vec<(&String, AxisExpr)> = derived
-        .iter()
-        .map(|(a, e)| {
-            Ok((
-                a,
-                AxisExpr::parse(e).map_err(|m| format!("`{a} = {e}`: {m}"))?,
-            ))
-        })
-        .collect::<Result<_, String>>()?;
-    while !left.is_empty() {
-        let before = left.len();
-        left.retain(|(a, e)| match e.eval(&all) {
-            Ok(v) => {
-                all.insert((*a).clone(), v);
-                false
-            }
-            Err(_) => true,
-        });
-        if left.len() == before {
-            let (a, e) = &left[0];
-            return Err(format!(
-                "`{a}` cannot be computed: {}",
-                e.eval(&all).unwrap_err()
-            ));
-        }
+    for (a, e) in derived {
+        let v = AxisExpr::parse(e)
+            .and_then(|x| x.eval(free))
+            .map_err(|m| format!("`{a} = {e}`: {m}"))?;
+        all.insert(a.clone(), v);
     }
     Ok(all)
 }

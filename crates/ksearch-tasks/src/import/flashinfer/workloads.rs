@@ -146,24 +146,19 @@ pub(super) fn read_workloads(
             all.push(values);
         }
     }
-    if !too_large.is_empty() {
-        notes.push(format!(
-            "workloads left out, whose sizes a task cannot hold: {}",
-            too_large.join("; ")
-        ));
-    }
-    if !breaking.is_empty() {
-        notes.push(format!(
-            "workloads left out, which break the definition's constraints: {}",
-            breaking.join("; ")
-        ));
-    }
-    if !other_scalars.is_empty() {
-        notes.push(format!(
-            "workloads left out, whose scalar inputs differ from the first's (a task gives a scalar one value): {}",
-            other_scalars.join("; ")
-        ));
-    }
+    let left_out: Vec<String> = [
+        (too_large, "whose sizes a task cannot hold"),
+        (breaking, "which break the definition's constraints"),
+        (
+            other_scalars,
+            "whose scalar inputs differ from the first's (a task gives a scalar one value)",
+        ),
+    ]
+    .into_iter()
+    .filter(|(lines, _)| !lines.is_empty())
+    .map(|(lines, why)| format!("workloads left out, {why}: {}", lines.join("; ")))
+    .collect();
+    notes.extend(left_out.iter().cloned());
     if !stored.is_empty() {
         notes.push(format!(
             "inputs {} were stored tensors (safetensors) in {file}: ksearch draws fresh inputs for every call instead",
@@ -171,16 +166,15 @@ pub(super) fn read_workloads(
         ));
     }
     if all.is_empty() {
+        let why = if left_out.is_empty() {
+            String::new()
+        } else {
+            format!(" a task can take: {}", left_out.join("; "))
+        };
         return Err(ImportError::new(
             file,
             "(lines)",
-            match notes
-                .last()
-                .filter(|_| !(too_large.is_empty() && breaking.is_empty()))
-            {
-                Some(why) => format!("holds no workload of `{}` a task can take: {why}", p.name),
-                None => format!("holds no workload of `{}`", p.name),
-            },
+            format!("holds no workload of `{}`{why}", p.name),
         ));
     }
     let size = |w: &BTreeMap<String, i64>| w.values().map(|v| (*v).max(1) as f64).product::<f64>();
