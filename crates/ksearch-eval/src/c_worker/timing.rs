@@ -233,6 +233,7 @@ pub(crate) fn time_workload(
         Stores::Streaming
     };
     let mut kept: Option<Kept> = None;
+    let mut idle_strike = vec![false; n];
     for round in 0usize.. {
         // Consecutive sets from a secret start (in memory order, as a kernel's inputs usually
         // lie, so that prefetching works as it would outside the judge), every one of them
@@ -295,7 +296,16 @@ pub(crate) fn time_workload(
                 .timed(pool.id, &calls[i], &pids)
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
             let at_go = std::mem::take(&mut c.runner.watched_at_go);
-            idle_cpu(contenders, i, t, &watched, &at_go, workload)?;
+            // One reading over the allowance is forgiven per runner (a loaded machine once
+            // charged an idle, single-threaded runner 382 µs); work done while others are timed
+            // shows in batch after batch.
+            if let Err(e) = idle_cpu(contenders, i, t, &watched, &at_go, workload) {
+                match &e {
+                    TimingStop::Incorrect { index, .. }
+                        if !std::mem::replace(&mut idle_strike[*index], true) => {}
+                    _ => return Err(e),
+                }
+            }
             let c = &mut contenders[i];
             if !c.trusted {
                 snapshots[i] = sample(spec, workload, &slots(c, &pool), &calls[i], &mut secret);
