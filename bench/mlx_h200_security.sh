@@ -11,7 +11,7 @@
 #   hostile bench/mlx_hostile.py against mlx/selective_state_update (workload b16)
 #   rounds  what a timed round costs a graph runner, part by part (bench/mlx_round_cost.py)
 #   profile wall time of `eval mlx/attention baseline.py`, of the selective_state_update seed and
-#           of a new copy of it, by the new and the old evaluator, alternately, twice, starting
+#           of a new copy of it, by the new and the old evaluator, alternately, twice (PASSES), starting
 #           from an empty MLX kernel cache (the first new evaluation fills it, as the first of a
 #           search does), with
 #           the judge's requests and steps profiled, with the runners' first answers on a
@@ -82,7 +82,7 @@ PY
     # a search's new candidate is: its kernel is compiled in every evaluation).
     rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/ksearch/mlx-kernels"
     export JUDGE_PROFILE_OUT="$R/judge-profile.jsonl" PYTHONPATH="$PWD/bench/judge_profile:$PYTHONPATH"
-    for i in 1 2; do
+    for i in ${PASSES:-1 2}; do
       for b in ${BINS:-"$K" "$OLD"}; do
         name=$(basename "$b")
         for t in ${TASKS:-attention ssu}; do

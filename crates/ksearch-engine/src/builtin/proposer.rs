@@ -268,7 +268,10 @@ impl BuiltinProposer {
                 }
                 let mut point = from.clone();
                 point.insert(knob.name.clone(), v.value);
-                if taken.contains(&point) || !self.family.valid(&point) {
+                let Some(point) = self.repaired(task, point, &knob.name) else {
+                    continue;
+                };
+                if taken.contains(&point) {
                     continue;
                 }
                 let model_speedup = base / self.cycles(task, &point);
@@ -309,6 +312,7 @@ impl BuiltinProposer {
             .get(&step.knob)
             .map_or_else(|| "default".to_owned(), |v| self.label(&step.knob, *v));
         let new = self.label(&step.knob, step.value);
+        let along = self.along(from, &step.knob, &step.point);
         let c = corr.get(&step.knob);
         let p = step.predicted;
         let score = (p.ln() / 4f64.ln()).clamp(0.02, 1.0);
@@ -324,13 +328,18 @@ impl BuiltinProposer {
             ),
         };
         NewNode {
-            decision: format!("{}: {old} → {new}", knob.tactic),
+            decision: format!("{}: {old} → {new}{along}", knob.tactic),
             action: Action {
-                title: format!("{}: {new}", knob.tactic),
+                title: format!("{}: {new}{along}", knob.tactic),
                 description: format!(
-                    "{} Changes `{}` from {old} to {new}.{}",
+                    "{} Changes `{}` from {old} to {new}{}.{}",
                     knob.description,
                     knob.name,
+                    if along.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({}: the change alone breaks a constraint)", &along[2..])
+                    },
                     pattern_note(knob.pattern.as_deref())
                 ),
                 difficulty: knob.difficulty.clamp(1, 5),
@@ -366,6 +375,53 @@ impl BuiltinProposer {
             note,
             payload: serde_json::to_value(AttemptPlan { point }).expect("plans serialize"),
         })
+    }
+
+    /// `point`, or where it breaks a constraint, `point` with the smallest change of one other
+    /// knob than `knob` that meets them all: fewest values away, then the cheapest by the cost
+    /// model. It is the step a kernel engineer takes with a change (a larger tile brings more
+    /// warps, a deeper reduction step fewer pipeline stages), without which the change alone
+    /// would never be proposed. `None` when no such change exists.
+    fn repaired(&self, task: &Task, point: Point, knob: &str) -> Option<Point> {
+        if self.family.valid(&point) {
+            return Some(point);
+        }
+        let mut best: Option<(usize, f64, Point)> = None;
+        for other in self.family.knobs().iter().filter(|k| k.name != knob) {
+            let Some(now) = point.get(&other.name) else {
+                continue;
+            };
+            let Some(i) = other.values.iter().position(|v| v.value == *now) else {
+                continue;
+            };
+            for (j, v) in other.values.iter().enumerate() {
+                if j == i {
+                    continue;
+                }
+                let mut p = point.clone();
+                p.insert(other.name.clone(), v.value);
+                if !self.family.valid(&p) {
+                    continue;
+                }
+                let key = (i.abs_diff(j), self.cycles(task, &p));
+                if best
+                    .as_ref()
+                    .is_none_or(|(d, c, _)| key.0 < *d || (key.0 == *d && key.1 < *c))
+                {
+                    best = Some((key.0, key.1, p));
+                }
+            }
+        }
+        best.map(|(_, _, p)| p)
+    }
+
+    /// The other knobs a step changes with its own (its repair), as labels: ", with 8 warps".
+    fn along(&self, from: &Point, knob: &str, point: &Point) -> String {
+        point
+            .iter()
+            .filter(|(k, v)| k.as_str() != knob && from.get(*k) != Some(*v))
+            .map(|(k, v)| format!(", with {}", self.label(k, *v)))
+            .collect()
     }
 
     /// Values of `knob` next to `value` (for ordered knobs), nearest first.
@@ -507,10 +563,12 @@ impl Proposer for BuiltinProposer {
                 })
                 .transpose();
         };
+        // The parent's point with the knob's new value, repaired where that alone breaks a
+        // constraint (an invalid point is left as it is, and filtered out below).
         let with = |value: i64| {
             let mut c = parent_point.clone();
             c.insert(plan.knob.clone(), value);
-            c
+            self.repaired(ctx.task, c.clone(), &plan.knob).unwrap_or(c)
         };
         let pick = |values: Vec<i64>| -> Option<(i64, Point)> {
             let mut options: Vec<(i64, Point)> = values
@@ -563,10 +621,11 @@ impl Proposer for BuiltinProposer {
                     .get(&plan.knob)
                     .map_or_else(|| "default".into(), |v| self.label(&plan.knob, *v));
                 let note = format!(
-                    "{:?}: `{}` {from} → {}",
+                    "{:?}: `{}` {from} → {}{}",
                     req.kind,
                     plan.knob,
-                    self.label(&plan.knob, value)
+                    self.label(&plan.knob, value),
+                    self.along(&parent_point, &plan.knob, &point)
                 )
                 .to_lowercase();
                 self.candidate(req.node, point, note)

@@ -133,3 +133,87 @@ fn a_source_already_measured_in_the_run_is_not_proposed_again() {
     let again = implement(&tree, &attempts, ids[0]);
     assert_ne!(again.as_deref(), Some(first.as_str()));
 }
+
+/// torch/gemm_bf16 with its Triton GEMM space, as the task directory holds them.
+fn gemm_bf16() -> Task {
+    let spec = ksearch_core::parse_task(
+        include_str!("../../../../tasks/torch/gemm_bf16/task.toml"),
+        "task.toml",
+    )
+    .expect("the gemm_bf16 task parses");
+    let source = |file: &str, text: &str| Source {
+        file: file.into(),
+        text: text.into(),
+    };
+    Task {
+        id: "torch/gemm_bf16".into(),
+        spec,
+        reference: source("reference.py", ""),
+        seed: source("seed.py", ""),
+        baseline: None,
+        comparisons: Vec::new(),
+        space: Some(ksearch_core::space::TaskSpace {
+            file: "space/space.toml".into(),
+            spec: ksearch_core::space::parse_space(
+                include_str!("../../../../tasks/torch/gemm/space/space.toml"),
+                "space.toml",
+            )
+            .expect("the gemm space parses"),
+            templates: vec![source(
+                "kernel.py.j2",
+                include_str!("../../../../tasks/torch/gemm/space/kernel.py.j2"),
+            )],
+        }),
+        worker: None,
+    }
+}
+
+#[test]
+fn a_change_that_breaks_a_constraint_alone_comes_with_the_smallest_repair() {
+    use crate::builtin::families::point_of;
+    let task = gemm_bf16();
+    let hw = ksearch_eval::knowledge().hardware("h200").unwrap().clone();
+    let p = BuiltinProposer::for_task(&task, machine::generic(), Some(&hw)).unwrap();
+    let from = point_of(&[
+        ("block_m", 128),
+        ("block_n", 128),
+        ("block_k", 32),
+        ("warps", 4),
+        ("stages", 5),
+        ("group_m", 1),
+    ]);
+    let steps = p.steps(&task, &from, &Default::default(), &Default::default(), 0);
+    // A 128x256 tile breaks "over 128x128 needs 8 warps" with 4: it is proposed with 8 warps
+    // (one value away), not left out and not with a smaller tile of the other side.
+    let wider = steps.iter().find(|s| s.knob == "block_n").unwrap();
+    assert_eq!(wider.value, 256);
+    assert_eq!(wider.point.get("warps"), Some(&8));
+    assert_eq!(wider.point.get("block_m"), Some(&128));
+    let node = p.new_node(&from, wider, &Default::default());
+    assert_eq!(
+        node.action.title,
+        "output tile width: 256 columns, with 8 warps"
+    );
+    // From there, 64 per step breaks the shared-memory limit at 5 stages: 4 stages come with
+    // it (cheaper by the cost model than a smaller tile, equally near).
+    let deeper = p
+        .repaired(
+            &task,
+            {
+                let mut q = wider.point.clone();
+                q.insert("block_k".into(), 64);
+                q
+            },
+            "block_k",
+        )
+        .unwrap();
+    assert_eq!(deeper.get("stages"), Some(&4));
+    assert_eq!(deeper.get("block_n"), Some(&256));
+    // A valid change is left as it is; one no single other knob can repair is not proposed.
+    assert_eq!(p.repaired(&task, from.clone(), "warps"), Some(from.clone()));
+    let mut hopeless = from.clone();
+    hopeless.insert("block_m".into(), 256);
+    hopeless.insert("block_n".into(), 256);
+    hopeless.insert("block_k".into(), 128);
+    assert_eq!(p.repaired(&task, hopeless, "block_k"), None);
+}
