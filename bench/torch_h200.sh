@@ -5,7 +5,8 @@
 #                    --target cuda --json`, short timing: against its baselines and comparisons
 #   faults           torch/gemm_bf16 candidates from bench/torch_faults/ that must come to a
 #                    stated status (an illegal address, out of memory, a kernel that never ends,
-#                    a written input: the gauntlet on the GPU), a `.cu` through load_cu and a
+#                    a written input: the gauntlet on the GPU), answers remembered by set (no
+#                    gain over their honest twin, or `incorrect`), a `.cu` through load_cu and a
 #                    load_inline extension (both must pass), and a Triton point of the GEMM space
 #   dobench          the timing cross-check: bench/torch_do_bench.py times the same kernels with
 #                    triton.testing.do_bench and with the harness (agreement within 5% asked on
@@ -92,6 +93,10 @@ case "$step" in
     # After the faults, a fresh evaluation: the seed still passes.
     eval_one faults passed--seed_after_faults "$task" "" "${M256[@]}" "${QUICK[@]}"
     eval_one faults passed--load_cu "$task" "$f/load_cu.py" "${M256[@]}" "${QUICK[@]}"
+    # Answers remembered by set and a sample of values, against its honest twin: `nogain`.
+    sed 's/^HITS = True/HITS = False/' "$f/remembers_answers.py" > "$work/remembers_twin.py"
+    eval_one faults nogain--remembers_answers "$task" "$f/remembers_answers.py" "${M256[@]}" "${QUICK[@]}" \
+      --against "$work/remembers_twin.py"
     "$PY" bench/torch_do_bench.py --render-point "$work/triton_point.py" >> "$summary"
     eval_one faults passed--triton_point "$task" "$work/triton_point.py" "${QUICK[@]}"
     LIMIT=240 eval_one faults passed--load_inline "$task" "$f/load_inline.py" "${M256[@]}" "${QUICK[@]}" --timeout 230

@@ -6,7 +6,8 @@
     python3 bench/torch_summary.py search FILE   the result of `ksearch run/resume --json`
 
 An eval file is DIR/NAME.json (stdout) beside DIR/NAME.err (stderr); for `faults`, NAME is
-`<expected status>--<candidate>`."""
+`<expected status>--<candidate>` (`nogain`: `incorrect`, or passed at most 1.05x over the candidate
+it was evaluated `--against`)."""
 
 import json
 import pathlib
@@ -52,6 +53,10 @@ def evals(directory, expect=False):
         if expect:
             wanted, name = name.split("--", 1)
             got = j.get("status")
+            if wanted == "nogain":
+                # Caught, or timed at no more than 5% over its honest twin (`--against`).
+                vs = j.get("speedup_vs_against")
+                got = "nogain" if got == "incorrect" or (got == "passed" and vs is not None and vs <= 1.05) else f"{got} {vs}x"
             ok += got == wanted
             print(("ok   " if got == wanted else "FAIL ") + f"(expected {wanted:13}) " + eval_line(name, j))
         else:
