@@ -13,7 +13,8 @@
 #                    kernels of 50 us and more)
 #   search           the builtin proposer on torch/gemm_bf16's M4096 workload (4096^3 bf16, the
 #                    Triton space; target: 0.8x of cuBLAS), stopped by SEARCH_TIME (default
-#                    6m30s) and, as Ctrl-C would, by BUDGET_S (default 470); then tree, report and
+#                    6m30s) and, as Ctrl-C would, by BUDGET_S (default 470); WINDOW sets --window
+#                    (a cycle's attempts without improvement before it ends); then tree, report and
 #                    export. It resumes the run in $RUNS/gemm_bf16 (default .device/runs) when one
 #                    is there: carry it back from an earlier call's tgz to go on
 # The ksearch binary is .device/bin/ksearch (a release build made where cargo is; KSEARCH
@@ -123,7 +124,7 @@ case "$step" in
         > "$work/search.json" 2> "$work/search.err"
     else
       timeout -s INT "${BUDGET_S:-470}" "$K" run torch/gemm_bf16 --model builtin --hardware h200 \
-        --workload M4096 --iterations "${ITERS:-60}" --seed 0 --run-dir "$rd" "${common[@]}" "${QUICK[@]}" \
+        --workload M4096 --iterations "${ITERS:-60}" --seed 0 ${WINDOW:+--window "$WINDOW"} --run-dir "$rd" "${common[@]}" "${QUICK[@]}" \
         > "$work/search.json" 2> "$work/search.err"
     fi
     echo "search exit $?" >> "$summary"
