@@ -14,7 +14,8 @@
 #                       report and export; the run directory goes to $OUT to be carried back.
 #                       SEARCH_TIME (default 7m) stops starting rounds after that long and
 #                       BUDGET_S (default 480) interrupts the run as Ctrl-C would, so that the
-#                       device call ends in time; the next `search` resumes it
+#                       device call ends in time; the next `search` resumes it. SEARCH_ARGS
+#                       adds arguments to a new run (e.g. "--workload L4096 --window 1")
 # Usage: bash bench/mlx_space_h200.sh STEP TASK [ITERS]   (results in $OUT)
 set -uo pipefail
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
@@ -65,7 +66,7 @@ case "$step" in
       timeout -s INT "${BUDGET_S:-480}" "$K" resume "$rd" --iterations "$iters" --time "${SEARCH_TIME:-7m}" --json > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
     else
       timeout -s INT "${BUDGET_S:-480}" "$K" run "mlx/$task" --model builtin --hardware h200 --iterations "$iters" --time "${SEARCH_TIME:-7m}" --seed 0 \
-        --run-dir "$rd" --json "${QUICK[@]}" > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
+        --run-dir "$rd" --json "${QUICK[@]}" ${SEARCH_ARGS:-} > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
     fi
     "$K" tree "$rd" > "$OUTDIR/tree-$task.txt"
     "$K" report "$rd" -o "$OUTDIR/report-$task.html"
