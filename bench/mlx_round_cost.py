@@ -3,11 +3,9 @@
 A round is what an executor does before each timed batch: poison buffers of the outputs' sizes
 with NaN, draw every call's inputs on the device and cut them into one view per call. This
 measures each part for the shapes of mlx/selective_state_update and mlx/attention, at the
-number of calls the timing gives a batch there: a round drawn afresh and cut (`split`, what
-every timed round cost before 2026-12-04 and what the first timed round of a workload still
-costs), a round made from the last one by `perturb_stacks` and cut (`perturbed`, every later
-timed round since), the cutting before `mx.split` (a slice and a reshape per call and input,
-kept here as `views_per_call`), and what starting MLX costs a fresh process.
+number of calls the timing gives a batch there, for the cutting this tree does (`mx.split`, in
+`ksearch_harness.arrays.round_inputs`) and for the one before it (a slice and a reshape per call
+and input, kept here as `views_per_call`), and what starting MLX costs a fresh process.
 
     PYTHONPATH=harness python3 bench/mlx_round_cost.py [--device cpu] > round-cost.json
 """
@@ -118,7 +116,7 @@ def main():
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--cases", default=",".join(CASES))
     args = ap.parse_args()
-    from ksearch_harness.arrays import MlxArrays, cut_sets, perturb_stacks, round_inputs, round_stacks
+    from ksearch_harness.arrays import MlxArrays, round_inputs
 
     arrays = MlxArrays("cpu" if args.device == "cpu" else "cuda")
     mx = arrays.mx
@@ -133,14 +131,6 @@ def main():
         row["poison_fused"] = timed(mx, lambda r: poison_fused(mx, arrays, poison), args.reps)
         row["draws"] = timed(mx, lambda r: draws_only(mx, arrays, specs, shapes, r, count), args.reps)
         row["split"] = timed(mx, lambda r: round_inputs(mx, arrays, specs, shapes, r, count), args.reps)
-        held = [round_stacks(mx, arrays, specs, shapes, 1, count)]
-
-        def perturbed(r):
-            held[0] = perturb_stacks(mx, arrays, specs, held[0], r + 1)
-            return cut_sets(mx, held[0], shapes, count)
-
-        row["perturbed"] = timed(mx, perturbed, args.reps)
-        held.clear()
         row["views_per_call"] = timed(mx, lambda r: views_per_call(mx, arrays, specs, shapes, r, count), args.reps)
         out["cases"][name] = row
         mx.clear_cache()

@@ -233,122 +233,31 @@ def set_rows(shape):
     return rows if (rows - shape[0]) * row <= max(size, SET_ALIGN) else None
 
 
-def round_inputs(mx, arrays, specs, shapes, seed, count, keys=()):
-    """`count` sets of inputs for one timed round: drawn on the device from `seed`, then changed
-    by `perturb_stack` with each of `keys` in turn (a timed round after the first changes the
-    last round's sets with one new key). The same seed, count and keys give the same sets in
-    every process on one device."""
-    stacks = round_stacks(mx, arrays, specs, shapes, seed, count)
-    for key in keys:
-        stacks = perturb_stacks(mx, arrays, specs, stacks, key)
-    return cut_sets(mx, stacks, shapes, count)
-
-
-def round_stacks(mx, arrays, specs, shapes, seed, count):
-    """Each input's `count` sets stacked in one array, drawn on the device from `seed` with one
-    draw per input for the whole round (a draw per set and input costs thousands of small
-    launches a round, which on MLX's CUDA backend took longer than the kernels timed): along its
-    first axis, each set starting on a SET_ALIGN boundary (`set_rows`), or one row of a
-    `(count, stride)` array per set."""
+def round_inputs(mx, arrays, specs, shapes, seed, count):
+    """`count` sets of inputs for one timed round, drawn on the device from `seed` with one draw
+    per input for the whole round (a draw per set and input costs thousands of small launches a
+    round, which on MLX's CUDA backend took longer than the kernels timed). The sets of an input
+    are stacked along its first axis and cut apart by one `mx.split`: a view per set, without
+    a slice and a reshape of its own (those took most of a short kernel's round). The same seed
+    and count give the same sets in every process on one device."""
     keys = mx.random.split(mx.random.key(seed & 0xFFFFFFFF), max(len(specs), 2))
-    stacks = []
+    columns = []
     for i, (spec, shape) in enumerate(zip(specs, shapes)):
         shape = tuple(shape)
         rows = set_rows(shape)
         if rows is None:
             size = int(np.prod(shape, dtype=np.int64))
             stride = max(-(-size // SET_ALIGN) * SET_ALIGN, SET_ALIGN)
-            x = _device_draw(mx, arrays, spec, (count, stride), keys[i])
-        else:
-            x = _device_draw(mx, arrays, spec, (count * rows, *shape[1:]), keys[i])
-        # Drawn one input at a time, so that only one input's f32 draw is alive at once.
-        mx.eval(x)
-        stacks.append(x)
-    return stacks
-
-
-def cut_sets(mx, stacks, shapes, count):
-    """The stacked inputs cut into one view per set, `[set][input]`: by one `mx.split` per input
-    where the sets lie along its first axis (a slice and a reshape per set took most of a short
-    kernel's round), a slice and a reshape per set otherwise."""
-    columns = []
-    for x, shape in zip(stacks, shapes):
-        shape = tuple(shape)
-        rows = set_rows(shape)
-        if rows is None:
-            size = int(np.prod(shape, dtype=np.int64))
-            columns.append([x[j, :size].reshape(shape) for j in range(count)])
-        elif rows == shape[0]:
-            columns.append(mx.split(x, count, axis=0) if count > 1 else [x])
+            flat = _device_draw(mx, arrays, spec, (count, stride), keys[i])
+            # Drawn one input at a time, so that only one input's f32 draw is alive at once.
+            mx.eval(flat)
+            columns.append([flat[j, :size].reshape(shape) for j in range(count)])
+            continue
+        stacked = _device_draw(mx, arrays, spec, (count * rows, *shape[1:]), keys[i])
+        mx.eval(stacked)
+        if rows == shape[0]:
+            columns.append(mx.split(stacked, count, axis=0) if count > 1 else [stacked])
         else:
             cuts = [c for j in range(count) for c in (j * rows + shape[0], (j + 1) * rows)][:-1]
-            columns.append(mx.split(x, cuts, axis=0)[::2])
+            columns.append(mx.split(stacked, cuts, axis=0)[::2])
     return [list(s) for s in zip(*columns)]
-
-
-# Low mantissa bits a perturbation may flip, per float dtype: up to 12.5% of a value, its sign
-# and binade kept (as the c backend's judge perturbs its inputs).
-_MANTISSA_NOISE = {"f32": (0x000F_FFFF, "uint32"), "f16": (0x7F, "uint16"), "bf16": (0xF, "uint16")}
-_HASH = (0x9E37_79B1, 0x85EB_CA77, 0xC2B2_AE3D)
-_PERTURB = {}
-
-
-def _hash(mx, n, key):
-    """A 32-bit hash of each element's index `0..n` and `key`, on the device."""
-    u32 = mx.uint32
-    h = mx.arange(n, dtype=u32) + key
-    h = h * mx.array(_HASH[0], dtype=u32)
-    h = h ^ (h >> 16)
-    h = h * mx.array(_HASH[1], dtype=u32)
-    h = h ^ (h >> 13)
-    h = h * mx.array(_HASH[2], dtype=u32)
-    return h ^ (h >> 16)
-
-
-def perturb_stack(mx, arrays, x, spec, key):
-    """`x` with every element changed, in one pass on the device: a float gets fresh random low
-    mantissa bits (the last always flipped, so no element keeps its value), an integer moves by
-    1 to span-1 inside its `init` range, wrapping. A kernel can neither recognise an earlier
-    round's inputs nor update an earlier answer cheaply. Where no such pass applies (another
-    dtype, 2**32 elements or more), the input is drawn afresh from `key`."""
-    dtype = spec["dtype"]
-    n = int(np.prod(x.shape, dtype=np.int64))
-    key_u32 = mx.array(key & 0xFFFF_FFFF, dtype=mx.uint32)
-    if n >= 1 << 32 or n == 0:
-        return _device_draw(mx, arrays, spec, x.shape, mx.random.key(key & 0xFFFF_FFFF))
-    if dtype in _MANTISSA_NOISE:
-        mask, bits = _MANTISSA_NOISE[dtype]
-        fn = _PERTURB.get(dtype)
-        if fn is None:
-            u = getattr(mx, bits)
-
-            def flip(v, k):
-                noise = (_hash(mx, v.size, k) & mask) | 1
-                return mx.view(mx.view(v, u) ^ noise.astype(u).reshape(v.shape), v.dtype)
-
-            fn = _PERTURB[dtype] = mx.compile(flip)
-        return fn(x, key_u32)
-    if dtype in ("i32", "i64"):
-        init = spec.get("init") or {"randint": [-100, 100]}
-        (kind, (lo, hi)), = init.items()
-        if kind != "randint":
-            lo, hi = -100, 100
-        span = int(hi) - int(lo) + 1
-        if span < 2:
-            return x
-        step = 1 + (_hash(mx, n, key_u32) % (span - 1)).astype(mx.int64).reshape(x.shape)
-        moved = (x.astype(mx.int64) - int(lo) + step) % span + int(lo)
-        return moved.astype(x.dtype)
-    return _device_draw(mx, arrays, spec, x.shape, mx.random.key(key & 0xFFFF_FFFF))
-
-
-def perturb_stacks(mx, arrays, specs, stacks, key):
-    """Every input's stack perturbed with `key` (one input at a time, each old stack given back
-    as soon as its new one exists)."""
-    out = list(stacks)
-    del stacks
-    for i, spec in enumerate(specs):
-        x = perturb_stack(mx, arrays, out[i], spec, key)
-        mx.eval(x)
-        out[i] = x
-    return out

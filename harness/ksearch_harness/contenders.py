@@ -323,16 +323,14 @@ class GraphContender:
             raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         return got
 
-    def round(self, workload, seed, sets, keys=()):
-        """`sets` fresh input sets for the next batches, drawn in the runner from `seed` and
-        changed with each of `keys` in turn (`arrays.round_inputs`; their outputs' memory
-        poisoned first, for an untrusted module)."""
+    def round(self, workload, seed, sets):
+        """`sets` fresh input sets for the next batches, drawn in the runner from `seed` (their
+        outputs' memory poisoned first, for an untrusted module)."""
         reply, _ = self.runner.request({
             "op": "round",
             "workload": workload["name"],
             "seed": seed,
             "sets": sets,
-            "keys": list(keys),
             "poison": not self.trusted,
             "inputs": self.task["inputs"],
             "shapes": [list(s) for s in self.shapes[workload["name"]]],

@@ -338,7 +338,7 @@ def export(mx, arrays, run, w):
 def execute(sock, target):
     """Run graphs traced elsewhere; inputs drawn here from the judge's seeds."""
     from . import kernel_cache
-    from .arrays import arrays_for, cut_sets, perturb_stacks, round_stacks
+    from .arrays import arrays_for, round_inputs
 
     # Before MLX compiles anything: where it finds and puts compiled kernels.
     view = kernel_cache.private_view()
@@ -386,26 +386,14 @@ def execute(sock, target):
                 # memory MLX keeps cached for the last one goes back to the device, which the
                 # other contenders' processes share.
                 other_workload = bool(rounds) and w not in rounds
-                last = rounds.pop(w, None)
                 rounds.clear()
                 if other_workload:
                     mx.clear_cache()
                 if h.get("poison", True):
                     arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * h["sets"])
-                # A timed round's sets are the last round's, changed with the newest of `keys`
-                # (one cheap pass on the device, in place of a fresh draw), when this runner
-                # holds them; otherwise drawn from `seed` and changed with every key in turn.
-                base, keys = (h["seed"], h["sets"]), list(h.get("keys") or [])
-                if last is not None and last["base"] == base and keys and last["keys"] == keys[:-1]:
-                    stacks = perturb_stacks(mx, arrays, h["inputs"], last["stacks"], keys[-1])
-                else:
-                    stacks = round_stacks(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"])
-                    for key in keys:
-                        stacks = perturb_stacks(mx, arrays, h["inputs"], stacks, key)
-                del last
-                sets = cut_sets(mx, stacks, h["shapes"], h["sets"])
+                sets = round_inputs(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"])
                 mx.eval(sets)
-                rounds[w] = {"sets": sets, "outs": [], "stacks": stacks, "base": base, "keys": keys}
+                rounds[w] = {"sets": sets, "outs": []}
                 reply(sock, {"op": "ready"})
             elif op == "go":
                 r = rounds[h["workload"]]

@@ -195,15 +195,11 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
         rnd = 0
         kept = None
         untrusted = [i for i, c in enumerate(contenders) if not c.trusted]
-        # A graph round's sets are drawn once from `round_seed`; each round changes every element
-        # of them with a new key (`arrays.perturb_stack`), which costs one pass on the device
-        # where a fresh draw cost several.
-        round_seed, keys = seed(), []
         while True:
             if graph:
-                keys.append(seed())
+                round_seed = seed()
                 for i, c in enumerate(contenders):
-                    guarded(i, c.round, workload, round_seed, round_len, keys)
+                    guarded(i, c.round, workload, round_seed, round_len)
             else:
                 for s in range(round_len):
                     pool.fill(task, workload, s, seed())
@@ -236,7 +232,7 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
             if truth is not None and untrusted and int(secret.integers(0, rnd + 1)) == 0:
                 call = int(secret.integers(0, min(ks[i] for i in untrusted)))
                 if graph:
-                    where = (round_seed, round_len, list(keys), call)
+                    where = (round_seed, round_len, call)
                     got = {i: guarded(i, contenders[i].fetch, workload, call) for i in untrusted}
                 else:
                     where = pool.input_arrays(call)

@@ -275,14 +275,13 @@ class Truth:
         self.arrays, self.task, self.w, self.reference = arrays, task, w, reference
         self.axes = {k: int(v) for k, v in w["axes"].items()}
 
-    def inputs_of_round(self, seed, count, keys, call):
-        """Call `call`'s inputs of a graph round drawn from `seed` and changed with `keys` (as
-        every executor makes it)."""
+    def inputs_of_round(self, seed, count, call):
+        """Call `call`'s inputs of a graph round drawn from `seed` (as every executor draws it)."""
         from .arrays import round_inputs
         from .contenders import shape_of
 
         shapes = [shape_of(s, self.axes) for s in self.task["inputs"]]
-        return round_inputs(self.arrays.mx, self.arrays, self.task["inputs"], shapes, seed, count, keys)[call]
+        return round_inputs(self.arrays.mx, self.arrays, self.task["inputs"], shapes, seed, count)[call]
 
     def outputs(self, inputs):
         arrays, task, w = self.arrays, self.task, self.w
