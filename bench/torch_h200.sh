@@ -5,8 +5,9 @@
 #                    --target cuda --json`, short timing: against its baselines and comparisons
 #   faults           torch/gemm_bf16 candidates from bench/torch_faults/ that must come to a
 #                    stated status (an illegal address, out of memory, a kernel that never ends,
-#                    a written input: the gauntlet on the GPU), answers remembered by set (no
-#                    gain over their honest twin, or `incorrect`), a `.cu` through load_cu and a
+#                    a written input: the gauntlet on the GPU), answers remembered by set and a
+#                    kernel left spinning after "done" (each: no gain over its honest twin, or
+#                    `incorrect`), a `.cu` through load_cu and a
 #                    load_inline extension (both must pass), and a Triton point of the GEMM space
 #   dobench          the timing cross-check: bench/torch_do_bench.py times the same kernels with
 #                    triton.testing.do_bench and with the harness (agreement within 5% asked on
@@ -98,6 +99,10 @@ case "$step" in
     sed 's/^HITS = True/HITS = False/' "$f/remembers_answers.py" > "$work/remembers_twin.py"
     eval_one faults nogain--remembers_answers "$task" "$f/remembers_answers.py" "${M256[@]}" "${QUICK[@]}" \
       --against "$work/remembers_twin.py"
+    # A kernel left spinning after "done", against its twin: `nogain` (the judge waits it out).
+    sed 's/^SPIN = True/SPIN = False/' "$f/spins_after_done.py" > "$work/spins_twin.py"
+    eval_one faults nogain--spins_after_done "$task" "$f/spins_after_done.py" "${M256[@]}" "${QUICK[@]}" \
+      --against "$work/spins_twin.py"
     "$PY" bench/torch_do_bench.py --render-point "$work/triton_point.py" >> "$summary"
     eval_one faults passed--triton_point "$task" "$work/triton_point.py" "${QUICK[@]}"
     LIMIT=240 eval_one faults passed--load_inline "$task" "$f/load_inline.py" "${M256[@]}" "${QUICK[@]}" --timeout 230

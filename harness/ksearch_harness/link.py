@@ -10,6 +10,7 @@ import array
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -271,6 +272,8 @@ class Runner:
         # The runner's hello is read with its first answer, so that starting several runners
         # overlaps their interpreters' start-up.
         self.greeted = False
+        self.paused = False
+        self.stopped = set()
 
     def cpu_time(self):
         """`(seconds, precise)`: CPU time the runner has used (Linux), or None. Precise means the
@@ -291,6 +294,64 @@ class Runner:
         if ns > 0:
             return max(ns * 1e-9, ticks), True
         return ticks, False
+
+    def pause(self):
+        """Stops the runner and every process it started (SIGSTOP) until the judge next sends
+        it something or waits for its answer: while another contender is timed, a paused runner
+        can neither use the CPU nor start GPU work. That is the runner's process group and, in
+        its own PID namespace, every process of that namespace (a `setsid` daemon leaves the
+        group, not the namespace); gone over until no new one turns up, since a process stopped
+        cannot start another. False where the judge may not signal it (then it runs on)."""
+        if self.paused:
+            return True
+        if self.lost is not None or self.pid is None:
+            return False
+        try:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        except OSError:
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+            except OSError:
+                return False
+        self.paused = True
+        self.stopped = set()
+        ns = self._own_namespace()
+        if ns is not None:
+            for _ in range(4):
+                found = {p for p in _namespace_members(ns) if p not in self.stopped}
+                if not found:
+                    break
+                for p in found:
+                    try:
+                        os.kill(p, signal.SIGSTOP)
+                    except OSError:
+                        pass
+                self.stopped |= found
+        return True
+
+    def _own_namespace(self):
+        """The runner's PID namespace where it has one of its own (not the judge's), else None."""
+        if not (self.confinement or {}).get("pid_namespace"):
+            return None
+        try:
+            ns = os.readlink(f"/proc/{self.pid}/ns/pid")
+            return ns if ns != os.readlink("/proc/self/ns/pid") else None
+        except OSError:
+            return None
+
+    def _resume(self):
+        if self.paused:
+            self.paused = False
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            for p in [self.pid, *self.stopped]:
+                try:
+                    os.kill(p, signal.SIGCONT)
+                except OSError:
+                    pass
+            self.stopped = set()
 
     def lose(self, why):
         if self.lost is not None:
@@ -313,6 +374,7 @@ class Runner:
     def send(self, header, payload=b"", fds=()):
         if self.lost is not None:
             raise self.lost
+        self._resume()
         # A runner answers once per request, so nothing waits when the judge turns to it again;
         # something that does was sent out of turn (a "done" forged early in a batch by candidate
         # code, whose real one followed, a step behind every answer after it).
@@ -347,6 +409,7 @@ class Runner:
                 raise self.broke(f"it began with {hello[0]['op']!r}")
         if self.lost is not None:
             raise self.lost
+        self._resume()
         if timeout is not None:
             ready, _, _ = select.select([self.sock], [], [], timeout)
             if not ready:
@@ -426,9 +489,20 @@ class Runner:
                 pass
 
 
-def signal_name(sig):
-    import signal
+def _namespace_members(ns):
+    """The pids (as this process sees them) of every process in the PID namespace `ns`."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                    found.add(int(entry))
+            except OSError:
+                pass
+    return found
 
+
+def signal_name(sig):
     try:
         return f"signal {sig} ({signal.Signals(sig).name})"
     except ValueError:

@@ -27,6 +27,12 @@ from .torch_arrays import STORAGE, fill_random, torch_dtypes
 # Scratch written before each timed GPU batch: more than twice the L2 of any current GPU (H100
 # and H200: 50 MiB; B200: 126 MiB).
 L2_FLUSH_BYTES = 256 << 20
+# After an untrusted runner's timed batch on the GPU, the judge's flush of the L2 is timed: one
+# that takes over QUIET_FACTOR times the fastest flush seen (and QUIET_SLACK_MS more) found
+# another context's work on the GPU, which the judge waits out, for at most QUIET_LIMIT_S.
+QUIET_FACTOR = 4.0
+QUIET_SLACK_MS = 0.5
+QUIET_LIMIT_S = 2.0
 # Memory a workload's input sets and output slots may take on the GPU, the pool's own and every
 # contender's copy together, at most a third of the device's; the batch size is capped to fit.
 GPU_POOL_BUDGET = 24 << 30
@@ -161,6 +167,65 @@ class TorchPool:
         self.inputs.close()
 
 
+class GpuWatch:
+    """The judge's scratch buffer for flushing the L2 before every timed batch, and its clock on
+    that flush, which says whether the GPU is quiet. Contexts of different processes share a GPU
+    by time slices: while a runner's kernel is still on the GPU (left running after its "done",
+    or started by a thread of it later), the judge's flush waits for a slice of its own and takes
+    far longer than on a quiet GPU. Untrusted runners are paused (SIGSTOP) between their calls,
+    so none can start work while another contender is timed, and after each of their timed
+    batches the judge waits until the GPU is quiet before it goes on: work left running there
+    slows no one timed after it. Work that never ends within QUIET_LIMIT_S is the runner's
+    `incorrect`. One per judge, made (and its flush timed, before any module is loaded) with the
+    first contender."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.buf = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+        self.fastest = float("inf")
+        for _ in range(3):
+            self.flush()
+
+    def flush(self):
+        """Writes the scratch buffer and waits for it; the milliseconds it took on the GPU."""
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        self.buf.fill_(0x5A)
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        self.fastest = min(self.fastest, ms)
+        return ms
+
+    def busy(self, ms):
+        return ms > max(QUIET_FACTOR * self.fastest, self.fastest + QUIET_SLACK_MS)
+
+    def wait_quiet(self, label, clock=None):
+        """Returns once a flush takes its usual time; raises BadOutput for `label` when the GPU
+        stays busy for QUIET_LIMIT_S."""
+        import time
+
+        clock = clock or time.perf_counter
+        started = clock()
+        ms = self.flush()
+        while self.busy(ms):
+            if clock() - started > QUIET_LIMIT_S:
+                raise BadOutput(
+                    f"`{label}` left work running on the GPU after it said \"done\": the GPU stayed busy for over "
+                    f"{QUIET_LIMIT_S:g} s after its timed batch (the judge's L2 flush took {ms:.2f} ms, "
+                    f"{self.fastest:.2f} ms on a quiet GPU)")
+            ms = self.flush()
+
+
+def gpu_watch(arrays):
+    """The judge's GpuWatch, made with its first use."""
+    watch = getattr(arrays, "gpu_watch", None)
+    if watch is None:
+        watch = arrays.gpu_watch = GpuWatch(arrays.torch)
+    return watch
+
+
 class TorchContender:
     """A module run in a torch runner. Starting it spawns the runner; `begin()` asks it to load
     the module and `finish()` waits for that (so that several runners start and load at once)."""
@@ -174,6 +239,8 @@ class TorchContender:
         # and the constants among its inputs (`init`, `constants`).
         self.model_args = model_args
         gpu = arrays.target == "cuda"
+        # Made, and its flush timed, before this contender's runner starts.
+        self.watch = gpu_watch(arrays) if gpu else None
         # Triton and cpp_extension start compilers (nvcc, ptxas, c++): GPU runners may start
         # processes, which the sandbox's PID namespace ends with the runner. So may trusted
         # runners (torch.compile's compile workers).
@@ -183,7 +250,6 @@ class TorchContender:
         self.outs = {}
         self.ins = {}
         self.patterns = {}
-        self.flush = None
         self.begun = False
 
     def begin(self):
@@ -243,25 +309,24 @@ class TorchContender:
         a, b = sets[0] * pool.layout.out_stride, (sets[-1] + 1) * pool.layout.out_stride
         self.outs[pool.id].bytes[a:b].copy_(self.patterns[pool.id][a:b])
 
-    def _flush_l2(self):
-        torch = self.torch
-        if self.flush is None:
-            self.flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-        self.flush.fill_(0x5A)
-
     def call(self, pool, sets, timed):
         """Run on `sets`; the seconds it took, by the judge's clock."""
         pool.copy_to(self.ins[pool.id].bytes, sets)
         self._poison(pool, sets)
-        if self.arrays.target == "cuda":
+        if self.watch is not None:
             if timed:
-                self._flush_l2()
+                self.watch.flush()
             self.torch.cuda.synchronize()
         header = {"op": "go" if timed else "call", "pool": pool.id, "sets": list(sets)}
         if timed:
             seconds, reply, _ = self.runner.timed(header)
         else:
             seconds, (reply, _) = 0.0, self.runner.request(header)
+        if not self.trusted:
+            # Paused until the judge turns to it again: while others are timed it runs nothing.
+            self.runner.pause()
+            if timed and self.watch is not None:
+                self.watch.wait_quiet(self.label)
         op = reply.get("op")
         if op == "bad_output":
             raise BadOutput(reply["message"])

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -494,6 +495,81 @@ class DirectRunner(unittest.TestCase):
     def test_a_syntax_error_is_a_compile_error(self):
         with self.assertRaises(candidates.CompileError):
             direct("def run(x, *, r, c):\n    return = x\n")
+
+
+class Pausing(unittest.TestCase):
+    def test_a_paused_runner_runs_nothing_until_the_judge_turns_to_it(self):
+        # A module whose thread counts while nobody calls it: paused, it counts nothing.
+        text = ("import threading, time\nimport numpy as np\n_n = [0]\n"
+                "def _spin():\n    while True:\n        _n[0] += 1\n        time.sleep(0.001)\n"
+                "threading.Thread(target=_spin, daemon=True).start()\n"
+                "def run(x, *, r, c):\n    return np.full(x.shape, float(_n[0]), dtype=np.float32)\n")
+        c = direct(text)
+        try:
+            runner = c.runner
+            self.assertTrue(runner.pause())
+            with open(f"/proc/{runner.pid}/stat") as f:
+                state = f.read().rsplit(") ", 1)[1].split()[0]
+            for _ in range(100):
+                if state in "Tt":
+                    break
+                time.sleep(0.01)
+                with open(f"/proc/{runner.pid}/stat") as f:
+                    state = f.read().rsplit(") ", 1)[1].split()[0]
+            self.assertIn(state, "Tt")
+            before = runner.cpu_time()[0]
+            time.sleep(0.3)
+            self.assertEqual(runner.cpu_time()[0], before)
+            # The next request continues it, and it answers.
+            pool = contenders.Pool(TASK, WORKLOAD, 1)
+            try:
+                pool.fill(TASK, WORKLOAD, 0, 1)
+                c.map_pool(pool)
+                c.call(pool, [0], False)
+                self.assertFalse(runner.paused)
+                c.drop_pool(pool)
+            finally:
+                pool.close()
+        finally:
+            c.stop()
+
+
+class GpuQuiet(unittest.TestCase):
+    """The torch judge's wait for a quiet GPU, on flush times given to it (no GPU here)."""
+
+    def watch(self, times):
+        from ksearch_harness.torch_contenders import GpuWatch
+
+        w = GpuWatch.__new__(GpuWatch)
+        w.fastest = 0.1
+        left = list(times)
+
+        def flush():
+            ms = left.pop(0)
+            w.fastest = min(w.fastest, ms)
+            return ms
+
+        w.flush = flush
+        return w, left
+
+    def test_work_left_on_the_gpu_is_waited_out(self):
+        w, left = self.watch([3.0, 2.5, 0.11])
+        w.wait_quiet("candidate.py", clock=iter([0.0, 0.5, 1.0, 1.5]).__next__)
+        self.assertEqual(left, [])
+
+    def test_a_flush_a_little_slower_is_quiet(self):
+        w, left = self.watch([0.35, 9.9])
+        w.wait_quiet("candidate.py", clock=iter([0.0]).__next__)
+        self.assertEqual(left, [9.9])
+
+    def test_work_that_never_ends_is_the_runners_fault(self):
+        from ksearch_harness import torch_contenders
+
+        w, _ = self.watch([3.0] * 10)
+        with self.assertRaises(contenders.BadOutput) as e:
+            w.wait_quiet("candidate.py", clock=iter([0.0, 1.0, 2.5]).__next__)
+        self.assertIn("`candidate.py` left work running on the GPU", str(e.exception))
+        self.assertIn(f"{torch_contenders.QUIET_LIMIT_S:g} s", str(e.exception))
 
 
 class Gauntlet(unittest.TestCase):

@@ -419,8 +419,11 @@ fn torch_harness_cpu_no_runner_sees_a_calls_inputs_before_its_own_call() {
     let words: Vec<&str> = last.split_whitespace().collect();
     let lead_ms: f64 = words[2].parse().unwrap();
     let polls: u64 = words[4].parse().unwrap();
-    // It looked often enough to have seen inputs 500 ms early, had they been there to see.
-    assert!(polls >= 20, "{last}");
+    // Its thread ran (it polled while its runner was answering the judge), but not while the
+    // parent was timed: an untrusted runner is paused (SIGSTOP) between its calls, and the
+    // parent's eight or more batches of 500 ms would have given it over 80 polls.
+    assert!(polls >= 1, "{last}");
+    assert!(polls < 60, "{last}");
     // What it can see early is only what the judge writes just before its own batch, while the
     // batch's earlier calls run (62 ms at most on a loaded 2-core machine; 340 ms with one input
     // memory for all and a 300 ms parent).
