@@ -289,6 +289,26 @@ mod c_only {
         assert!(!log.contains("root:x:0:0"), "{log}");
     }
 
+    #[test]
+    fn the_assembler_embeds_no_file_but_the_candidates_own() {
+        // `.incbin` in inline assembly reads a file past the preprocessor's include rules: the
+        // assembler runs in the compiler's sandbox too, so the file is not there to embed (a
+        // candidate that embedded it could print it into the run's stored output).
+        let e = evaluate(format!(
+            "__asm__(\".section .rodata\\n.incbin \\\"/etc/passwd\\\"\\n.previous\\n\");\n{}",
+            candidate(ALL_ROWS)
+        ));
+        assert_eq!(
+            e.result.status,
+            Status::CompileError,
+            "{}",
+            e.result.message
+        );
+        let log = &e.result.compile.as_ref().unwrap().log;
+        assert!(log.contains("/etc/passwd"), "{log}");
+        assert!(!log.contains("root:x:0:0"), "{log}");
+    }
+
     /// A candidate that tries to steal the judge's descriptors through pidfds (`pidfd_open` on
     /// its parent and every low pid, then `pidfd_getfd` on their first 64 descriptors), writes a
     /// forged `passed` result to whatever it got, signals them, and returns zeros: only a forgery
