@@ -272,6 +272,9 @@ class Runner:
         # The runner's hello is read with its first answer, so that starting several runners
         # overlaps their interpreters' start-up.
         self.greeted = False
+        # Whether the runner is paused after every answer (`pause`), until the judge turns to it
+        # again: the torch judge's untrusted runners are.
+        self.pause_between = False
         self.paused = False
         self.stopped = set()
 
@@ -306,13 +309,15 @@ class Runner:
             return True
         if self.lost is not None or self.pid is None:
             return False
+        # The runner itself first: it may have left the process group (`setsid`).
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+        except OSError:
+            return False
         try:
             os.killpg(self.proc.pid, signal.SIGSTOP)
         except OSError:
-            try:
-                os.kill(self.pid, signal.SIGSTOP)
-            except OSError:
-                return False
+            pass
         self.paused = True
         self.stopped = set()
         ns = self._own_namespace()
@@ -422,6 +427,8 @@ class Runner:
             raise self.broke(str(e) or type(e).__name__) from None
         if got is None:
             raise self.lose("its socket closed")
+        if self.pause_between:
+            self.pause()
         return got[0], got[1]
 
     def request(self, header, payload=b"", fds=(), max_payload=0):

@@ -16,6 +16,8 @@ last-level cache (and waits for it), so every call of the batch starts with its 
 memory, not in L2; the calls of a batch run on sets of their own, so no call finds another's
 inputs cached either."""
 
+import time
+
 import numpy as np
 
 from .candidates import CandidateError, CompileError
@@ -204,8 +206,6 @@ class GpuWatch:
     def wait_quiet(self, label, clock=None):
         """Returns once a flush takes its usual time; raises BadOutput for `label` when the GPU
         stays busy for QUIET_LIMIT_S."""
-        import time
-
         clock = clock or time.perf_counter
         started = clock()
         ms = self.flush()
@@ -246,6 +246,9 @@ class TorchContender:
         # runners (torch.compile's compile workers).
         self.runner = Runner("torch", arrays.target, settings.root_dir, gpu, settings.memory,
                              None if gpu else settings.runner_cpu, env, allow_fork=gpu or trusted)
+        # Paused after every answer until the judge turns to it again: while others are timed
+        # it runs nothing.
+        self.runner.pause_between = not trusted
         self.confinement = self.runner.confinement
         self.outs = {}
         self.ins = {}
@@ -322,11 +325,8 @@ class TorchContender:
             seconds, reply, _ = self.runner.timed(header)
         else:
             seconds, (reply, _) = 0.0, self.runner.request(header)
-        if not self.trusted:
-            # Paused until the judge turns to it again: while others are timed it runs nothing.
-            self.runner.pause()
-            if timed and self.watch is not None:
-                self.watch.wait_quiet(self.label)
+        if timed and not self.trusted and self.watch is not None:
+            self.watch.wait_quiet(self.label)
         op = reply.get("op")
         if op == "bad_output":
             raise BadOutput(reply["message"])

@@ -382,34 +382,7 @@ def run(x, *, rows, cols):
 )]
 fn torch_harness_cpu_no_runner_sees_a_calls_inputs_before_its_own_call() {
     let f = TorchCpuFixture::new();
-    let parent = Source {
-        file: "parent.py".into(),
-        text: format!(
-            "import time\n\n{}\n\nrun_ = run\n\n\ndef run(x, **axes):\n    time.sleep(0.5)\n    return run_(x, **axes)\n",
-            TORCH_RUN
-        ),
-    };
-    let candidate = Source {
-        file: "watcher.py".into(),
-        text: WATCHES_ITS_INPUTS.into(),
-    };
-    let mut opts = quick_options();
-    if let Some(t) = opts.timing.as_mut() {
-        t.min_runs = 8;
-    }
-    let e = f
-        .evaluator()
-        .evaluate(
-            f.task(),
-            &candidate,
-            Contenders {
-                parent: Some(&parent),
-                incumbent: None,
-                comparisons: false,
-            },
-            &opts,
-        )
-        .unwrap();
+    let e = beside_a_slow_parent(&f, "watcher.py", WATCHES_ITS_INPUTS);
     assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
     let text = printed(&e);
     let last = text
@@ -428,6 +401,110 @@ fn torch_harness_cpu_no_runner_sees_a_calls_inputs_before_its_own_call() {
     // batch's earlier calls run (62 ms at most on a loaded 2-core machine; 340 ms with one input
     // memory for all and a 300 ms parent).
     assert!(lead_ms < 250.0, "{last}");
+}
+
+/// `candidate` evaluated on the torch CPU target beside a parent that takes 500 ms a call, for at
+/// least eight samples each: the candidate's runner waits through 4 s of the parent's batches.
+fn beside_a_slow_parent(f: &TorchCpuFixture, file: &str, text: &str) -> Evaluation {
+    let parent = Source {
+        file: "parent.py".into(),
+        text: format!(
+            "import time\n\n{}\n\nrun_ = run\n\n\ndef run(x, **axes):\n    time.sleep(0.5)\n    return run_(x, **axes)\n",
+            TORCH_RUN
+        ),
+    };
+    let candidate = Source {
+        file: file.into(),
+        text: text.into(),
+    };
+    let mut opts = quick_options();
+    if let Some(t) = opts.timing.as_mut() {
+        t.min_runs = 8;
+    }
+    f.evaluator()
+        .evaluate(
+            f.task(),
+            &candidate,
+            Contenders {
+                parent: Some(&parent),
+                incumbent: None,
+                comparisons: false,
+            },
+            &opts,
+        )
+        .unwrap()
+}
+
+/// A torch module that leaves its runner's process group (`setsid`), so that a signal to the
+/// group misses it, and keeps a thread ticking every 5 ms (too little CPU for the judge's
+/// accounting to see): what a module would use to work (precompute, or hold the GPU) while
+/// another contender is timed. It reports the most ticks between the end of one of its calls and
+/// the start of the next (`gap`): over one of the parent's 500 ms batches, a runner left running
+/// ticks about a hundred times.
+const LEAVES_ITS_GROUP: &str = r#"import os
+import threading
+import time
+
+import torch
+
+try:
+    os.setsid()
+    _left = "left its group"
+except OSError:
+    _left = "setsid refused"
+_s = {"ticks": 0, "mark": 0, "gap": 0, "calls": 0}
+
+
+def _tick():
+    while True:
+        time.sleep(0.005)
+        _s["ticks"] += 1
+
+
+threading.Thread(target=_tick, daemon=True).start()
+
+
+def run(x, *, rows, cols):
+    if _s["calls"] > 0:
+        _s["gap"] = max(_s["gap"], _s["ticks"] - _s["mark"])
+    _s["calls"] += 1
+    y = torch.softmax(x, dim=1)
+    print(f"ticker ({_left}): gap {_s['gap']} ticks, {_s['ticks']} ticks, {_s['calls']} calls", flush=True)
+    _s["mark"] = _s["ticks"]
+    return y
+"#;
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_a_runner_that_leaves_its_process_group_is_paused_all_the_same() {
+    let f = TorchCpuFixture::new();
+    let e = beside_a_slow_parent(&f, "ticker.py", LEAVES_ITS_GROUP);
+    // Passed, or caught using the CPU outside its calls (which the GPU target does not account
+    // for): either way, paused between its calls.
+    if e.result.status != Status::Passed {
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        assert!(
+            e.result.message.contains("outside its timed calls"),
+            "{}",
+            e.result.message
+        );
+    }
+    let text = printed(&e);
+    let last = text
+        .lines()
+        .rfind(|l| l.starts_with("ticker ("))
+        .unwrap_or_else(|| panic!("the ticker printed nothing: {text}"));
+    let words: Vec<&str> = last.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "gap").unwrap();
+    let gap: u64 = words[at + 1].parse().unwrap();
+    let ticks: u64 = words[at + 3].parse().unwrap();
+    // The thread ran (while its runner answered the judge), but never through one of the
+    // parent's batches (left running, it ticked 335 times in one gap).
+    assert!(ticks >= 1, "{last}");
+    assert!(gap < 40, "{last}");
 }
 
 /// A torch module that remembers its answers by where its input lies in the memory it was
