@@ -241,6 +241,17 @@ mod c_only {
     /// A complete `passed` result line, as a forger would write it.
     const FORGED_LINE: &str = "{\"protocol\":2,\"type\":\"result\",\"id\":1,\"status\":\"passed\",\"message\":\"FORGED\",\"workloads\":[],\"phases\":{\"compile_s\":0,\"check_s\":0,\"timing_s\":0},\"output\":{\"bytes\":0,\"head\":\"\",\"tail\":\"\"}}\n";
 
+    /// The compile log of an evaluation that must have been a `compile_error`.
+    fn refused_log(e: &Evaluation) -> &str {
+        assert_eq!(
+            e.result.status,
+            Status::CompileError,
+            "{}",
+            e.result.message
+        );
+        &e.result.compile.as_ref().unwrap().log
+    }
+
     fn evaluate(text: impl AsRef<str>) -> Evaluation {
         CFixture::new().evaluate_text("candidate.c", text.as_ref())
     }
@@ -255,13 +266,7 @@ mod c_only {
             secret.display().to_string(),
             candidate(ALL_ROWS)
         ));
-        assert_eq!(
-            e.result.status,
-            Status::CompileError,
-            "{}",
-            e.result.message
-        );
-        let log = &e.result.compile.as_ref().unwrap().log;
+        let log = refused_log(&e);
         // Not there (a private root), or refused (Landlock, where there are no namespaces).
         assert!(
             log.contains("No such file") || log.contains("Permission denied"),
@@ -274,13 +279,7 @@ mod c_only {
     fn the_compiler_sees_no_file_but_the_system_headers() {
         // /etc/passwd exists on every Linux machine, but not for the compiler's sandbox.
         let e = evaluate(format!("#include \"/etc/passwd\"\n{}", candidate(ALL_ROWS)));
-        assert_eq!(
-            e.result.status,
-            Status::CompileError,
-            "{}",
-            e.result.message
-        );
-        let log = &e.result.compile.as_ref().unwrap().log;
+        let log = refused_log(&e);
         // Not there (a private root), or refused (Landlock, where there are no namespaces).
         assert!(
             log.contains("No such file") || log.contains("Permission denied"),
@@ -298,13 +297,7 @@ mod c_only {
             "__asm__(\".section .rodata\\n.incbin \\\"/etc/passwd\\\"\\n.previous\\n\");\n{}",
             candidate(ALL_ROWS)
         ));
-        assert_eq!(
-            e.result.status,
-            Status::CompileError,
-            "{}",
-            e.result.message
-        );
-        let log = &e.result.compile.as_ref().unwrap().log;
+        let log = refused_log(&e);
         assert!(log.contains("/etc/passwd"), "{log}");
         assert!(!log.contains("root:x:0:0"), "{log}");
     }
