@@ -272,9 +272,6 @@ class Runner:
         # The runner's hello is read with its first answer, so that starting several runners
         # overlaps their interpreters' start-up.
         self.greeted = False
-        # Whether the runner is paused after every answer (`pause`), until the judge turns to it
-        # again: the torch judge's untrusted runners are.
-        self.pause_between = False
         self.paused = False
         self.stopped = set()
 
@@ -427,8 +424,6 @@ class Runner:
             raise self.broke(str(e) or type(e).__name__) from None
         if got is None:
             raise self.lose("its socket closed")
-        if self.pause_between:
-            self.pause()
         return got[0], got[1]
 
     def request(self, header, payload=b"", fds=(), max_payload=0):

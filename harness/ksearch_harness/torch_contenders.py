@@ -246,9 +246,6 @@ class TorchContender:
         # runners (torch.compile's compile workers).
         self.runner = Runner("torch", arrays.target, settings.root_dir, gpu, settings.memory,
                              None if gpu else settings.runner_cpu, env, allow_fork=gpu or trusted)
-        # Paused after every answer until the judge turns to it again: while others are timed
-        # it runs nothing.
-        self.runner.pause_between = not trusted
         self.confinement = self.runner.confinement
         self.outs = {}
         self.ins = {}
@@ -325,8 +322,11 @@ class TorchContender:
             seconds, reply, _ = self.runner.timed(header)
         else:
             seconds, (reply, _) = 0.0, self.runner.request(header)
-        if timed and not self.trusted and self.watch is not None:
-            self.watch.wait_quiet(self.label)
+        if not self.trusted:
+            # Paused until the judge turns to it again: while others are timed it runs nothing.
+            self.runner.pause()
+            if timed and self.watch is not None:
+                self.watch.wait_quiet(self.label)
         op = reply.get("op")
         if op == "bad_output":
             raise BadOutput(reply["message"])

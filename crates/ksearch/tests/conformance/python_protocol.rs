@@ -439,8 +439,8 @@ fn beside_a_slow_parent(f: &TorchCpuFixture, file: &str, text: &str) -> Evaluati
 /// group misses it, and keeps a thread ticking every 5 ms (too little CPU for the judge's
 /// accounting to see): what a module would use to work (precompute, or hold the GPU) while
 /// another contender is timed. It reports the most ticks between the end of one of its calls and
-/// the start of the next (`gap`): over one of the parent's 500 ms batches, a runner left running
-/// ticks about a hundred times.
+/// the start of the next (`gap`): through one of the parent's 500 ms batches, a runner left
+/// running ticks a hundred times.
 const LEAVES_ITS_GROUP: &str = r#"import os
 import threading
 import time
@@ -501,10 +501,11 @@ fn torch_harness_cpu_a_runner_that_leaves_its_process_group_is_paused_all_the_sa
     let at = words.iter().position(|w| *w == "gap").unwrap();
     let gap: u64 = words[at + 1].parse().unwrap();
     let ticks: u64 = words[at + 3].parse().unwrap();
-    // The thread ran (while its runner answered the judge), but never through one of the
-    // parent's batches (left running, it ticked 335 times in one gap).
+    // The thread ran (while its runner answered the judge, and in untimed phases: gaps of 39-44
+    // ticks), but never through one of the parent's 500 ms batches (100 ticks; left running,
+    // it ticked 335 times in one gap).
     assert!(ticks >= 1, "{last}");
-    assert!(gap < 40, "{last}");
+    assert!(gap < 100, "{last}");
 }
 
 /// A torch module that remembers its answers by where its input lies in the memory it was
