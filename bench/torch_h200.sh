@@ -12,6 +12,12 @@
 #   dobench          the timing cross-check: bench/torch_do_bench.py times the same kernels with
 #                    triton.testing.do_bench and with the harness (agreement within 5% asked on
 #                    kernels of 50 us and more)
+#   tma              TMA tile loads (the GEMM space's `tma` knob) against pointer loads on
+#                    torch/gemm_bf16's M4096: the best point of the 2026-12-05 search and the
+#                    tile Triton's tutorial starts from on Hopper, each rendered both ways by
+#                    `ksearch space check --write` and the TMA one evaluated `--against` its
+#                    pointer-load twin (both against cuBLAS), after a compile of every point
+#                    ahead of time (`space check --hardware h200`)
 #   search           the builtin proposer on torch/gemm_bf16's M4096 workload (4096^3 bf16, the
 #                    Triton space; target: 0.8x of cuBLAS), stopped by SEARCH_TIME (default
 #                    6m30s) and, as Ctrl-C would, by BUDGET_S (default 470); WINDOW sets --window
@@ -30,7 +36,7 @@ K=${KSEARCH:-.device/bin/ksearch}
 PY=${PYTHON:-python3}
 # `cpu` (PyTorch's CPU build) only to try the script where no GPU is: no number from it counts.
 TARGET=${TARGET:-cuda}
-step=${1:?usage: bash bench/torch_h200.sh evals|faults|dobench|search [ARGS]}
+step=${1:?usage: bash bench/torch_h200.sh evals|faults|dobench|tma|search [ARGS]}
 shift
 OUTDIR=${OUT:-/tmp/out}
 work=$OUTDIR/torch-$step
@@ -120,6 +126,24 @@ case "$step" in
     cat "$work/do_bench.txt"
     tail -3 "$work/do_bench.err"
     ;;
+  tma)
+    task=tasks/torch/gemm_bf16
+    for point in "block_m=256 block_n=128 block_k=32 warps=8 stages=5 group_m=1" \
+                 "block_m=128 block_n=256 block_k=64 warps=8 stages=3 group_m=8"; do
+      name=$(echo "$point" | tr -d 'a-z_=' | tr ' ' '-')
+      sets=()
+      for knob in $point; do sets+=(--set "$knob"); done
+      for tma in 0 1; do
+        "$K" space check "$task" --hardware h200 "${sets[@]}" --set tma=$tma --limit 1 --write "$work/points-$name-$tma" \
+          >> "$work/space-check.txt" 2>&1
+      done
+      LIMIT=150 eval_one tma "tma-$name" "$task" "$(ls "$work/points-$name-1"/*.py)" --workload M4096 "${QUICK[@]}" \
+        --against "$(ls "$work/points-$name-0"/*.py)" --timeout 140
+    done
+    grep -E "^\(|failed" "$work/space-check.txt" | tee -a "$summary"
+    "$PY" bench/torch_summary.py evals "$work/tma" | tee -a "$summary"
+    [ -f "$work/skipped.txt" ] && tee -a "$summary" < "$work/skipped.txt"
+    ;;
   search)
     rd=${RUNS:-.device/runs}/gemm_bf16
     common=(--time "${SEARCH_TIME:-6m30s}" --json)
@@ -142,7 +166,7 @@ case "$step" in
     tail -3 "$work/search.err"
     ;;
   *)
-    echo "unknown step $step (evals, faults, dobench or search)" >&2
+    echo "unknown step $step (evals, faults, dobench, tma or search)" >&2
     exit 2
     ;;
 esac

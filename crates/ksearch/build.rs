@@ -10,6 +10,8 @@
 //!   dependencies), for the mlx-lm Mamba adapter's tests;
 //! - `has_torch`: `python3` with PyTorch (its CPU use is enough), for the torch backend's
 //!   harness on its `cpu` target;
+//! - `has_triton`: `python3` with Triton (PyPI's Linux PyTorch wheel brings it), for Triton
+//!   kernels compiled ahead of time for an NVIDIA GPU (`space check --hardware`), without one;
 //! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline.
 //!
 //! It also sets `KSEARCH_COMMIT` (the commit and its date, for `--version`) where the source is a
@@ -29,7 +31,7 @@ use std::process::{Command, Stdio};
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_torch, has_openblas)"
+        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_torch, has_triton, has_openblas)"
     );
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rustc-env=KSEARCH_COMMIT={}", commit());
@@ -72,39 +74,35 @@ fn main() {
                 }
             }
         }
-        match python("import mlx.core, os\nprint(os.path.dirname(mlx.core.__file__))") {
-            Some(dir) => {
-                watch(Path::new(dir.trim()));
-                enable("has_mlx");
-            }
-            None => {
-                for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
-                    watch(dir);
+        // Each package where it is found (its directory watched), else where pip would put it.
+        for (code, cfg) in [
+            (
+                "import mlx.core, os\nprint(os.path.dirname(mlx.core.__file__))",
+                "has_mlx",
+            ),
+            (
+                "import torch, os\nprint(os.path.dirname(torch.__file__))",
+                "has_torch",
+            ),
+            (
+                "import triton, os\nprint(os.path.dirname(triton.__file__))",
+                "has_triton",
+            ),
+            // Found without importing it: its package __init__ imports the hub client.
+            (
+                "import importlib.util as u\ns = u.find_spec('mlx_lm')\nprint(list(s.submodule_search_locations)[0])",
+                "has_mlx_lm",
+            ),
+        ] {
+            match python(code) {
+                Some(dir) => {
+                    watch(Path::new(dir.trim()));
+                    enable(cfg);
                 }
-            }
-        }
-        match python("import torch, os\nprint(os.path.dirname(torch.__file__))") {
-            Some(dir) => {
-                watch(Path::new(dir.trim()));
-                enable("has_torch");
-            }
-            None => {
-                for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
-                    watch(dir);
-                }
-            }
-        }
-        // Found without importing it: its package __init__ imports the hub client.
-        match python(
-            "import importlib.util as u\ns = u.find_spec('mlx_lm')\nprint(list(s.submodule_search_locations)[0])",
-        ) {
-            Some(dir) => {
-                watch(Path::new(dir.trim()));
-                enable("has_mlx_lm");
-            }
-            None => {
-                for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
-                    watch(dir);
+                None => {
+                    for dir in sys_path.iter().filter(|d| d.ends_with("-packages")) {
+                        watch(dir);
+                    }
                 }
             }
         }

@@ -18,6 +18,7 @@ mod secret;
 mod shm;
 mod supervisor;
 mod torch_backend;
+mod triton_aot;
 mod validate;
 mod worker_process;
 
@@ -36,4 +37,5 @@ pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
 pub use supervisor::{PhaseObserver, Supervisor};
 pub use torch_backend::TorchBackend;
+pub use triton_aot::{AheadOfTime, CompiledKernel, CompiledPoints, TritonCompiler};
 pub use worker_process::{WorkerCommand, signal_name};

@@ -496,7 +496,7 @@ impl FileSpace {
         &self,
         limit: usize,
         pinned: &Point,
-        check: impl Fn(&Point, &str) -> Result<(), String>,
+        mut check: impl FnMut(&Point, &str) -> Result<(), String>,
     ) -> SpaceCheck {
         let points = self
             .points(limit, pinned)

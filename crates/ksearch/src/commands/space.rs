@@ -1,7 +1,9 @@
 //! `ksearch space check TASK`: render points of a task's template space and check each one the
 //! way a candidate is checked before it reaches a worker (the contract and the knowledge rules),
-//! plus a compile where this machine can compile the task's code. The decisions live in
-//! `ksearch_engine::builtin::space`; this module supplies the checks that need the machine.
+//! plus a compile where this machine can compile the task's code, and for a torch task with an
+//! NVIDIA device named (or found), its Triton kernels compiled ahead of time for that device.
+//! The decisions live in `ksearch_engine::builtin::space`; this module supplies the checks that
+//! need the machine.
 //!
 //! Exit codes: 0 when every checked point passed (points excluded by a constraint are fine), 1
 //! when one failed, 3 for input errors (no such task, a task without a space, a broken space).
@@ -9,8 +11,9 @@
 use std::io::Write;
 
 use clap::{Args, Subcommand};
-use ksearch_core::task::Task;
+use ksearch_core::task::{BackendKind, Task};
 use ksearch_engine::builtin::space::{FileSpace, knobs_of};
+use ksearch_eval::{CompiledPoints, TritonCompiler};
 use ksearch_knowledge::Hardware;
 
 use crate::exit_codes;
@@ -87,6 +90,14 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         fs_err::create_dir_all(dir)?;
     }
     let extension = family.spec().extension();
+    // A torch task's Triton kernels, compiled for the NVIDIA device the check is for.
+    let mut triton = match (&hw, task.spec.backend, *no_compile) {
+        (Some(h), BackendKind::Torch, false) if h.compute_capability.is_some() => Some(
+            TritonCompiler::start(std::path::Path::new("python3"), &task.spec, h),
+        ),
+        _ => None,
+    };
+    let mut compiled = CompiledPoints::default();
     let report = family.check(*limit as usize, &pinned, |config, source| {
         if let Some(dir) = write {
             let name = knobs_of(config).replace([' ', '='], "_");
@@ -95,16 +106,39 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         }
         checks(&task, source, hw.as_ref())?;
         if *no_compile {
-            Ok(())
-        } else {
-            let file = tmp.path().join(format!("point.{extension}"));
-            ksearch_eval::build_only(task.spec.backend, source, &file)
+            return Ok(());
+        }
+        let file = tmp.path().join(format!("point.{extension}"));
+        ksearch_eval::build_only(task.spec.backend, source, &file)?;
+        match triton
+            .as_mut()
+            .map(|t| t.as_mut().map(|c| c.compile(&file)))
+        {
+            Some(Ok(Ok(outcome))) => compiled.add(&knobs_of(config), outcome),
+            Some(Ok(Err(why))) => {
+                compiled.unavailable = Some(why);
+                triton = None;
+                Ok(())
+            }
+            Some(Err(_)) | None => Ok(()),
         }
     });
+    if let Some(Err(why)) = triton {
+        compiled.unavailable = Some(why);
+    }
     let mut out = std::io::stdout().lock();
     write!(out, "{}", report.render(&task.id, &space.file))?;
-    if !*no_compile && let Some(caveat) = ksearch_eval::build_only_caveat(task.spec.backend) {
-        writeln!(out, "({caveat})")?;
+    match hw
+        .as_ref()
+        .filter(|_| compiled.points > 0 || compiled.unavailable.is_some())
+    {
+        Some(h) => write!(out, "{}", compiled.render(h))?,
+        None => {
+            if !*no_compile && let Some(caveat) = ksearch_eval::build_only_caveat(task.spec.backend)
+            {
+                writeln!(out, "({caveat})")?;
+            }
+        }
     }
     Ok(if report.failed() > 0 {
         exit_codes::CHECK_FAILED

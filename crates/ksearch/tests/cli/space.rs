@@ -244,3 +244,90 @@ fn the_built_in_gpu_spaces_render_and_meet_the_rules_of_both_targets() {
         }
     }
 }
+
+/// The numbers before `what` in `text` ("108 kernels", "54 with wgmma").
+fn count(text: &str, what: &str) -> usize {
+    let at = text
+        .find(what)
+        .unwrap_or_else(|| panic!("{what:?} in {text}"));
+    let digits: String = text[..at]
+        .trim_end()
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.chars().rev().collect::<String>().parse().unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_torch, has_triton)),
+    ignore = "needs python3 with PyTorch and Triton (`.ci/run` installs them: pip install torch==2.11.0)"
+)]
+fn space_check_compiles_a_triton_space_for_an_nvidia_gpu_this_machine_lacks() {
+    // `space check TASK` of one point: these knobs and three more, for the H200.
+    let check = |task: &str, knobs: &[&str]| {
+        let mut args = vec!["space", "check", task, "--hardware", "h200", "--limit", "1"];
+        for knob in ["block_m=128", "group_m=8", "warps=8"].iter().chain(knobs) {
+            args.extend(["--set", knob]);
+        }
+        run(&mut ksearch(&args))
+    };
+    // A point with TMA loads: each workload's kernel copies tiles with TMA and multiplies them
+    // with wgmma, compiled for compute capability 9.0 with no GPU here.
+    let (code, stdout, stderr) = check(
+        "torch/gemm",
+        &["tma=1", "block_n=256", "block_k=64", "stages=3"],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "(Triton kernels compiled ahead of time for NVIDIA H200 SXM 141GB (compute capability 9.0)"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(count(&stdout, "kernels of 1 point:"), 2, "{stdout}");
+    assert_eq!(count(&stdout, "copy tiles with TMA"), 2, "{stdout}");
+    assert_eq!(count(&stdout, "use wgmma"), 2, "{stdout}");
+    assert_eq!(count(&stdout, "spill registers"), 0, "{stdout}");
+
+    // Without the space's shared-memory constraint, a pipeline over the H200's 227 KiB a block
+    // is compiled, and fails naming its knobs.
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("gemm");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/torch/gemm");
+    std::fs::create_dir_all(task.join("space")).unwrap();
+    for f in [
+        "task.toml",
+        "reference.py",
+        "seed.py",
+        "baseline.py",
+        "space/space.toml",
+        "space/kernel.py.j2",
+    ] {
+        std::fs::copy(src.join(f), task.join(f)).unwrap();
+    }
+    edit(
+        &task.join("space/space.toml"),
+        "* stages <= 232448",
+        "* stages <= 1000000",
+    );
+    let (code, stdout, stderr) = check(
+        task.to_str().unwrap(),
+        &["tma=0", "block_n=256", "block_k=128", "stages=4"],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("0 ok, 0 excluded by constraints, 1 failed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("block_k=128 block_m=128 block_n=256 group_m=8 stages=4 tma=0 warps=8"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("bytes of shared memory on workload `M")
+            && stdout.contains("a block may have 232448"),
+        "{stdout}"
+    );
+}

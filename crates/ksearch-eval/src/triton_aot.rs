@@ -1,0 +1,225 @@
+//! The Triton kernels of torch modules compiled ahead of time for an NVIDIA device this machine
+//! need not have (`ksearch space check TASK --hardware h200`): the harness's `triton_aot`, one
+//! Python process for every point checked, which calls each module on `meta` tensors with a
+//! Triton driver that compiles each launch for the device's compute capability and runs nothing.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use ksearch_core::task::TaskSpec;
+use ksearch_knowledge::Hardware;
+use serde::Deserialize;
+
+use crate::mlx_backend::{cache_root, unpack_harness};
+
+/// One kernel as Triton compiled it for the device.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CompiledKernel {
+    pub name: String,
+    pub workload: String,
+    pub warps: u32,
+    pub stages: u32,
+    /// Shared memory a block uses, in bytes.
+    pub shared: u64,
+    /// Registers a thread (from the cubin; absent where Triton's `cuobjdump` could not say).
+    pub registers: Option<u32>,
+    /// Bytes of stack frame a thread spills registers to (a Triton kernel has no other stack).
+    pub spilled: Option<u64>,
+    /// TMA copies (`cp.async.bulk.tensor`) and `wgmma` instructions in its PTX.
+    pub tma: u32,
+    pub wgmma: u32,
+}
+
+/// What compiling one module's kernels ahead of time found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AheadOfTime {
+    Compiled(Vec<CompiledKernel>),
+    /// A kernel did not compile, or needs more shared memory than the device gives a block.
+    Failed(String),
+    /// The module could not be run on `meta` tensors, or launched no Triton kernel.
+    Unchecked(String),
+}
+
+#[derive(Deserialize)]
+struct Line {
+    #[serde(default)]
+    kernels: Vec<CompiledKernel>,
+    error: Option<String>,
+    unchecked: Option<String>,
+    unavailable: Option<String>,
+}
+
+/// What compiling the points' Triton kernels ahead of time found, over every point.
+#[derive(Debug, Default)]
+pub struct CompiledPoints {
+    pub points: usize,
+    kernels: Vec<CompiledKernel>,
+    /// Points with a kernel that spills registers.
+    spilling: Vec<String>,
+    /// Points whose module could not be run on `meta` tensors, and the first reason.
+    unchecked: usize,
+    why_unchecked: Option<String>,
+    /// Why no kernel could be compiled here at all.
+    pub unavailable: Option<String>,
+}
+
+impl CompiledPoints {
+    /// Count one point's outcome; `Err` is a failure of that point.
+    pub fn add(&mut self, point: &str, outcome: AheadOfTime) -> Result<(), String> {
+        self.points += 1;
+        match outcome {
+            AheadOfTime::Compiled(k) => {
+                if k.iter().any(|c| c.spilled.unwrap_or(0) > 0) {
+                    self.spilling.push(point.to_owned());
+                }
+                self.kernels.extend(k);
+            }
+            AheadOfTime::Failed(e) => return Err(e),
+            AheadOfTime::Unchecked(why) => {
+                self.unchecked += 1;
+                self.why_unchecked.get_or_insert(why);
+            }
+        }
+        Ok(())
+    }
+
+    /// The lines `space check` prints after its list of points.
+    pub fn render(&self, hw: &Hardware) -> String {
+        let device = format!(
+            "{} (compute capability {})",
+            hw.name,
+            hw.compute_capability.as_deref().unwrap_or("?")
+        );
+        if let Some(why) = &self.unavailable {
+            return format!("(Triton kernels were not compiled for {device}: {why})\n");
+        }
+        let k = &self.kernels;
+        let range = |f: &dyn Fn(&CompiledKernel) -> Option<u64>| {
+            let v: Vec<u64> = k.iter().filter_map(f).collect();
+            match (v.iter().min(), v.iter().max()) {
+                (Some(a), Some(b)) if a == b => a.to_string(),
+                (Some(a), Some(b)) => format!("{a}-{b}"),
+                _ => "?".into(),
+            }
+        };
+        let mut out = format!(
+            "(Triton kernels compiled ahead of time for {device}, on meta tensors of every workload: {} of {}: registers a thread {}, shared memory {} bytes a block; {} spill registers, {} copy tiles with TMA, {} use wgmma)\n",
+            counted(k.len(), "kernel"),
+            counted(self.points - self.unchecked, "point"),
+            range(&|c| c.registers.map(u64::from)),
+            range(&|c| Some(c.shared)),
+            k.iter().filter(|c| c.spilled.unwrap_or(0) > 0).count(),
+            k.iter().filter(|c| c.tma > 0).count(),
+            k.iter().filter(|c| c.wgmma > 0).count(),
+        );
+        if let Some(first) = self.spilling.first() {
+            out.push_str(&format!(
+                "(spilling registers: {}, {first}{})\n",
+                counted(self.spilling.len(), "point"),
+                if self.spilling.len() > 1 { "; ..." } else { "" }
+            ));
+        }
+        if let Some(why) = &self.why_unchecked {
+            out.push_str(&format!(
+                "({} not compiled ahead of time: {why})\n",
+                counted(self.unchecked, "point")
+            ));
+        }
+        out
+    }
+}
+
+fn counted(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The compiler process, started once for a task and a device.
+#[derive(Debug)]
+pub struct TritonCompiler {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    _task: tempfile::NamedTempFile,
+}
+
+impl TritonCompiler {
+    /// Start compiling for `hw` (an NVIDIA device with a compute capability and a shared-memory
+    /// limit); `Err` says why it cannot (not such a device, no Python, no Triton).
+    pub fn start(python: &Path, spec: &TaskSpec, hw: &Hardware) -> Result<Self, String> {
+        let capability = hw
+            .compute_capability
+            .as_deref()
+            .ok_or_else(|| format!("{} has no NVIDIA compute capability", hw.name))?;
+        let shared = hw
+            .on_chip
+            .as_ref()
+            .and_then(|c| {
+                c.shared_per_block_optin_bytes
+                    .as_ref()
+                    .unwrap_or(&c.shared_per_block_bytes)
+                    .value
+            })
+            .map(|bytes| bytes as u64)
+            .ok_or_else(|| {
+                format!(
+                    "the knowledge of {} has no shared memory per block",
+                    hw.name
+                )
+            })?;
+        let harness = unpack_harness(&cache_root()).map_err(|e| e.to_string())?;
+        let mut task = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
+        serde_json::to_writer(&mut task, spec).map_err(|e| e.to_string())?;
+        task.flush().map_err(|e| e.to_string())?;
+        let mut child = Command::new(python)
+            .args([
+                "-m",
+                "ksearch_harness.triton_aot",
+                "--capability",
+                capability,
+            ])
+            .arg("--shared-limit")
+            .arg(shared.to_string())
+            .arg("--task")
+            .arg(task.path())
+            .env("PYTHONPATH", &harness)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            _task: task,
+        })
+    }
+
+    /// Compile the Triton kernels `file` launches, on every workload of the task.
+    pub fn compile(&mut self, file: &Path) -> Result<AheadOfTime, String> {
+        let lost = |e: &dyn std::fmt::Display| format!("the Triton compiler process stopped: {e}");
+        writeln!(self.stdin, "{}", file.display()).map_err(|e| lost(&e))?;
+        self.stdin.flush().map_err(|e| lost(&e))?;
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line).map_err(|e| lost(&e))? == 0 {
+            return Err(lost(&"no answer"));
+        }
+        let got: Line = serde_json::from_str(&line).map_err(|e| lost(&e))?;
+        Ok(match (got.unavailable, got.error, got.unchecked) {
+            (Some(why), _, _) => return Err(why),
+            (_, Some(e), _) => AheadOfTime::Failed(e),
+            (_, _, Some(why)) => AheadOfTime::Unchecked(why),
+            _ => AheadOfTime::Compiled(got.kernels),
+        })
+    }
+}
+
+impl Drop for TritonCompiler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,93 @@
+"""`ksearch_harness.triton_aot`: Triton kernels compiled for an H200 (compute capability 9.0) on a
+machine without a GPU, one JSON line per module."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+TASK = {
+    "inputs": [{"name": "A", "shape": ["M", "K"], "dtype": "f16"}, {"name": "B", "shape": ["N", "K"], "dtype": "f16"}],
+    "workloads": [{"name": "small", "axes": {"M": 128, "N": 128, "K": 64}}],
+}
+
+# A tile product C = A @ B.T of one 64x64 block per program; `{dot}` is its inner product.
+KERNEL = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile(a_ptr, b_ptr, c_ptr, K, BLOCK: tl.constexpr, BK: tl.constexpr):
+    m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    k = tl.arange(0, BK)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + n[None, :] * K + k[:, None])
+    acc = {dot}
+    tl.store(c_ptr + m[:, None] * {n_axis} + n[None, :], acc.to(tl.float16))
+
+
+def run(A, B, *, M, N, K):
+    C = torch.empty((M, N), device=A.device, dtype=A.dtype)
+    _tile[(M // 64, N // 64)](A, B, C, K, BLOCK=64, BK={bk}, num_warps=4)
+    return C
+"""
+
+
+def module(dot="tl.dot(a, b)", bk="K", n_axis="128"):
+    return textwrap.dedent(KERNEL).replace("{dot}", dot).replace("{bk}", bk).replace("{n_axis}", n_axis)
+
+
+@unittest.skipUnless(importlib.util.find_spec("triton") and importlib.util.find_spec("torch"), "needs PyTorch and Triton (pip install torch)")
+class AheadOfTime(unittest.TestCase):
+    def check(self, sources, shared_limit=232448):
+        with tempfile.TemporaryDirectory() as d:
+            task = os.path.join(d, "task.json")
+            with open(task, "w") as f:
+                json.dump(TASK, f)
+            paths = []
+            for i, text in enumerate(sources):
+                paths.append(os.path.join(d, f"m{i}.py"))
+                with open(paths[-1], "w") as f:
+                    f.write(text)
+            out = subprocess.run(
+                [sys.executable, "-m", "ksearch_harness.triton_aot", "--capability", "9.0", "--shared-limit", str(shared_limit), "--task", task],
+                input="\n".join(paths) + "\n", capture_output=True, text=True, cwd=HARNESS, timeout=600,
+                env={**os.environ, "PYTHONPATH": HARNESS, "TRITON_CACHE_DIR": os.path.join(d, "triton-cache")})
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return [json.loads(line) for line in out.stdout.splitlines()]
+
+    def test_each_module_gets_one_answer_saying_what_was_compiled_or_why_not(self):
+        ok, bad, none, early = self.check([
+            module(bk="64"),
+            # A slice of a tensor, which Triton's language does not have.
+            module(dot="tl.dot(a, tl.trans(b)[:, :32])", bk="64"),
+            "import torch\n\ndef run(A, B, *, M, N, K):\n    return A @ B.T\n",
+            "def run(A, B, *, M, N, K):\n    raise ValueError('only on a GPU')\n",
+        ])
+        [k] = ok["kernels"]
+        self.assertEqual((k["name"], k["workload"], k["warps"]), ("_tile", "small", 4))
+        # Two 64x64 f16 tiles are 16 KiB; on Hopper a 64-row tile product is a warpgroup MMA.
+        self.assertGreaterEqual(k["shared"], 16384)
+        self.assertGreater(k["wgmma"], 0)
+        self.assertGreater(k["registers"], 0)
+        self.assertEqual(k["spilled"], 0)
+        self.assertIn("does not compile for workload `small`", bad["error"])
+        self.assertEqual(none, {"unchecked": "run launched no Triton kernel"})
+        self.assertIn("ValueError: only on a GPU", early["unchecked"])
+
+    def test_a_kernel_over_the_devices_shared_memory_fails(self):
+        [got] = self.check([module(bk="64")], shared_limit=8192)
+        self.assertRegex(got["error"], r"Triton kernel `_tile` needs \d+ bytes of shared memory on workload `small`; a block may have 8192")
+
+
+if __name__ == "__main__":
+    unittest.main()
