@@ -331,3 +331,71 @@ fn space_check_compiles_a_triton_space_for_an_nvidia_gpu_this_machine_lacks() {
         "{stdout}"
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(all(has_torch, has_triton)),
+    ignore = "needs python3 with PyTorch and Triton (`.ci/run` installs them: pip install torch==2.11.0)"
+)]
+fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter() {
+    // Rendered by ksearch as a search renders them: pointer and TMA loads, row-major and grouped
+    // tile order; run on the CPU by Triton's interpreter on shapes with partial tiles
+    // (fixtures/triton_interpret/gemm_points.py).
+    let tmp = tempfile::tempdir().unwrap();
+    for knobs in ["tma=0 group_m=1", "tma=1 group_m=8", "tma=1 group_m=1"] {
+        let mut args = vec![
+            "space",
+            "check",
+            "torch/gemm",
+            "--limit",
+            "1",
+            "--no-compile",
+        ];
+        let write = tmp.path().to_str().unwrap();
+        args.extend(["--write", write]);
+        let fixed = [
+            "block_m=64",
+            "block_n=32",
+            "block_k=32",
+            "warps=4",
+            "stages=2",
+        ];
+        for knob in knobs.split(' ').chain(fixed) {
+            args.extend(["--set", knob]);
+        }
+        let (code, stdout, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 0, "{stdout}{stderr}");
+    }
+    let mut points: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    points.sort();
+    assert_eq!(points.len(), 3);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/triton_interpret/gemm_points.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(&points)
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    // Two shapes a point, and the unaligned view of each TMA point.
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        8,
+        "{text}"
+    );
+    assert_eq!(text.matches(" tma max error").count(), 4, "{text}");
+    assert_eq!(
+        text.matches("unaligned view: pointer loads").count(),
+        2,
+        "{text}"
+    );
+}
