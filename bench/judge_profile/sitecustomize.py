@@ -7,7 +7,9 @@ Runners (which find this folder on their PYTHONPATH and MLX_KSEARCH_PROFILE=1 in
 environment, which the judge sets) stamp each answer with when they received the request and
 when their interpreter started (`site`) and imported MLX; the timeline lists, for the first answers of each runner, the
 wall-clock times (seconds from the evaluation's start) of: the request's arrival, the answer's
-departure and its arrival in the judge. Nothing else changes."""
+departure and its arrival in the judge; `runner_work` gives each runner's own seconds in the
+preparation of timed rounds (drawing the round's inputs, poisoning its outputs' memory), as
+{runner: {part: [count, seconds]}}. Nothing else changes."""
 
 import os
 
@@ -61,7 +63,8 @@ if RUNNER:
                 return got
 
             def send2(sock, header, payload=b"", fds=()):
-                header = {**header, "_prof": {"req": last.get("op"), "recv": last.get("t"), "sent": time.time(), **MARKS}}
+                header = {**header, "_prof": {"req": last.get("op"), "recv": last.get("t"), "sent": time.time(), **MARKS,
+                                              "work": WORK}}
                 return send(sock, header, payload, fds)
             mod.send, mod.recv = send2, recv2
         elif mod.__name__ == "mlx.core":
@@ -70,7 +73,31 @@ if RUNNER:
     def before(fullname):
         MARKS.setdefault(f"import:{fullname}", time.time())
 
-    sys.meta_path.insert(0, Hook(lambda n: n in ("ksearch_harness.link", "mlx.core"), patch_runner, before))
+    # Seconds a runner spent in the parts of a timed round's preparation, cumulative: [count, s].
+    WORK = {}
+
+    def runner_timed(name, f):
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                c = WORK.setdefault(name, [0, 0.0])
+                c[0] += 1
+                c[1] = round(c[1] + time.perf_counter() - t, 6)
+        return wrapper
+
+    def patch_arrays(mod):
+        mod.round_inputs = runner_timed("round_inputs", mod.round_inputs)
+        mod.MlxArrays.poison = runner_timed("poison", mod.MlxArrays.poison)
+
+    def patch_any(mod):
+        if mod.__name__ == "ksearch_harness.arrays":
+            patch_arrays(mod)
+        else:
+            patch_runner(mod)
+
+    sys.meta_path.insert(0, Hook(lambda n: n in ("ksearch_harness.link", "ksearch_harness.arrays", "mlx.core"), patch_any, before))
 
 if OUT:
     os.environ["MLX_KSEARCH_PROFILE"] = "1"
@@ -81,6 +108,7 @@ if OUT:
 
     STEPS = {}
     TIMELINE = []
+    WORK_SEEN = {}
     # Answers kept per runner in the timeline.
     PER_RUNNER = 12
 
@@ -121,6 +149,9 @@ if OUT:
                 header, payload = receive(self, *a, **k)
                 prof = header.pop("_prof", None) if isinstance(header, dict) else None
                 mode, n, count = getattr(self, "_prof", ("?", 0, 0))
+                if prof is not None:
+                    # The runner's own work so far (its last answer's is its total).
+                    WORK_SEEN[f"{mode}{n}"] = prof.pop("work", {})
                 if prof is not None and count < PER_RUNNER:
                     self._prof = (mode, n, count + 1)
                     TIMELINE.append({"runner": f"{mode}{n}", "op": header.get("op"), "judge": time.time(), **prof})
@@ -165,6 +196,7 @@ if OUT:
         with open(OUT, "a") as f:
             f.write(json.dumps({"argv": sys.argv, "wall_s": round(wall, 4),
                                 "steps": {k: [c, round(s, 4), round(m, 4)] for k, (c, s, m) in sorted(STEPS.items())},
-                                "timeline": timeline}) + "\n")
+                                "timeline": timeline, "runner_work": dict(WORK_SEEN)}) + "\n")
         STEPS.clear()
         TIMELINE.clear()
+        WORK_SEEN.clear()
