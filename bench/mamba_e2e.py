@@ -5,10 +5,12 @@
 (c) mamba.py on PyTorch (CUDA, f16; skipped and said so where torch or CUDA is missing).
 
     python3 bench/mamba_e2e.py (--scan EXPORT_DIR --step EXPORT_DIR | --only-mamba-py) --out OUT.json
-        [--lengths 512,1024,2048,4096] [--decode 128] [--prompt 512] [--reps 3] [--tiny]
+        [--lengths 512,1024,2048,4096] [--decode 128] [--prompt 512] [--reps 3] [--tiny] [--decode-only]
 
 Before timing, (b) is checked against (a): logits of a prompt of the shortest verified length
-(the kernels run on verified shapes only) and greedy decoding of 32 tokens. mlx-lm is imported
+(the kernels run on verified shapes only) and greedy decoding of 32 tokens. Decode is timed four
+ways for (a) and (b): eager or compiled steps, each token read before the next step is built or
+pipelined as mlx-lm's own generation loop is (each checked for the same 32 greedy tokens). mlx-lm is imported
 without its package __init__ (which imports the hub client). `--tiny` uses a 2-layer model (for a
 quick run on MLX's CPU device); its numbers mean nothing."""
 
@@ -68,20 +70,33 @@ def mlx_prefill(model, tokens):
     return out
 
 
-def mlx_decode(model, prompt, n, step=None):
+def mlx_decode(model, prompt, n, step=None, pipelined=False):
     """Greedy decoding of `n` tokens after `prompt`: the tokens and the seconds the n steps took.
-    `step(token, cache)` makes a step instead of the model itself (a compiled step)."""
+    `step(token, cache)` makes a step instead of the model itself (a compiled step). Each token
+    is read before the next step is built, unless `pipelined`: then, as mlx-lm's own generation
+    loop does (`generate_step`), each step is queued with `mx.async_eval` before the token of
+    the step before it is read, so that building a step on the host overlaps the device running
+    the last one (mamba.py's loop on PyTorch overlaps them too: it never reads a token)."""
     cache = model.make_cache()
     logits = model(prompt, cache=cache)
     token = mx.argmax(logits[:, -1], axis=-1, keepdims=True)
     mx.eval(token, cache)
     out = []
+    pending = None
     t0 = time.perf_counter()
     for _ in range(n):
         logits = step(token, cache) if step else model(token, cache=cache)
         token = mx.argmax(logits[:, -1], axis=-1, keepdims=True)
-        mx.eval(token)
-        out.append(int(token.item()))
+        if not pipelined:
+            mx.eval(token)
+            out.append(int(token.item()))
+            continue
+        mx.async_eval(token)
+        if pending is not None:
+            out.append(int(pending.item()))
+        pending = token
+    if pending is not None:
+        out.append(int(pending.item()))
     return out, time.perf_counter() - t0
 
 
@@ -169,8 +184,10 @@ def main():
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--decode-only", action="store_true",
+                    help="(a) and (b)'s decodes alone: no prefill, breakdown or mamba.py (to compare MLX settings)")
     args = ap.parse_args()
-    lengths = [int(n) for n in args.lengths.split(",")]
+    lengths = [] if args.decode_only else [int(n) for n in args.lengths.split(",")]
     config = TINY if args.tiny else MAMBA_370M
     if args.only_mamba_py:
         result = {"config": config, "tiny": args.tiny, "mamba_py": torch_side(config, lengths, args.prompt, args.decode, args.reps)}
@@ -212,21 +229,28 @@ def main():
             tokens = mx.random.randint(0, config["vocab_size"], (1, n))
             side["prefill_tokens_per_s"][str(n)] = n / timed(lambda: mlx_prefill(model, tokens), args.reps)
         p = mx.random.randint(0, config["vocab_size"], (1, args.prompt))
-        mlx_decode(model, p, 4)
-        _, seconds = mlx_decode(model, p, args.decode)
-        side["decode_tokens_per_s"] = args.decode / seconds
-        # The same decode, each step one mx.compile'd function (the adapter's compile_decode),
-        # checked against the eager tokens first.
+        # Each decode: eager or with each step one mx.compile'd function (the adapter's
+        # compile_decode); reading each token before the next step, or pipelined as mlx-lm's
+        # generation loop is. Each is checked first against the eager tokens read step by step.
         step_fn = mlx_lm_mamba.compile_decode(model)
         eager_tokens, _ = mlx_decode(model, prompt, 32)
-        compiled_tokens, _ = mlx_decode(model, prompt, 32, step_fn)
-        side["compiled_greedy_32_same"] = eager_tokens == compiled_tokens
-        mlx_decode(model, p, 4, step_fn)
-        _, seconds = mlx_decode(model, p, args.decode, step_fn)
-        side["decode_compiled_tokens_per_s"] = args.decode / seconds
+        for key, f, pipelined in (("decode_tokens_per_s", None, False),
+                                  ("decode_pipelined_tokens_per_s", None, True),
+                                  ("decode_compiled_tokens_per_s", step_fn, False),
+                                  ("decode_compiled_pipelined_tokens_per_s", step_fn, True)):
+            tokens, _ = mlx_decode(model, prompt, 32, f, pipelined)
+            side[key.replace("tokens_per_s", "greedy_32_same")] = tokens == eager_tokens
+            mlx_decode(model, p, 4, f, pipelined)
+            _, seconds = mlx_decode(model, p, args.decode, f, pipelined)
+            side[key] = args.decode / seconds
         side["paths"] = mlx_lm_mamba.stats(model)
         result[name] = side
         print(name, json.dumps(side), flush=True)
+    result["mlx_env"] = {k: v for k, v in os.environ.items() if k.startswith("MLX_")}
+    if args.decode_only:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        return
     result["decode_breakdown"] = decode_breakdown(model, step, config, args.prompt)
     print("decode_breakdown", json.dumps(result["decode_breakdown"]), flush=True)
     result["mamba_py"] = torch_side(config, lengths, args.prompt, args.decode, args.reps)

@@ -5,7 +5,8 @@
 #      of its best kernel;
 #   2. the same on mlx/selective_state_update for STEP_TIME (default 90s);
 #   3. bench/mamba_e2e.py with those two exports: mlx-lm as installed, mlx-lm with the exported
-#      kernels (checked against it first), mamba.py on PyTorch, side by side.
+#      kernels (checked against it first), mamba.py on PyTorch, side by side; then, for each
+#      value of OPS_SWEEP (unset: none), the MLX decodes again with MLX_MAX_OPS_PER_BUFFER set.
 # Results (runs, trees, exports, the e2e JSON) are packed into $OUT/mamba.tgz; the e2e lines and
 # the two search summaries are printed.
 # Usage: bash bench/mamba_h200.sh
@@ -36,4 +37,11 @@ search selective_scan "${SCAN_TIME:-3m}"
 search selective_state_update "${STEP_TIME:-90s}"
 python3 bench/mamba_e2e.py --scan "$R/export-selective_scan" --step "$R/export-selective_state_update" \
   --out "$R/mamba-e2e.json" --reps "${REPS:-2}" 2>&1 | tee "$R/mamba-e2e.log"
+# Decode again with each MLX_MAX_OPS_PER_BUFFER of OPS_SWEEP (e.g. "20 64 200"): how many operations
+# MLX's CUDA backend puts in one CUDA graph before launching it (20 by default in MLX 0.32).
+for ops in ${OPS_SWEEP:-}; do
+  MLX_MAX_OPS_PER_BUFFER=$ops python3 bench/mamba_e2e.py --scan "$R/export-selective_scan" \
+    --step "$R/export-selective_state_update" --decode-only --out "$R/mamba-decode-ops$ops.json" 2>&1 \
+    | tee "$R/mamba-decode-ops$ops.log"
+done
 tar czf "$OUTDIR/mamba.tgz" -C "$R" .

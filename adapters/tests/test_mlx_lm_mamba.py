@@ -157,8 +157,11 @@ class Adapter(unittest.TestCase):
             result = json.load(f)
         self.assertTrue(result["check"]["greedy_32_same"])
         for side in ("mlx_lm", "mlx_lm_kernels"):
-            self.assertTrue(result[side]["compiled_greedy_32_same"], side)
-            self.assertGreater(result[side]["decode_compiled_tokens_per_s"], 0)
+            # Every decode (eager or compiled steps, each token read or pipelined) gave the
+            # tokens of the eager decode read step by step.
+            for decode in ("decode", "decode_pipelined", "decode_compiled", "decode_compiled_pipelined"):
+                self.assertTrue(result[side][f"{decode}_greedy_32_same"], (side, decode))
+                self.assertGreater(result[side][f"{decode}_tokens_per_s"], 0, (side, decode))
             self.assertEqual(set(result[side]["prefill_tokens_per_s"]), {"16", "32"})
         paths = result["mlx_lm_kernels"]["paths"]
         self.assertGreater(paths["scan kernel"], 0)
