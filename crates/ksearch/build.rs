@@ -12,6 +12,7 @@
 //!   harness on its `cpu` target;
 //! - `has_triton`: `python3` with Triton (PyPI's Linux PyTorch wheel brings it), for Triton
 //!   kernels compiled ahead of time for an NVIDIA GPU (`space check --hardware`), without one;
+//! - `has_gxx`: `g++` (C++20), for MLX CUDA kernels run on the CPU by the tests' emulation;
 //! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline.
 //!
 //! It also sets `KSEARCH_COMMIT` (the commit and its date, for `--version`) where the source is a
@@ -31,7 +32,7 @@ use std::process::{Command, Stdio};
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_torch, has_triton, has_openblas)"
+        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_torch, has_triton, has_gxx, has_openblas)"
     );
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rustc-env=KSEARCH_COMMIT={}", commit());
@@ -58,6 +59,10 @@ fn main() {
     if let Some(chromium) = find_chromium() {
         watch(&chromium);
         enable("has_chromium");
+    }
+    if let Some(cxx) = on_path(&["g++"]) {
+        watch(&cxx);
+        enable("has_gxx");
     }
 
     if let Some(sys_path) = python3_path() {
@@ -131,18 +136,23 @@ fn find_chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KSEARCH_CHROMIUM") {
         return Some(PathBuf::from(p));
     }
+    on_path(&[
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ])
+}
+
+/// The first of `names` found on `PATH` (each directory watched when none is).
+fn on_path(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
     let found = dirs.iter().find_map(|dir| {
-        [
-            "chromium",
-            "chromium-browser",
-            "google-chrome",
-            "google-chrome-stable",
-        ]
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|p| p.is_file())
+        names
+            .iter()
+            .map(|name| dir.join(name))
+            .find(|p| p.is_file())
     });
     if found.is_none() {
         for dir in &dirs {

@@ -399,3 +399,64 @@ fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter
         "{text}"
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(all(has_numpy, has_gxx)),
+    ignore = "needs python3 with numpy, and g++ (`.ci/run` installs them)"
+)]
+fn the_selective_scan_spaces_cuda_kernels_compute_the_recurrence_when_emulated_on_the_cpu() {
+    // Rendered by ksearch as a search renders them: one pass and two-pass chunked scans, one to
+    // sixteen threads per channel (warp shuffles), steps loaded one, four, eight or sixteen at
+    // a time, prefetching and exp2; each point's CUDA kernels run on the CPU thread by thread
+    // (fixtures/cuda_emulate/scan_points.py) against the recurrence in numpy.
+    let tmp = tempfile::tempdir().unwrap();
+    for knobs in [
+        "chunks=1 tile=1 tpc=1 prefetch=0 exp2=0",
+        "chunks=1 tile=4 tpc=1 prefetch=0 exp2=0",
+        "chunks=16 tile=1 tpc=16 prefetch=1 exp2=0",
+        "chunks=4 tile=8 tpc=2 prefetch=0 exp2=1",
+        "chunks=16 tile=16 tpc=4 prefetch=0 exp2=0",
+    ] {
+        let mut args = vec![
+            "space",
+            "check",
+            "mlx/selective_scan",
+            "--limit",
+            "1",
+            "--no-compile",
+            "--set",
+            "block=64",
+        ];
+        args.extend(["--write", tmp.path().to_str().unwrap()]);
+        for knob in knobs.split(' ') {
+            args.extend(["--set", knob]);
+        }
+        let (code, stdout, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 0, "{knobs}: {stdout}{stderr}");
+        assert!(stdout.contains("1 ok"), "{knobs}: {stdout}");
+    }
+    let points: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(points.len(), 5);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_emulate/scan_points.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(&points)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ok ")).count(),
+        5,
+        "{text}"
+    );
+}
