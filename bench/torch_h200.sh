@@ -12,12 +12,12 @@
 #   dobench          the timing cross-check: bench/torch_do_bench.py times the same kernels with
 #                    triton.testing.do_bench and with the harness (agreement within 5% asked on
 #                    kernels of 50 us and more)
-#   tma              TMA tile loads (the GEMM space's `tma` knob) against pointer loads on
-#                    torch/gemm_bf16's M4096: the best point of the 2026-12-05 search and the
-#                    tile Triton's tutorial starts from on Hopper, each rendered both ways by
-#                    `ksearch space check --write` and the TMA one evaluated `--against` its
-#                    pointer-load twin (both against cuBLAS), after a compile of every point
-#                    ahead of time (`space check --hardware h200`)
+#   tma              the GEMM space's Hopper knobs on torch/gemm_bf16's M4096: TMA tile loads
+#                    against pointer loads, and persistent programs against one program a tile,
+#                    each evaluated `--against` its twin (and against cuBLAS), for the best point
+#                    of the 2026-12-05 search and the tile Triton's tutorial starts from on
+#                    Hopper, rendered and compiled ahead of time by `ksearch space check
+#                    --hardware h200 --write`
 #   search           the builtin proposer on torch/gemm_bf16's M4096 workload (4096^3 bf16, the
 #                    Triton space; target: 0.8x of cuBLAS), stopped by SEARCH_TIME (default
 #                    6m30s) and, as Ctrl-C would, by BUDGET_S (default 470); WINDOW sets --window
@@ -133,12 +133,18 @@ case "$step" in
       name=$(echo "$point" | tr -d 'a-z_=' | tr ' ' '-')
       sets=()
       for knob in $point; do sets+=(--set "$knob"); done
-      for tma in 0 1; do
-        "$K" space check "$task" --hardware h200 "${sets[@]}" --set tma=$tma --limit 1 --write "$work/points-$name-$tma" \
+      for variant in "tma=0 persistent=0" "tma=1 persistent=0" "tma=1 persistent=1"; do
+        v=$(echo "$variant" | tr -d 'a-z_=' | tr -d ' ')
+        extra=()
+        for knob in $variant; do extra+=(--set "$knob"); done
+        "$K" space check "$task" --hardware h200 "${sets[@]}" "${extra[@]}" --limit 1 --write "$work/points-$name-$v" \
           >> "$work/space-check.txt" 2>&1
       done
-      LIMIT=150 eval_one tma "tma-$name" "$task" "$(ls "$work/points-$name-1"/*.py)" --workload M4096 "${QUICK[@]}" \
-        --against "$(ls "$work/points-$name-0"/*.py)" --timeout 140
+      # TMA loads against pointer loads, and persistent programs against one program a tile.
+      LIMIT=150 eval_one tma "tma-$name" "$task" "$(ls "$work/points-$name-10"/*.py)" --workload M4096 "${QUICK[@]}" \
+        --against "$(ls "$work/points-$name-00"/*.py)" --timeout 140
+      LIMIT=150 eval_one tma "persistent-$name" "$task" "$(ls "$work/points-$name-11"/*.py)" --workload M4096 "${QUICK[@]}" \
+        --against "$(ls "$work/points-$name-10"/*.py)" --timeout 140
     done
     grep -E "^\(|failed" "$work/space-check.txt" | tee -a "$summary"
     "$PY" bench/torch_summary.py evals "$work/tma" | tee -a "$summary"

@@ -95,6 +95,11 @@ impl CompiledPoints {
             return format!("(Triton kernels were not compiled for {device}: {why})\n");
         }
         let k = &self.kernels;
+        if k.is_empty() && self.points > self.unchecked {
+            return format!(
+                "(Triton kernels compiled ahead of time for {device}: no point passed)\n"
+            );
+        }
         let range = |f: &dyn Fn(&CompiledKernel) -> Option<u64>| {
             let v: Vec<u64> = k.iter().filter_map(f).collect();
             match (v.iter().min(), v.iter().max()) {

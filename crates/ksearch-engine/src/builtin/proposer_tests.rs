@@ -182,6 +182,7 @@ fn a_change_that_breaks_a_constraint_alone_comes_with_the_smallest_repair() {
         ("stages", 5),
         ("group_m", 1),
         ("tma", 0),
+        ("persistent", 0),
     ]);
     let steps = p.steps(&task, &from, &Default::default(), &Default::default(), 0);
     // A 128x256 tile breaks "over 128x128 needs 8 warps" with 4: it is proposed with 8 warps

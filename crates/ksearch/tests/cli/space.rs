@@ -322,9 +322,12 @@ fn space_check_compiles_a_triton_space_for_an_nvidia_gpu_this_machine_lacks() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("block_k=128 block_m=128 block_n=256 group_m=8 stages=4 tma=0 warps=8"),
+        stdout.contains(
+            "block_k=128 block_m=128 block_n=256 group_m=8 persistent=0 stages=4 tma=0 warps=8"
+        ),
         "{stdout}"
     );
+    assert!(stdout.contains(": no point passed)"), "{stdout}");
     assert!(
         stdout.contains("bytes of shared memory on workload `M")
             && stdout.contains("a block may have 232448"),
@@ -339,10 +342,16 @@ fn space_check_compiles_a_triton_space_for_an_nvidia_gpu_this_machine_lacks() {
 )]
 fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter() {
     // Rendered by ksearch as a search renders them: pointer and TMA loads, row-major and grouped
-    // tile order; run on the CPU by Triton's interpreter on shapes with partial tiles
+    // tile order, one program per tile or a few persistent ones walking the tiles; run on the
+    // CPU by Triton's interpreter on shapes with partial tiles
     // (fixtures/triton_interpret/gemm_points.py).
     let tmp = tempfile::tempdir().unwrap();
-    for knobs in ["tma=0 group_m=1", "tma=1 group_m=8", "tma=1 group_m=1"] {
+    for knobs in [
+        "tma=0 group_m=1 persistent=0",
+        "tma=1 group_m=8 persistent=0",
+        "tma=1 group_m=1 persistent=0",
+        "tma=1 group_m=8 persistent=1",
+    ] {
         let mut args = vec![
             "space",
             "check",
@@ -371,7 +380,7 @@ fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter
         .map(|e| e.unwrap().path())
         .collect();
     points.sort();
-    assert_eq!(points.len(), 3);
+    assert_eq!(points.len(), 4);
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/triton_interpret/gemm_points.py");
     let out = std::process::Command::new("python3")
@@ -389,13 +398,13 @@ fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter
     // Two shapes a point, and the unaligned view of each TMA point.
     assert_eq!(
         text.lines().filter(|l| l.starts_with("ok ")).count(),
-        8,
+        11,
         "{text}"
     );
-    assert_eq!(text.matches(" tma max error").count(), 4, "{text}");
+    assert_eq!(text.matches(" tma max error").count(), 6, "{text}");
     assert_eq!(
         text.matches("unaligned view: pointer loads").count(),
-        2,
+        3,
         "{text}"
     );
 }
