@@ -335,66 +335,74 @@ fn space_check_compiles_a_triton_space_for_an_nvidia_gpu_this_machine_lacks() {
     );
 }
 
+/// One point of `task`'s space per entry of `points` (its knobs, space-separated), rendered by
+/// `space check --write` as a search renders them, into a temporary directory.
+fn rendered(task: &str, points: &[&str]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    for knobs in points {
+        let mut args = vec![
+            "space",
+            "check",
+            task,
+            "--limit",
+            "1",
+            "--no-compile",
+            "--write",
+            dir,
+        ];
+        for knob in knobs.split(' ') {
+            args.extend(["--set", knob]);
+        }
+        let (code, stdout, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 0, "{knobs}: {stdout}{stderr}");
+        assert!(stdout.contains("1 ok"), "{knobs}: {stdout}");
+    }
+    let mut files: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), points.len());
+    (tmp, files)
+}
+
+/// `python3 tests/fixtures/SCRIPT FILES...` with `env`: everything it printed, once it passed.
+fn fixture_script(script: &str, files: &[PathBuf], env: &[(&str, &str)]) -> String {
+    let (code, stdout, stderr) = run(std::process::Command::new("python3")
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(script),
+        )
+        .args(files)
+        .envs(env.iter().copied()));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    stdout
+}
+
 #[test]
 #[cfg_attr(
     not(all(has_torch, has_triton)),
     ignore = "needs python3 with PyTorch and Triton (`.ci/run` installs them: pip install torch==2.11.0)"
 )]
 fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter() {
-    // Rendered by ksearch as a search renders them: pointer and TMA loads, row-major and grouped
-    // tile order, one program per tile or a few persistent ones walking the tiles; run on the
-    // CPU by Triton's interpreter on shapes with partial tiles
-    // (fixtures/triton_interpret/gemm_points.py).
-    let tmp = tempfile::tempdir().unwrap();
-    for knobs in [
-        "tma=0 group_m=1 persistent=0",
-        "tma=1 group_m=8 persistent=0",
-        "tma=1 group_m=1 persistent=0",
-        "tma=1 group_m=8 persistent=1",
-    ] {
-        let mut args = vec![
-            "space",
-            "check",
-            "torch/gemm",
-            "--limit",
-            "1",
-            "--no-compile",
-        ];
-        let write = tmp.path().to_str().unwrap();
-        args.extend(["--write", write]);
-        let fixed = [
-            "block_m=64",
-            "block_n=32",
-            "block_k=32",
-            "warps=4",
-            "stages=2",
-        ];
-        for knob in knobs.split(' ').chain(fixed) {
-            args.extend(["--set", knob]);
-        }
-        let (code, stdout, stderr) = run(&mut ksearch(&args));
-        assert_eq!(code, 0, "{stdout}{stderr}");
-    }
-    let mut points: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    points.sort();
-    assert_eq!(points.len(), 4);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/triton_interpret/gemm_points.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .args(&points)
-        .env("TRITON_INTERPRET", "1")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    // Pointer and TMA loads, row-major and grouped tile order, one program per tile or a few
+    // persistent ones walking the tiles; run on the CPU by Triton's interpreter on shapes with
+    // partial tiles.
+    let fixed = "block_m=64 block_n=32 block_k=32 warps=4 stages=2";
+    let points = [
+        format!("{fixed} tma=0 group_m=1 persistent=0"),
+        format!("{fixed} tma=1 group_m=8 persistent=0"),
+        format!("{fixed} tma=1 group_m=1 persistent=0"),
+        format!("{fixed} tma=1 group_m=8 persistent=1"),
+    ];
+    let (_tmp, files) = rendered("torch/gemm", &points.each_ref().map(String::as_str));
+    let text = fixture_script(
+        "triton_interpret/gemm_points.py",
+        &files,
+        &[("TRITON_INTERPRET", "1")],
     );
-    assert!(out.status.success(), "{text}");
     // Two shapes a point, and the unaligned view of each TMA point.
     assert_eq!(
         text.lines().filter(|l| l.starts_with("ok ")).count(),
@@ -415,54 +423,20 @@ fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter
     ignore = "needs python3 with numpy, and g++ (`.ci/run` installs them)"
 )]
 fn the_selective_scan_spaces_cuda_kernels_compute_the_recurrence_when_emulated_on_the_cpu() {
-    // Rendered by ksearch as a search renders them: one pass and two-pass chunked scans, one to
-    // sixteen threads per channel (warp shuffles), steps loaded one, four, eight or sixteen at
-    // a time, prefetching and exp2; each point's CUDA kernels run on the CPU thread by thread
-    // (fixtures/cuda_emulate/scan_points.py) against the recurrence in numpy.
-    let tmp = tempfile::tempdir().unwrap();
-    for knobs in [
-        "chunks=1 tile=1 tpc=1 prefetch=0 exp2=0",
-        "chunks=1 tile=4 tpc=1 prefetch=0 exp2=0",
-        "chunks=16 tile=1 tpc=16 prefetch=1 exp2=0",
-        "chunks=4 tile=8 tpc=2 prefetch=0 exp2=1",
-        "chunks=16 tile=16 tpc=4 prefetch=0 exp2=0",
-    ] {
-        let mut args = vec![
-            "space",
-            "check",
-            "mlx/selective_scan",
-            "--limit",
-            "1",
-            "--no-compile",
-            "--set",
-            "block=64",
-        ];
-        args.extend(["--write", tmp.path().to_str().unwrap()]);
-        for knob in knobs.split(' ') {
-            args.extend(["--set", knob]);
-        }
-        let (code, stdout, stderr) = run(&mut ksearch(&args));
-        assert_eq!(code, 0, "{knobs}: {stdout}{stderr}");
-        assert!(stdout.contains("1 ok"), "{knobs}: {stdout}");
-    }
-    let points: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(points.len(), 5);
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_emulate/scan_points.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .args(&points)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    // One pass and two-pass chunked scans, one to sixteen threads per channel (warp shuffles),
+    // steps loaded one, four, eight or sixteen at a time, prefetching and exp2; each point's
+    // CUDA kernels run on the CPU against the recurrence in numpy.
+    let (_tmp, files) = rendered(
+        "mlx/selective_scan",
+        &[
+            "block=64 chunks=1 tile=1 tpc=1 prefetch=0 exp2=0",
+            "block=64 chunks=1 tile=4 tpc=1 prefetch=0 exp2=0",
+            "block=64 chunks=16 tile=1 tpc=16 prefetch=1 exp2=0",
+            "block=64 chunks=4 tile=8 tpc=2 prefetch=0 exp2=1",
+            "block=64 chunks=16 tile=16 tpc=4 prefetch=0 exp2=0",
+        ],
     );
-    assert!(out.status.success(), "{text}");
+    let text = fixture_script("cuda_emulate/scan_points.py", &files, &[]);
     assert_eq!(
         text.lines().filter(|l| l.starts_with("ok ")).count(),
         5,
