@@ -3,6 +3,7 @@
 //! Candidate code never runs in the orchestrator: the [`Supervisor`] starts a worker process
 //! per backend, speaks the worker protocol with it, and turns hangs and crashes into statuses.
 
+mod ahead_of_time;
 mod backend;
 pub mod c_worker;
 pub mod dependencies;
@@ -18,10 +19,10 @@ mod secret;
 mod shm;
 mod supervisor;
 mod torch_backend;
-mod triton_aot;
 mod validate;
 mod worker_process;
 
+pub use ahead_of_time::{AheadOfTime, CompiledKernel, CompiledPoints, KernelCompiler};
 pub use backend::{
     BackendEval, BackendOptions, BuiltinProcesses, CBackend, backend_for, build_only,
     build_only_caveat, builtin_processes,
@@ -37,5 +38,4 @@ pub use knowledge_checks::{check as check_rules, knowledge};
 pub use mlx_backend::MlxBackend;
 pub use supervisor::{PhaseObserver, Supervisor};
 pub use torch_backend::TorchBackend;
-pub use triton_aot::{AheadOfTime, CompiledKernel, CompiledPoints, TritonCompiler};
 pub use worker_process::{WorkerCommand, signal_name};

@@ -11,9 +11,9 @@
 use std::io::Write;
 
 use clap::{Args, Subcommand};
-use ksearch_core::task::{BackendKind, Task};
+use ksearch_core::task::Task;
 use ksearch_engine::builtin::space::{FileSpace, knobs_of};
-use ksearch_eval::{CompiledPoints, TritonCompiler};
+use ksearch_eval::{CompiledPoints, KernelCompiler};
 use ksearch_knowledge::Hardware;
 
 use crate::exit_codes;
@@ -90,11 +90,15 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         fs_err::create_dir_all(dir)?;
     }
     let extension = family.spec().extension();
-    // A torch task's Triton kernels, compiled for the NVIDIA device the check is for.
-    let mut triton = match (&hw, task.spec.backend, *no_compile) {
-        (Some(h), BackendKind::Torch, false) if h.compute_capability.is_some() => Some(
-            TritonCompiler::start(std::path::Path::new("python3"), &task.spec, h),
-        ),
+    // A Python task's GPU kernels, compiled for the NVIDIA device the check is for.
+    let kernels = KernelCompiler::kernels(task.spec.backend);
+    let mut compiler = match (&hw, kernels, *no_compile) {
+        (Some(h), Some(_), false) if h.compute_capability.is_some() => Some(KernelCompiler::start(
+            task.spec.backend,
+            std::path::Path::new("python3"),
+            &task.spec,
+            h,
+        )),
         _ => None,
     };
     let mut compiled = CompiledPoints::default();
@@ -110,20 +114,20 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         }
         let file = tmp.path().join(format!("point.{extension}"));
         ksearch_eval::build_only(task.spec.backend, source, &file)?;
-        match triton
+        match compiler
             .as_mut()
             .map(|t| t.as_mut().map(|c| c.compile(&file)))
         {
             Some(Ok(Ok(outcome))) => compiled.add(&knobs_of(config), outcome),
             Some(Ok(Err(why))) => {
                 compiled.unavailable = Some(why);
-                triton = None;
+                compiler = None;
                 Ok(())
             }
             Some(Err(_)) | None => Ok(()),
         }
     });
-    if let Some(Err(why)) = triton {
+    if let Some(Err(why)) = compiler {
         compiled.unavailable = Some(why);
     }
     let mut out = std::io::stdout().lock();
@@ -132,7 +136,15 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         .as_ref()
         .filter(|_| compiled.points > 0 || compiled.unavailable.is_some())
     {
-        Some(h) => write!(out, "{}", compiled.render(h))?,
+        Some(h) => {
+            write!(out, "{}", compiled.render(kernels.unwrap_or("kernels"), h))?;
+            if task.spec.backend == ksearch_core::task::BackendKind::Mlx {
+                writeln!(
+                    out,
+                    "(their Metal kernels were not compiled: Metal compiles only where MLX runs on an Apple GPU)"
+                )?;
+            }
+        }
         None => {
             if !*no_compile && let Some(caveat) = ksearch_eval::build_only_caveat(task.spec.backend)
             {

@@ -245,6 +245,23 @@ fn the_built_in_gpu_spaces_render_and_meet_the_rules_of_both_targets() {
     }
 }
 
+/// A copy of the built-in task `name` (its files and its `space/`) at `to`.
+fn copy_task(name: &str, to: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tasks")
+        .join(name);
+    for dir in [src.clone(), src.join("space")] {
+        let into = to.join(dir.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(&into).unwrap();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_file() {
+                std::fs::copy(&path, into.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+}
+
 /// The numbers before `what` in `text` ("108 kernels", "54 with wgmma").
 fn count(text: &str, what: &str) -> usize {
     let at = text
@@ -295,18 +312,7 @@ fn space_check_compiles_a_triton_space_for_an_nvidia_gpu_this_machine_lacks() {
     // is compiled, and fails naming its knobs.
     let tmp = tempfile::tempdir().unwrap();
     let task = tmp.path().join("gemm");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/torch/gemm");
-    std::fs::create_dir_all(task.join("space")).unwrap();
-    for f in [
-        "task.toml",
-        "reference.py",
-        "seed.py",
-        "baseline.py",
-        "space/space.toml",
-        "space/kernel.py.j2",
-    ] {
-        std::fs::copy(src.join(f), task.join(f)).unwrap();
-    }
+    copy_task("torch/gemm", &task);
     edit(
         &task.join("space/space.toml"),
         "* stages <= 232448",
@@ -441,5 +447,70 @@ fn the_selective_scan_spaces_cuda_kernels_compute_the_recurrence_when_emulated_o
         text.lines().filter(|l| l.starts_with("ok ")).count(),
         5,
         "{text}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_mlx, has_torch)),
+    ignore = "needs python3 with MLX and PyTorch's CUDA wheel, whose NVRTC compiles (`.ci/run` installs them)"
+)]
+fn space_check_compiles_an_mlx_spaces_cuda_kernels_with_nvrtc_for_an_nvidia_gpu_this_machine_lacks()
+{
+    let point = [
+        "--set",
+        "chunks=16",
+        "--set",
+        "tile=8",
+        "--set",
+        "tpc=4",
+        "--set",
+        "block=128",
+        "--set",
+        "prefetch=0",
+        "--set",
+        "exp2=0",
+        "--hardware",
+        "h200",
+        "--limit",
+        "1",
+    ];
+    let mut args = vec!["space", "check", "mlx/selective_scan"];
+    args.extend(point);
+    let (code, stdout, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // Two passes of the chunked scan on each of four workloads.
+    assert!(
+        stdout.contains("(MLX CUDA kernels (NVRTC) compiled ahead of time for NVIDIA H200 SXM 141GB (compute capability 9.0), every workload: 8 kernels of 1 point:"),
+        "{stdout}"
+    );
+    assert_eq!(count(&stdout, "spill registers"), 0, "{stdout}");
+    assert!(
+        stdout.contains("(their Metal kernels were not compiled"),
+        "{stdout}"
+    );
+
+    // A kernel that uses a name it never declared fails, with NVRTC's message and its knobs.
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("scan");
+    copy_task("mlx/selective_scan", &task);
+    edit(
+        &task.join("space/cuda.cu.j2"),
+        "float us[T], ds[T], bs[T][PER];",
+        "float us[T], ds[T];",
+    );
+    let mut args = vec!["space", "check", task.to_str().unwrap()];
+    args.extend(point);
+    let (code, stdout, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("FAILED    block=128 chunks=16 exp2=0 prefetch=0 tile=8 tpc=4:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("CUDA kernel `scan_summary` does not compile for sm_90a on workload `L512`")
+            && stdout.contains("\"bs\""),
+        "{stdout}"
     );
 }

@@ -1,34 +1,41 @@
-//! The Triton kernels of torch modules compiled ahead of time for an NVIDIA device this machine
-//! need not have (`ksearch space check TASK --hardware h200`): the harness's `triton_aot`, one
-//! Python process for every point checked, which calls each module on `meta` tensors with a
-//! Triton driver that compiles each launch for the device's compute capability and runs nothing.
+//! The GPU kernels of Python modules compiled ahead of time for an NVIDIA device this machine need
+//! not have (`ksearch space check TASK --hardware h200`), one Python process for every point
+//! checked: a torch module's Triton kernels by the harness's `triton_aot` (each module called on
+//! `meta` tensors with a Triton driver that compiles each launch for the device's compute
+//! capability and runs nothing), an MLX module's `cuda_kernel`s by its `mlx_aot` (each module
+//! called on MLX arrays on the CPU, each kernel wrapped and compiled by NVRTC).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use ksearch_core::task::TaskSpec;
+use ksearch_core::task::{BackendKind, TaskSpec};
 use ksearch_knowledge::Hardware;
 use serde::Deserialize;
 
 use crate::mlx_backend::{cache_root, unpack_harness};
 
-/// One kernel as Triton compiled it for the device.
+/// One kernel as it compiled for the device.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CompiledKernel {
     pub name: String,
     pub workload: String,
-    pub warps: u32,
-    pub stages: u32,
+    /// Triton's warps and pipeline stages (a Triton kernel's only).
+    #[serde(default)]
+    pub warps: Option<u32>,
+    #[serde(default)]
+    pub stages: Option<u32>,
     /// Shared memory a block uses, in bytes.
     pub shared: u64,
     /// Registers a thread (from the cubin; absent where Triton's `cuobjdump` could not say).
     pub registers: Option<u32>,
     /// Bytes of stack frame a thread spills registers to (a Triton kernel has no other stack).
     pub spilled: Option<u64>,
-    /// TMA copies (`cp.async.bulk.tensor`) and `wgmma` instructions in its PTX.
-    pub tma: u32,
-    pub wgmma: u32,
+    /// TMA copies (`cp.async.bulk.tensor`) and `wgmma` instructions in its PTX (Triton's only).
+    #[serde(default)]
+    pub tma: Option<u32>,
+    #[serde(default)]
+    pub wgmma: Option<u32>,
 }
 
 /// What compiling one module's kernels ahead of time found.
@@ -84,21 +91,20 @@ impl CompiledPoints {
         Ok(())
     }
 
-    /// The lines `space check` prints after its list of points.
-    pub fn render(&self, hw: &Hardware) -> String {
+    /// The lines `space check` prints after its list of points, for kernels of `what` ("Triton
+    /// kernels").
+    pub fn render(&self, what: &str, hw: &Hardware) -> String {
         let device = format!(
             "{} (compute capability {})",
             hw.name,
             hw.compute_capability.as_deref().unwrap_or("?")
         );
         if let Some(why) = &self.unavailable {
-            return format!("(Triton kernels were not compiled for {device}: {why})\n");
+            return format!("({what} were not compiled for {device}: {why})\n");
         }
         let k = &self.kernels;
         if k.is_empty() && self.points > self.unchecked {
-            return format!(
-                "(Triton kernels compiled ahead of time for {device}: no point passed)\n"
-            );
+            return format!("({what} compiled ahead of time for {device}: no point passed)\n");
         }
         let range = |f: &dyn Fn(&CompiledKernel) -> Option<u64>| {
             let v: Vec<u64> = k.iter().filter_map(f).collect();
@@ -108,15 +114,23 @@ impl CompiledPoints {
                 _ => "?".into(),
             }
         };
+        // What a Triton kernel's PTX says of it.
+        let ptx = if k.iter().any(|c| c.tma.is_some()) {
+            format!(
+                ", {} copy tiles with TMA, {} use wgmma",
+                k.iter().filter(|c| c.tma.unwrap_or(0) > 0).count(),
+                k.iter().filter(|c| c.wgmma.unwrap_or(0) > 0).count(),
+            )
+        } else {
+            String::new()
+        };
         let mut out = format!(
-            "(Triton kernels compiled ahead of time for {device}, on meta tensors of every workload: {} of {}: registers a thread {}, shared memory {} bytes a block; {} spill registers, {} copy tiles with TMA, {} use wgmma)\n",
+            "({what} compiled ahead of time for {device}, every workload: {} of {}: registers a thread {}, shared memory {} bytes a block; {} spill registers{ptx})\n",
             counted(k.len(), "kernel"),
             counted(self.points - self.unchecked, "point"),
             range(&|c| c.registers.map(u64::from)),
             range(&|c| Some(c.shared)),
             k.iter().filter(|c| c.spilled.unwrap_or(0) > 0).count(),
-            k.iter().filter(|c| c.tma > 0).count(),
-            k.iter().filter(|c| c.wgmma > 0).count(),
         );
         if let Some(first) = self.spilling.first() {
             out.push_str(&format!(
@@ -141,17 +155,38 @@ fn counted(n: usize, what: &str) -> String {
 
 /// The compiler process, started once for a task and a device.
 #[derive(Debug)]
-pub struct TritonCompiler {
+pub struct KernelCompiler {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     _task: tempfile::NamedTempFile,
 }
 
-impl TritonCompiler {
-    /// Start compiling for `hw` (an NVIDIA device with a compute capability and a shared-memory
-    /// limit); `Err` says why it cannot (not such a device, no Python, no Triton).
-    pub fn start(python: &Path, spec: &TaskSpec, hw: &Hardware) -> Result<Self, String> {
+impl KernelCompiler {
+    /// What it compiles for a task of `backend`, as `space check` says it ("Triton kernels"),
+    /// where it has a compiler.
+    pub fn kernels(backend: BackendKind) -> Option<&'static str> {
+        match backend {
+            BackendKind::Torch => Some("Triton kernels"),
+            BackendKind::Mlx => Some("MLX CUDA kernels (NVRTC)"),
+            BackendKind::C => None,
+        }
+    }
+
+    /// Start compiling a `backend` task's kernels for `hw` (an NVIDIA device with a compute
+    /// capability and a shared-memory limit); `Err` says why it cannot (not such a device, no
+    /// Python, no Triton or NVRTC).
+    pub fn start(
+        backend: BackendKind,
+        python: &Path,
+        spec: &TaskSpec,
+        hw: &Hardware,
+    ) -> Result<Self, String> {
+        let module = match backend {
+            BackendKind::Torch => "ksearch_harness.triton_aot",
+            BackendKind::Mlx => "ksearch_harness.mlx_aot",
+            BackendKind::C => return Err("a C task's kernels compile with cc".into()),
+        };
         let capability = hw
             .compute_capability
             .as_deref()
@@ -177,12 +212,7 @@ impl TritonCompiler {
         serde_json::to_writer(&mut task, spec).map_err(|e| e.to_string())?;
         task.flush().map_err(|e| e.to_string())?;
         let mut child = Command::new(python)
-            .args([
-                "-m",
-                "ksearch_harness.triton_aot",
-                "--capability",
-                capability,
-            ])
+            .args(["-m", module, "--capability", capability])
             .arg("--shared-limit")
             .arg(shared.to_string())
             .arg("--task")
@@ -203,9 +233,9 @@ impl TritonCompiler {
         })
     }
 
-    /// Compile the Triton kernels `file` launches, on every workload of the task.
+    /// Compile the kernels `file` launches, on every workload of the task.
     pub fn compile(&mut self, file: &Path) -> Result<AheadOfTime, String> {
-        let lost = |e: &dyn std::fmt::Display| format!("the Triton compiler process stopped: {e}");
+        let lost = |e: &dyn std::fmt::Display| format!("the compiler process stopped: {e}");
         writeln!(self.stdin, "{}", file.display()).map_err(|e| lost(&e))?;
         self.stdin.flush().map_err(|e| lost(&e))?;
         let mut line = String::new();
@@ -222,7 +252,7 @@ impl TritonCompiler {
     }
 }
 
-impl Drop for TritonCompiler {
+impl Drop for KernelCompiler {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -1,0 +1,214 @@
+"""The CUDA kernels of MLX modules (`mx.fast.cuda_kernel`) compiled ahead of time by NVRTC for an
+NVIDIA GPU that this machine need not have (`ksearch space check` of an MLX task's template space):
+
+    python3 -m ksearch_harness.mlx_aot --capability 9.0 --shared-limit BYTES --task TASK.json
+
+Module paths come on stdin, one a line; for each, one JSON line on stdout, as
+`ksearch_harness.triton_aot` answers: `{"kernels": [...]}` (each kernel compiled: name, workload,
+static shared memory, registers and stack frame a thread, as ptxas reports them), `{"error":
+"..."}` (NVRTC's log of a kernel that does not compile, or static shared memory over
+`--shared-limit`), or `{"unchecked": "..."}`.
+
+Each module's `run` is called once per workload on MLX arrays of the workload's shapes (zeros, on
+MLX's CPU device), with `mx.fast.cuda_kernel` standing in for MLX's: each kernel the module makes
+is wrapped much as MLX's CUDA backend wraps one (a `__global__` function of its inputs, `const`,
+and outputs, of the dtypes the call passes and asks for, the call's template arguments as
+template parameters, CUDA's half and bfloat16 headers included (not cooperative groups, whose
+headers PyTorch's wheel lacks), then the module's `header`),
+compiled for `sm_XYa` of the capability, and answered with zeros. NVRTC is the one PyTorch's CUDA
+wheel installs (or a CUDA toolkit's, under CUDA_HOME). The wrapper is not MLX's own code: a kernel
+that uses what only MLX's headers define fails here and may build under MLX. The module is the
+user's own template: it runs in this process, unsandboxed, as a build would."""
+
+import argparse
+import ctypes
+import glob
+import json
+import os
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from .candidates import CandidateError, CompileError, load_namespace, trimmed_traceback
+from .triton_aot import first_lines, last_line
+
+WRAPPER = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#define inf INFINITY
+{header}
+{template}__global__ void {name}({params}) {{
+{source}
+}}
+{instance}
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="ksearch_harness.mlx_aot")
+    ap.add_argument("--capability", required=True, help="the NVIDIA compute capability, e.g. 9.0")
+    ap.add_argument("--shared-limit", type=int, required=True, help="shared memory a block may use, in bytes")
+    ap.add_argument("--task", required=True, help="the task as JSON (its inputs and workloads)")
+    args = ap.parse_args()
+    with open(args.task) as f:
+        task = json.load(f)
+    try:
+        compiler = Compiler(args.capability)
+    except (ImportError, OSError) as e:
+        print(json.dumps({"unavailable": str(e)}), flush=True)
+        return
+    for line in sys.stdin:
+        path = line.strip()
+        if path:
+            print(json.dumps(compiler.check(path, task, args.shared_limit)), flush=True)
+
+
+def nvrtc_paths():
+    """(libnvrtc, its builtins, include directories): PyTorch's CUDA wheel, else CUDA_HOME."""
+    roots = [os.path.join(p, "nvidia", "*") for p in sys.path if p.endswith("-packages")]
+    roots += [os.environ.get("CUDA_HOME") or "/usr/local/cuda"]
+    for root in roots:
+        for lib in sorted(glob.glob(os.path.join(root, "lib*", "libnvrtc.so*"))):
+            builtins = sorted(glob.glob(os.path.join(os.path.dirname(lib), "libnvrtc-builtins.so*")))
+            include = os.path.join(os.path.dirname(os.path.dirname(lib)), "include")
+            if builtins and os.path.isfile(os.path.join(include, "cuda_fp16.h")):
+                return lib, builtins[0], include
+    raise ImportError("no NVRTC found (pip install torch brings one on Linux; or set CUDA_HOME)")
+
+
+class Compiler:
+    """NVRTC, and `mx.fast.cuda_kernel` replaced by a maker of kernels that compile and answer zeros."""
+
+    def __init__(self, capability):
+        import mlx.core as mx
+
+        lib, builtins, self.include = nvrtc_paths()
+        # The builtins first, where libnvrtc looks for them by name.
+        ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+        self.nvrtc = ctypes.CDLL(lib)
+        major, _, minor = capability.partition(".")
+        arch = int(major) * 10 + int(minor or 0)
+        # The architecture-specific instructions (wgmma, setmaxnreg) need the `a` variant.
+        self.arch = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
+        self.mx = mx
+        self.compiled = []
+        # Kernels compile on threads of their own (NVRTC runs without Python's lock), each text
+        # once: a workload's or a point's that another already made is not compiled again.
+        self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+        self.builds = {}
+        compiler = self
+
+        def cuda_kernel(name, input_names, output_names, source, header="", ensure_row_contiguous=True, atomic_outputs=False):
+            def call(inputs, output_shapes, output_dtypes, grid=None, threadgroup=None, template=None, **_):
+                compiler.compiled.append(compiler.build(name, input_names, output_names, source, header, inputs,
+                                                        output_dtypes, template or []))
+                return [mx.zeros(tuple(s), dtype=d) for s, d in zip(output_shapes, output_dtypes)]
+            return call
+
+        mx.fast.cuda_kernel = cuda_kernel
+
+    def ctype(self, dtype):
+        mx = self.mx
+        return {mx.float16: "__half", mx.bfloat16: "__nv_bfloat16", mx.float32: "float", mx.float64: "double",
+                mx.int32: "int32_t", mx.int64: "int64_t", mx.uint32: "uint32_t", mx.uint8: "uint8_t",
+                mx.int8: "int8_t", mx.int16: "int16_t", mx.uint16: "uint16_t", mx.bool_: "bool"}[dtype]
+
+    def build(self, name, input_names, output_names, source, header, inputs, output_dtypes, template):
+        """The kernel wrapped, and its compile under way: (name, a future of (what it uses or None, NVRTC's log))."""
+        params = [f"const {self.ctype(x.dtype)}* {n}" for n, x in zip(input_names, inputs)]
+        params += [f"{self.ctype(d)}* {n}" for n, d in zip(output_names, output_dtypes)]
+        kinds, values = [], []
+        for key, value in template:
+            if isinstance(value, bool):
+                kinds.append(f"bool {key}")
+                values.append("true" if value else "false")
+            elif isinstance(value, int):
+                kinds.append(f"int {key}")
+                values.append(str(value))
+            else:
+                kinds.append(f"typename {key}")
+                values.append(self.ctype(value))
+        fn = f"custom_kernel_{name}"
+        text = WRAPPER.format(
+            header=header, name=fn, params=", ".join(params), source=source,
+            template=f"template <{', '.join(kinds)}>\n" if kinds else 'extern "C" ',
+            instance=f"template __global__ void {fn}<{', '.join(values)}>({', '.join(params)});" if kinds else "")
+        if text not in self.builds:
+            self.builds[text] = self.pool.submit(self.nvrtc_compile, text, f"{fn}.cu")
+        return name, self.builds[text]
+
+    def nvrtc_compile(self, text, filename):
+        lib = self.nvrtc
+        prog = ctypes.c_void_p()
+        if lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), filename.encode(), 0, None, None) != 0:
+            return None, "nvrtcCreateProgram failed"
+        try:
+            opts = [f"--gpu-architecture={self.arch}", f"-I{self.include}", "--std=c++17", "-default-device",
+                    "--ptxas-options=-v"]
+            argv = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+            status = lib.nvrtcCompileProgram(prog, len(opts), argv)
+            size = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetProgramLog(prog, log)
+            text = log.value.decode(errors="replace")
+            if status != 0:
+                return None, text
+            return usage(text), ""
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    def check(self, path, task, shared_limit):
+        mx = self.mx
+        with open(path, encoding="utf-8") as f:
+            source = {"file": os.path.basename(path), "text": f.read()}
+        made = []
+        try:
+            ns = load_namespace(source, "cuda")
+            run = ns.get("run")
+            if not callable(run):
+                return {"unchecked": f"{source['file']} defines no `run`"}
+            for w in task["workloads"]:
+                axes = w["axes"]
+                inputs = [mx.zeros([int(axes[a]) for a in s["shape"]], dtype=DTYPES[s["dtype"]](mx)) for s in task["inputs"]]
+                del self.compiled[:]
+                try:
+                    mx.eval(run(*inputs, **axes))
+                except Exception:  # noqa: BLE001 - the module cannot be run this way
+                    if not self.compiled:
+                        return {"unchecked": f"run raised before making any CUDA kernel: {last_line(trimmed_traceback(2))}"}
+                made += [(name, w["name"], build) for name, build in self.compiled]
+        except (CandidateError, CompileError) as e:
+            return {"unchecked": last_line(str(e))}
+        kernels = []
+        for name, workload, build in made:
+            used, log = build.result()
+            if used is None:
+                return {"error": f"CUDA kernel `{name}` does not compile for {self.arch} on workload `{workload}`:\n{first_lines(log, 12)}"}
+            kernels.append({"name": name, "workload": workload, **used})
+        for k in kernels:
+            if k["shared"] > shared_limit:
+                return {"error": f"CUDA kernel `{k['name']}` declares {k['shared']} bytes of shared memory on workload `{k['workload']}`; a block may have {shared_limit}", "kernels": kernels}
+        if not kernels:
+            return {"unchecked": "run made no CUDA kernel"}
+        return {"kernels": kernels}
+
+
+DTYPES = {"f16": lambda mx: mx.float16, "bf16": lambda mx: mx.bfloat16, "f32": lambda mx: mx.float32,
+          "i32": lambda mx: mx.int32, "i64": lambda mx: mx.int64}
+
+
+def usage(log):
+    """What ptxas said the kernel uses (`--ptxas-options=-v`): static shared memory a block,
+    registers a thread and the stack frame a thread spills them to."""
+    regs = re.search(r"Used (\d+) registers", log)
+    smem = re.search(r"(\d+) bytes smem", log)
+    stack = re.search(r"(\d+) bytes stack frame", log)
+    return {"shared": int(smem.group(1)) if smem else 0, "registers": int(regs.group(1)) if regs else None,
+            "spilled": int(stack.group(1)) if stack else None}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""`ksearch_harness.mlx_aot`: an MLX module's `cuda_kernel`s compiled by NVRTC for an H200 (compute
+capability 9.0) on a machine without a GPU, one JSON line per module."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+TASK = {
+    "inputs": [{"name": "x", "shape": ["n"], "dtype": "f16"}],
+    "workloads": [{"name": "small", "axes": {"n": 256}}, {"name": "large", "axes": {"n": 4096}}],
+}
+
+# y = 2x, one element a thread, with a shared-memory tile of `{tile}` floats; `{body}` is the rest.
+MODULE = '''
+import mlx.core as mx
+
+SOURCE = """
+    __shared__ float tile[{tile}];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x % {tile}] = __half2float(x[i]);
+    __syncthreads();
+    {body}
+"""
+
+
+def run(x, *, n):
+    k = mx.fast.cuda_kernel(name="twice", input_names=["x"], output_names=["y"], source=SOURCE)
+    return k(inputs=[x], template=[("N", n)], grid=(n, 1, 1), threadgroup=(128, 1, 1),
+             output_shapes=[x.shape], output_dtypes=[mx.float16])[0]
+'''
+
+
+def module(body="if (i < N) y[i] = __float2half(2.0f * tile[threadIdx.x % {tile}]);", tile=128):
+    return MODULE.replace("{body}", body).replace("{tile}", str(tile))
+
+
+def nvrtc():
+    try:
+        from ksearch_harness.mlx_aot import nvrtc_paths
+
+        nvrtc_paths()
+        return True
+    except ImportError:
+        return False
+
+
+sys.path.insert(0, HARNESS)
+
+
+@unittest.skipUnless(importlib.util.find_spec("mlx") and nvrtc(), "needs MLX and NVRTC (pip install \"mlx[cpu]\" torch)")
+class AheadOfTime(unittest.TestCase):
+    def check(self, sources, shared_limit=232448):
+        with tempfile.TemporaryDirectory() as d:
+            task = os.path.join(d, "task.json")
+            with open(task, "w") as f:
+                json.dump(TASK, f)
+            paths = []
+            for i, text in enumerate(sources):
+                paths.append(os.path.join(d, f"m{i}.py"))
+                with open(paths[-1], "w") as f:
+                    f.write(text)
+            out = subprocess.run(
+                [sys.executable, "-m", "ksearch_harness.mlx_aot", "--capability", "9.0", "--shared-limit", str(shared_limit), "--task", task],
+                input="\n".join(paths) + "\n", capture_output=True, text=True, cwd=HARNESS, timeout=600,
+                env={**os.environ, "PYTHONPATH": HARNESS})
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return [json.loads(line) for line in out.stdout.splitlines()]
+
+    def test_each_module_gets_one_answer_saying_what_was_compiled_or_why_not(self):
+        ok, bad, none = self.check([
+            module(),
+            module(body="y[i] = undeclared;"),
+            "import mlx.core as mx\n\ndef run(x, *, n):\n    return x * 2\n",
+        ])
+        # One kernel a workload (its template argument N differs), its static shared tile counted.
+        self.assertEqual([(k["name"], k["workload"]) for k in ok["kernels"]], [("twice", "small"), ("twice", "large")])
+        for k in ok["kernels"]:
+            self.assertEqual(k["shared"], 512)
+            self.assertGreater(k["registers"], 0)
+            self.assertEqual(k["spilled"], 0)
+        self.assertIn("CUDA kernel `twice` does not compile for sm_90a on workload `small`", bad["error"])
+        self.assertIn("undeclared", bad["error"])
+        self.assertEqual(none, {"unchecked": "run made no CUDA kernel"})
+
+    def test_a_kernel_over_the_devices_shared_memory_fails(self):
+        [got] = self.check([module(tile=16384)], shared_limit=49152)
+        self.assertEqual(got["error"], "CUDA kernel `twice` declares 65536 bytes of shared memory on workload `small`; a block may have 49152")
+
+
+if __name__ == "__main__":
+    unittest.main()
