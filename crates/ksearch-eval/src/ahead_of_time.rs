@@ -27,9 +27,9 @@ pub struct CompiledKernel {
     pub stages: Option<u32>,
     /// Shared memory a block uses, in bytes.
     pub shared: u64,
-    /// Registers a thread (from the cubin; absent where Triton's `cuobjdump` could not say).
+    /// Registers a thread (as ptxas or `cuobjdump` said; absent where neither could).
     pub registers: Option<u32>,
-    /// Bytes of stack frame a thread spills registers to (a Triton kernel has no other stack).
+    /// Bytes of stack frame a thread spills registers to (these kernels have no other stack).
     pub spilled: Option<u64>,
     /// TMA copies (`cp.async.bulk.tensor`) and `wgmma` instructions in its PTX (Triton's only).
     #[serde(default)]
@@ -44,7 +44,7 @@ pub enum AheadOfTime {
     Compiled(Vec<CompiledKernel>),
     /// A kernel did not compile, or needs more shared memory than the device gives a block.
     Failed(String),
-    /// The module could not be run on `meta` tensors, or launched no Triton kernel.
+    /// The module could not be run without a GPU, or launched no kernel.
     Unchecked(String),
 }
 
@@ -57,14 +57,14 @@ struct Line {
     unavailable: Option<String>,
 }
 
-/// What compiling the points' Triton kernels ahead of time found, over every point.
+/// What compiling the points' kernels ahead of time found, over every point.
 #[derive(Debug, Default)]
 pub struct CompiledPoints {
     pub points: usize,
     kernels: Vec<CompiledKernel>,
     /// Points with a kernel that spills registers.
     spilling: Vec<String>,
-    /// Points whose module could not be run on `meta` tensors, and the first reason.
+    /// Points whose module could not be run without a GPU, and the first reason.
     unchecked: usize,
     why_unchecked: Option<String>,
     /// Why no kernel could be compiled here at all.
@@ -211,7 +211,11 @@ impl KernelCompiler {
         let mut task = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
         serde_json::to_writer(&mut task, spec).map_err(|e| e.to_string())?;
         task.flush().map_err(|e| e.to_string())?;
+        // The template is the user's own code, but it is code: no API key reaches it, as none
+        // reaches a worker.
         let mut child = Command::new(python)
+            .env_clear()
+            .envs(crate::env_scrub::scrubbed(std::env::vars_os()))
             .args(["-m", module, "--capability", capability])
             .arg("--shared-limit")
             .arg(shared.to_string())

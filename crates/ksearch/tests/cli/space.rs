@@ -514,3 +514,37 @@ fn space_check_compiles_an_mlx_spaces_cuda_kernels_with_nvrtc_for_an_nvidia_gpu_
         "{stdout}"
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(all(has_torch, has_triton)),
+    ignore = "needs python3 with PyTorch and Triton (`.ci/run` installs them: pip install torch==2.11.0)"
+)]
+fn the_templates_compiled_ahead_of_time_see_no_secret() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("gemm");
+    copy_task("torch/gemm", &task);
+    edit(
+        &task.join("space/kernel.py.j2"),
+        "def run(A, B, *, M, N, K):\n",
+        "def run(A, B, *, M, N, K):\n    import os\n    assert not [k for k in os.environ if 'API_KEY' in k], 'a secret reached the template'\n",
+    );
+    let (code, stdout, stderr) = run(ksearch(&[
+        "space",
+        "check",
+        task.to_str().unwrap(),
+        "--hardware",
+        "h200",
+        "--limit",
+        "1",
+    ])
+    .env("OPENAI_API_KEY", "sk-must-not-leak")
+    .env("ANTHROPIC_API_KEY", "sk-ant-must-not-leak"));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // Compiled: `run` got past its check of the environment to the Triton launch.
+    assert!(
+        stdout.contains("every workload: 2 kernels of 1 point:"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("not compiled ahead of time"), "{stdout}");
+}
