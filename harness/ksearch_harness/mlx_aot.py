@@ -20,17 +20,15 @@ wheel installs (or a CUDA toolkit's, under CUDA_HOME). The wrapper is not MLX's 
 that uses what only MLX's headers define fails here and may build under MLX. The module is the
 user's own template: it runs in this process, unsandboxed, as a build would."""
 
-import argparse
 import ctypes
 import glob
-import json
 import os
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from .candidates import CandidateError, CompileError, load_namespace, trimmed_traceback
-from .triton_aot import first_lines, last_line
+from .triton_aot import first_lines, last_line, serve
 
 WRAPPER = """#include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -47,22 +45,7 @@ WRAPPER = """#include <cuda_fp16.h>
 
 
 def main():
-    ap = argparse.ArgumentParser(prog="ksearch_harness.mlx_aot")
-    ap.add_argument("--capability", required=True, help="the NVIDIA compute capability, e.g. 9.0")
-    ap.add_argument("--shared-limit", type=int, required=True, help="shared memory a block may use, in bytes")
-    ap.add_argument("--task", required=True, help="the task as JSON (its inputs and workloads)")
-    args = ap.parse_args()
-    with open(args.task) as f:
-        task = json.load(f)
-    try:
-        compiler = Compiler(args.capability)
-    except (ImportError, OSError) as e:
-        print(json.dumps({"unavailable": str(e)}), flush=True)
-        return
-    for line in sys.stdin:
-        path = line.strip()
-        if path:
-            print(json.dumps(compiler.check(path, task, args.shared_limit)), flush=True)
+    serve("ksearch_harness.mlx_aot", Compiler, (ImportError, OSError))
 
 
 def nvrtc_paths():
@@ -82,7 +65,10 @@ class Compiler:
     """NVRTC, and `mx.fast.cuda_kernel` replaced by a maker of kernels that compile and answer zeros."""
 
     def __init__(self, capability):
-        import mlx.core as mx
+        try:
+            import mlx.core as mx
+        except ImportError as e:
+            raise ImportError(f"MLX cannot be imported here ({e})") from None
 
         lib, builtins, self.include = nvrtc_paths()
         # The builtins first, where libnvrtc looks for them by name.

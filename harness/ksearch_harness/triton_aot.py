@@ -28,8 +28,11 @@ from .torch_arrays import torch_dtypes
 from .torch_modules import Entry, constants_for, init_args_for
 
 
-def main():
-    ap = argparse.ArgumentParser(prog="ksearch_harness.triton_aot")
+def serve(prog, make_compiler, unavailable):
+    """The command line and the loop both ahead-of-time compilers share: `make_compiler(capability)`
+    (an error of one of the `unavailable` types says why there is none), then one JSON line per
+    module path read."""
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--capability", required=True, help="the NVIDIA compute capability, e.g. 9.0")
     ap.add_argument("--shared-limit", type=int, required=True, help="shared memory a block may use, in bytes")
     ap.add_argument("--task", required=True, help="the task as JSON (its inputs and workloads)")
@@ -37,14 +40,24 @@ def main():
     with open(args.task) as f:
         task = json.load(f)
     try:
-        compiler = Compiler(args.capability)
-    except ImportError as e:
-        print(json.dumps({"unavailable": f"Triton cannot be imported here ({e})"}), flush=True)
+        compiler = make_compiler(args.capability)
+    except unavailable as e:
+        print(json.dumps({"unavailable": str(e)}), flush=True)
         return
     for line in sys.stdin:
         path = line.strip()
         if path:
             print(json.dumps(compiler.check(path, task, args.shared_limit)), flush=True)
+
+
+def main():
+    def compiler(capability):
+        try:
+            return Compiler(capability)
+        except ImportError as e:
+            raise ImportError(f"Triton cannot be imported here ({e})") from None
+
+    serve("ksearch_harness.triton_aot", compiler, ImportError)
 
 
 class Compiler:

@@ -1,7 +1,8 @@
 //! `ksearch space check TASK`: render points of a task's template space and check each one the
 //! way a candidate is checked before it reaches a worker (the contract and the knowledge rules),
-//! plus a compile where this machine can compile the task's code, and for a torch task with an
-//! NVIDIA device named (or found), its Triton kernels compiled ahead of time for that device.
+//! plus a compile where this machine can compile the task's code, and for a torch or MLX task with
+//! an NVIDIA device named (or found), its Triton or CUDA kernels compiled ahead of time for that
+//! device (`ksearch_eval::KernelCompiler`).
 //! The decisions live in `ksearch_engine::builtin::space`; this module supplies the checks that
 //! need the machine.
 //!
@@ -116,7 +117,7 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         ksearch_eval::build_only(task.spec.backend, source, &file)?;
         match compiler
             .as_mut()
-            .map(|t| t.as_mut().map(|c| c.compile(&file)))
+            .map(|started| started.as_mut().map(|c| c.compile(&file)))
         {
             Some(Ok(Ok(outcome))) => compiled.add(&knobs_of(config), outcome),
             Some(Ok(Err(why))) => {
