@@ -373,15 +373,19 @@ fn rendered(task: &str, points: &[&str]) -> (tempfile::TempDir, Vec<PathBuf>) {
     (tmp, files)
 }
 
-/// `python3 tests/fixtures/SCRIPT FILES...` with `env`: everything it printed, once it passed.
-fn fixture_script(script: &str, files: &[PathBuf], env: &[(&str, &str)]) -> String {
+/// `python3 tests/fixtures/SCRIPT ARGS...` with `env`: what it printed, once it passed.
+fn fixture_script<S: AsRef<std::ffi::OsStr>>(
+    script: &str,
+    args: &[S],
+    env: &[(&str, &str)],
+) -> String {
     let (code, stdout, stderr) = run(std::process::Command::new("python3")
         .arg(
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/fixtures")
                 .join(script),
         )
-        .args(files)
+        .args(args)
         .envs(env.iter().copied()));
     assert_eq!(code, 0, "{stdout}{stderr}");
     stdout
@@ -425,29 +429,51 @@ fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter
 
 #[test]
 #[cfg_attr(
-    not(all(has_numpy, has_gxx)),
-    ignore = "needs python3 with numpy, and g++ (`.ci/run` installs them)"
+    not(all(has_mlx, has_gxx)),
+    ignore = "needs python3 with MLX, and g++ (`.ci/run` installs them)"
 )]
-fn the_selective_scan_spaces_cuda_kernels_compute_the_recurrence_when_emulated_on_the_cpu() {
-    // One pass and two-pass chunked scans, one to sixteen threads per channel (warp shuffles),
-    // steps loaded one, four, eight or sixteen at a time, prefetching and exp2; each point's
-    // CUDA kernels run on the CPU against the recurrence in numpy.
-    let (_tmp, files) = rendered(
-        "mlx/selective_scan",
-        &[
-            "block=64 chunks=1 tile=1 tpc=1 prefetch=0 exp2=0",
-            "block=64 chunks=1 tile=4 tpc=1 prefetch=0 exp2=0",
-            "block=64 chunks=16 tile=1 tpc=16 prefetch=1 exp2=0",
-            "block=64 chunks=4 tile=8 tpc=2 prefetch=0 exp2=1",
-            "block=64 chunks=16 tile=16 tpc=4 prefetch=0 exp2=0",
-        ],
-    );
-    let text = fixture_script("cuda_emulate/scan_points.py", &files, &[]);
-    assert_eq!(
-        text.lines().filter(|l| l.starts_with("ok ")).count(),
-        5,
-        "{text}"
-    );
+fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on_the_cpu() {
+    // Each point's CUDA kernels run on the CPU (fixtures/cuda_emulate/emulate.py), checked
+    // against the task's reference at its tolerance. The scan: one pass and two-pass chunked
+    // scans, one to sixteen threads per channel (warp shuffles), steps loaded one, four or
+    // sixteen at a time, prefetching and exp2. The state update: one to sixteen threads per
+    // channel, scalar and 2- and 4-wide vector loads.
+    let cases = [
+        (
+            "selective_scan",
+            r#"{"batch": 2, "seqlen": 256, "dinner": 16, "dstate": 16}"#,
+            &[
+                "block=64 chunks=1 tile=1 tpc=1 prefetch=0 exp2=0",
+                "block=64 chunks=1 tile=4 tpc=1 prefetch=0 exp2=0",
+                "block=64 chunks=4 tile=1 tpc=16 prefetch=1 exp2=1",
+                "block=64 chunks=16 tile=16 tpc=4 prefetch=0 exp2=0",
+            ][..],
+        ),
+        (
+            "selective_state_update",
+            r#"{"batch": 3, "dinner": 64, "dstate": 16}"#,
+            &[
+                "block=64 tpc=1 vec=1",
+                "block=64 tpc=4 vec=4",
+                "block=64 tpc=8 vec=2",
+                "block=64 tpc=16 vec=1",
+            ][..],
+        ),
+    ];
+    for (task, axes, points) in cases {
+        let (_tmp, mut files) = rendered(&format!("mlx/{task}"), points);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tasks/mlx")
+            .join(task);
+        files.insert(0, PathBuf::from(axes));
+        files.insert(0, dir);
+        let text = fixture_script("cuda_emulate/emulate.py", &files, &[]);
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("ok ")).count(),
+            points.len(),
+            "{text}"
+        );
+    }
 }
 
 #[test]
