@@ -2,14 +2,10 @@
 capability 9.0) on a machine without a GPU, one JSON line per module."""
 
 import importlib.util
-import json
-import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
-HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+from aot_compile import HARNESS, compile_modules
 
 TASK = {
     "inputs": [{"name": "x", "shape": ["n"], "dtype": "f16"}],
@@ -56,21 +52,7 @@ sys.path.insert(0, HARNESS)
 @unittest.skipUnless(importlib.util.find_spec("mlx") and nvrtc(), "needs MLX and NVRTC (pip install \"mlx[cpu]\" torch)")
 class AheadOfTime(unittest.TestCase):
     def check(self, sources, shared_limit=232448):
-        with tempfile.TemporaryDirectory() as d:
-            task = os.path.join(d, "task.json")
-            with open(task, "w") as f:
-                json.dump(TASK, f)
-            paths = []
-            for i, text in enumerate(sources):
-                paths.append(os.path.join(d, f"m{i}.py"))
-                with open(paths[-1], "w") as f:
-                    f.write(text)
-            out = subprocess.run(
-                [sys.executable, "-m", "ksearch_harness.mlx_aot", "--capability", "9.0", "--shared-limit", str(shared_limit), "--task", task],
-                input="\n".join(paths) + "\n", capture_output=True, text=True, cwd=HARNESS, timeout=600,
-                env={**os.environ, "PYTHONPATH": HARNESS})
-            self.assertEqual(out.returncode, 0, out.stderr)
-            return [json.loads(line) for line in out.stdout.splitlines()]
+        return compile_modules("mlx_aot", TASK, sources, shared_limit)
 
     def test_each_module_gets_one_answer_saying_what_was_compiled_or_why_not(self):
         ok, bad, none = self.check([

@@ -2,15 +2,11 @@
 machine without a GPU, one JSON line per module."""
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
-import tempfile
 import textwrap
 import unittest
 
-HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+from aot_compile import compile_modules
+
 
 TASK = {
     "inputs": [{"name": "A", "shape": ["M", "K"], "dtype": "f16"}, {"name": "B", "shape": ["N", "K"], "dtype": "f16"}],
@@ -49,21 +45,7 @@ def module(dot="tl.dot(a, b)", bk="K", n_axis="128"):
 @unittest.skipUnless(importlib.util.find_spec("triton") and importlib.util.find_spec("torch"), "needs PyTorch and Triton (pip install torch)")
 class AheadOfTime(unittest.TestCase):
     def check(self, sources, shared_limit=232448):
-        with tempfile.TemporaryDirectory() as d:
-            task = os.path.join(d, "task.json")
-            with open(task, "w") as f:
-                json.dump(TASK, f)
-            paths = []
-            for i, text in enumerate(sources):
-                paths.append(os.path.join(d, f"m{i}.py"))
-                with open(paths[-1], "w") as f:
-                    f.write(text)
-            out = subprocess.run(
-                [sys.executable, "-m", "ksearch_harness.triton_aot", "--capability", "9.0", "--shared-limit", str(shared_limit), "--task", task],
-                input="\n".join(paths) + "\n", capture_output=True, text=True, cwd=HARNESS, timeout=600,
-                env={**os.environ, "PYTHONPATH": HARNESS, "TRITON_CACHE_DIR": os.path.join(d, "triton-cache")})
-            self.assertEqual(out.returncode, 0, out.stderr)
-            return [json.loads(line) for line in out.stdout.splitlines()]
+        return compile_modules("triton_aot", TASK, sources, shared_limit)
 
     def test_each_module_gets_one_answer_saying_what_was_compiled_or_why_not(self):
         ok, bad, none, early = self.check([
