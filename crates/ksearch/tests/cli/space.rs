@@ -433,11 +433,11 @@ fn the_triton_gemm_space_computes_a_times_b_transposed_under_tritons_interpreter
     ignore = "needs python3 with MLX, and g++ (`.ci/run` installs them)"
 )]
 fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on_the_cpu() {
-    // Each point's CUDA kernels run on the CPU (fixtures/cuda_emulate/emulate.py), checked
-    // against the task's reference at its tolerance. The scan: one pass and two-pass chunked
-    // scans, one to sixteen threads per channel (warp shuffles), steps loaded one, four or
-    // sixteen at a time, prefetching and exp2. The state update: one to sixteen threads per
-    // channel, scalar and 2- and 4-wide vector loads.
+    // Each point's CUDA kernels, and the seed's, run on the CPU
+    // (fixtures/cuda_emulate/emulate.py), checked against the task's reference at its
+    // tolerance. The scan: one pass and two-pass chunked scans, one to sixteen threads per
+    // channel (warp shuffles), steps loaded one, four or sixteen at a time, prefetching and exp2.
+    // The state update: one to sixteen threads per channel, scalar and 2- and 4-wide vector loads.
     let cases = [
         (
             "selective_scan",
@@ -461,16 +461,19 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
         ),
     ];
     for (task, axes, points) in cases {
-        let (_tmp, mut files) = rendered(&format!("mlx/{task}"), points);
+        let (_tmp, files) = rendered(&format!("mlx/{task}"), points);
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tasks/mlx")
             .join(task);
-        files.insert(0, PathBuf::from(axes));
-        files.insert(0, dir);
-        let text = fixture_script("cuda_emulate/emulate.py", &files, &[]);
+        // The task's seed as well: the kernel every search starts from.
+        let seed = dir.join("seed.py").into_os_string();
+        let mut args = vec![dir.into_os_string(), axes.into(), seed];
+        args.extend(files.into_iter().map(PathBuf::into_os_string));
+        let text = fixture_script("cuda_emulate/emulate.py", &args, &[]);
+        assert!(text.starts_with("ok  seed.py: "), "{text}");
         assert_eq!(
             text.lines().filter(|l| l.starts_with("ok ")).count(),
-            points.len(),
+            points.len() + 1,
             "{text}"
         );
     }
