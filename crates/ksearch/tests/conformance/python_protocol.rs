@@ -563,6 +563,7 @@ fn torch_harness_cpu_answers_remembered_by_set_and_a_sample_gain_nothing() {
         &source("False", "twin.py"),
         "memo.py",
         Some("while timed"),
+        crate::NOISE_FLOOR,
     );
     if e.result.status == Status::Passed {
         assert!(printed(&e).contains("memo hit at call"), "{}", printed(&e));
