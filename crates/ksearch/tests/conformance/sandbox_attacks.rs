@@ -1,6 +1,7 @@
 //! Attacks on the sandbox's limits and on the memory a runner shares with its judge: holding
 //! memory the memory limit does not count, resizing the shared regions under the judge, and
-//! (where the sandbox has no namespaces) reading the directory a runner was started in.
+//! (where the sandbox has no namespaces) reading the directory a runner was started in; and
+//! leaving a note on disk for the next evaluation.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -314,4 +315,126 @@ fn eval_json_without_namespaces(task: &Path, module: &Path) -> serde_json::Value
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// A torch module that keeps what it learns for the next evaluation: it leaves a note in every
+/// directory it can reach (its home, temporary and cache directories, the interpreter's paths,
+/// ksearch's own cache) and, where an earlier evaluation's note is there, answers from memory
+/// (here zeros, without the work). `{NAME}` is the note's file name and `{HOST}` the test's own
+/// home and temporary directories, which a runner must not see.
+const LEAVES_A_NOTE: &str = r#"import glob
+import os
+import sys
+import tempfile
+
+import torch
+
+NAME = "{NAME}"
+_places = ["/tmp", "/var/tmp", "/dev/shm", os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir(),
+           os.path.expanduser("~/.cache"), os.environ.get("TRITON_CACHE_DIR", ""), os.environ.get("XDG_CACHE_HOME", "")]
+_places += [p for p in sys.path if p] + [d for h in {HOST} for d in [h] + glob.glob(os.path.join(h, "*"))]
+_places = [p for p in dict.fromkeys(_places) if p]
+
+
+def _note():
+    for d in _places:
+        try:
+            with open(os.path.join(d, NAME)) as f:
+                return d, f.read()
+        except OSError:
+            pass
+    return None
+
+
+_found = _note()
+print(f"note found in {_found[0]}" if _found else "no note found", flush=True)
+for d in _places:
+    try:
+        with open(os.path.join(d, NAME), "w") as f:
+            f.write("the answers of an earlier evaluation")
+        print("note left in", d, flush=True)
+    except OSError:
+        pass
+
+
+def run(x, *, rows, cols):
+    if _found:
+        return torch.zeros_like(x)
+    return torch.softmax(x, dim=1)
+"#;
+
+/// Run outside a sandbox, the module above finds its note the second time (in /tmp, the home
+/// directory, site-packages). In a runner it writes only where the runner's own temporary
+/// directory is (`/tmp`, `/dev/shm`), gone with the runner.
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_a_note_left_for_the_next_evaluation_is_never_read() {
+    use ksearch_eval::Evaluator as _;
+
+    let f = crate::torch_cpu_fixture::TorchCpuFixture::new();
+    let name = format!("{}.note", crate::support::marker());
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"));
+    let host = [
+        home.clone(),
+        home.join(".cache"),
+        home.join(".cache/ksearch"),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev/shm"),
+    ];
+    let listed: Vec<String> = host
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    let source = ksearch_core::task::Source {
+        file: "notes.py".into(),
+        text: LEAVES_A_NOTE
+            .replace("{NAME}", &name)
+            .replace("{HOST}", &format!("[{}]", listed.join(", "))),
+    };
+    let mut ev = f.evaluator();
+    let mut evaluations = Vec::new();
+    for _ in 0..2 {
+        evaluations.push(
+            ev.evaluate(
+                f.task(),
+                &source,
+                ksearch_eval::Contenders::default(),
+                &crate::support::quick_options(),
+            )
+            .expect("evaluation completes"),
+        );
+    }
+    // Whatever the runners could write is gone with them: no note outside (removed here if one
+    // got out, before the test fails on it) ...
+    let mut escaped = Vec::new();
+    for dir in &host {
+        let subdirs = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        for d in std::iter::once(dir.clone()).chain(subdirs.map(|e| e.path())) {
+            let note = d.join(&name);
+            if note.exists() {
+                let _ = std::fs::remove_file(&note);
+                escaped.push(note);
+            }
+        }
+    }
+    assert!(escaped.is_empty(), "notes outside the sandbox: {escaped:?}");
+    // ... and the second evaluation, a fresh runner, found none: it did the work and passed.
+    for e in &evaluations {
+        let out = printed(e);
+        assert_eq!(
+            e.result.status,
+            Status::Passed,
+            "{}\n{out}",
+            e.result.message
+        );
+        assert!(out.contains("no note found"), "{out}");
+        assert!(!out.contains("note found in"), "{out}");
+    }
+    // It could write somewhere (its private temporary directory), so the read had a chance.
+    let first = printed(&evaluations[0]);
+    assert!(first.contains("note left in /tmp"), "{first}");
 }
