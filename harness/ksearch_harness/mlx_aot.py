@@ -28,7 +28,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from .candidates import CandidateError, CompileError, load_namespace, trimmed_traceback
-from .triton_aot import first_lines, last_line, serve
+from .triton_aot import answer, first_lines, last_line, serve
 
 WRAPPER = """#include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -69,6 +69,10 @@ class Compiler:
             import mlx.core as mx
         except ImportError as e:
             raise ImportError(f"MLX cannot be imported here ({e})") from None
+        from .arrays import MlxArrays
+
+        # Inputs on MLX's CPU device, of the dtypes the harness gives a task's names.
+        self.dtypes = MlxArrays("cpu").dtypes
 
         lib, builtins, self.include = nvrtc_paths()
         # The builtins first, where libnvrtc looks for them by name.
@@ -158,7 +162,7 @@ class Compiler:
                 return {"unchecked": f"{source['file']} defines no `run`"}
             for w in task["workloads"]:
                 axes = w["axes"]
-                inputs = [mx.zeros([int(axes[a]) for a in s["shape"]], dtype=DTYPES[s["dtype"]](mx)) for s in task["inputs"]]
+                inputs = [mx.zeros([int(axes[a]) for a in s["shape"]], dtype=self.dtypes[s["dtype"]]) for s in task["inputs"]]
                 del self.compiled[:]
                 try:
                     mx.eval(run(*inputs, **axes))
@@ -174,16 +178,7 @@ class Compiler:
             if used is None:
                 return {"error": f"CUDA kernel `{name}` does not compile for {self.arch} on workload `{workload}`:\n{first_lines(log, 12)}"}
             kernels.append({"name": name, "workload": workload, **used})
-        for k in kernels:
-            if k["shared"] > shared_limit:
-                return {"error": f"CUDA kernel `{k['name']}` declares {k['shared']} bytes of shared memory on workload `{k['workload']}`; a block may have {shared_limit}", "kernels": kernels}
-        if not kernels:
-            return {"unchecked": "run made no CUDA kernel"}
-        return {"kernels": kernels}
-
-
-DTYPES = {"f16": lambda mx: mx.float16, "bf16": lambda mx: mx.bfloat16, "f32": lambda mx: mx.float32,
-          "i32": lambda mx: mx.int32, "i64": lambda mx: mx.int64}
+        return answer(kernels, shared_limit, "CUDA kernel `{name}` declares", "run made no CUDA kernel")
 
 
 def usage(log):

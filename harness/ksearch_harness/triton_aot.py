@@ -141,12 +141,7 @@ class Compiler:
                     kernels.append(self.describe(name, w["name"], k))
         except (CandidateError, CompileError) as e:
             return {"unchecked": last_line(str(e))}
-        for k in kernels:
-            if k["shared"] > shared_limit:
-                return {"error": f"Triton kernel `{k['name']}` needs {k['shared']} bytes of shared memory on workload `{k['workload']}`; a block may have {shared_limit}", "kernels": kernels}
-        if not kernels:
-            return {"unchecked": "run launched no Triton kernel"}
-        return {"kernels": kernels}
+        return answer(kernels, shared_limit, "Triton kernel `{name}` needs", "run launched no Triton kernel")
 
     def describe(self, name, workload, k):
         ptx = k.asm.get("ptx", "")
@@ -179,6 +174,20 @@ class Compiler:
         found = re.search(r"REG:(\d+) STACK:(\d+)", out)
         return {"REG": int(found.group(1)), "STACK": int(found.group(2))} if found else {}
 
+
+
+def answer(kernels, shared_limit, kernel_needs, none):
+    """A module's answer once its kernels compiled: an error for the first that uses more shared
+    memory than a block may have (`kernel_needs` says of it, with `{name}`), `none` where there
+    were no kernels, else the kernels."""
+    for k in kernels:
+        if k["shared"] > shared_limit:
+            said = kernel_needs.format(name=k["name"])
+            return {"error": f"{said} {k['shared']} bytes of shared memory on workload `{k['workload']}`; a block may have {shared_limit}",
+                    "kernels": kernels}
+    if not kernels:
+        return {"unchecked": none}
+    return {"kernels": kernels}
 
 
 def first_lines(text, n):

@@ -15,16 +15,10 @@ use serde::Deserialize;
 
 use crate::mlx_backend::{cache_root, unpack_harness};
 
-/// One kernel as it compiled for the device.
+/// One kernel as it compiled for the device: what `space check` sums up of it (the compiler
+/// process also names it and its workload, which only its failures quote).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CompiledKernel {
-    pub name: String,
-    pub workload: String,
-    /// Triton's warps and pipeline stages (a Triton kernel's only).
-    #[serde(default)]
-    pub warps: Option<u32>,
-    #[serde(default)]
-    pub stages: Option<u32>,
     /// Shared memory a block uses, in bytes.
     pub shared: u64,
     /// Registers a thread (as ptxas or `cuobjdump` said; absent where neither could).
