@@ -96,6 +96,7 @@ class MlxArrays:
         if target == "cpu":
             mx.set_default_device(mx.cpu)
         self.dtypes = {"f16": mx.float16, "bf16": mx.bfloat16, "f32": mx.float32, "i32": mx.int32, "i64": mx.int64}
+        self._device_poison = None
 
     def asarray(self, values, dtype):
         mx = self.mx
@@ -125,7 +126,10 @@ class MlxArrays:
     def poison(self, shapes_dtypes):
         """Best effort: fill buffers of the outputs' sizes with NaN and free them, so the
         allocator hands NaN-filled memory to the next kernel's outputs. An output element the
-        candidate never writes then reads as NaN instead of whatever the last call left."""
+        candidate never writes then reads as NaN instead of whatever the last call left. On
+        CUDA, a launch fills many buffers (`poison.DevicePoison`); elsewhere one fill each."""
+        if self.device_poison().fill(shapes_dtypes):
+            return
         mx = self.mx
         junk = []
         for shape, dtype in shapes_dtypes:
@@ -135,6 +139,13 @@ class MlxArrays:
                 junk.append(mx.full(shape, -1, dtype=self.dtypes[dtype]))
         mx.eval(junk)
         del junk
+
+    def device_poison(self):
+        if self._device_poison is None:
+            from .poison import DevicePoison
+
+            self._device_poison = DevicePoison(self)
+        return self._device_poison
 
     def draw_inputs(self, specs, shapes, seed, workload):
         """One call's inputs from `seed`, drawn on the device (drawing a large workload's inputs
@@ -233,13 +244,15 @@ def set_rows(shape):
     return rows if (rows - shape[0]) * row <= max(size, SET_ALIGN) else None
 
 
-def round_inputs(mx, arrays, specs, shapes, seed, count):
+def round_inputs(mx, arrays, specs, shapes, seed, count, keep=None):
     """`count` sets of inputs for one timed round, drawn on the device from `seed` with one draw
     per input for the whole round (a draw per set and input costs thousands of small launches a
     round, which on MLX's CUDA backend took longer than the kernels timed). The sets of an input
     are stacked along its first axis and cut apart by one `mx.split`: a view per set, without
     a slice and a reshape of its own (those took most of a short kernel's round). The same seed
-    and count give the same sets in every process on one device."""
+    and count give the same sets in every process on one device. `keep` = (first, n) cuts only
+    sets first .. first + n - 1 (the same values), for a contender that runs only those."""
+    first, n = keep if keep is not None else (0, count)
     keys = mx.random.split(mx.random.key(seed & 0xFFFFFFFF), max(len(specs), 2))
     columns = []
     for i, (spec, shape) in enumerate(zip(specs, shapes)):
@@ -251,13 +264,15 @@ def round_inputs(mx, arrays, specs, shapes, seed, count):
             flat = _device_draw(mx, arrays, spec, (count, stride), keys[i])
             # Drawn one input at a time, so that only one input's f32 draw is alive at once.
             mx.eval(flat)
-            columns.append([flat[j, :size].reshape(shape) for j in range(count)])
+            columns.append([flat[j, :size].reshape(shape) for j in range(first, first + n)])
             continue
         stacked = _device_draw(mx, arrays, spec, (count * rows, *shape[1:]), keys[i])
         mx.eval(stacked)
+        if n != count:
+            stacked = stacked[first * rows:(first + n) * rows]
         if rows == shape[0]:
-            columns.append(mx.split(stacked, count, axis=0) if count > 1 else [stacked])
+            columns.append(mx.split(stacked, n, axis=0) if n > 1 else [stacked])
         else:
-            cuts = [c for j in range(count) for c in (j * rows + shape[0], (j + 1) * rows)][:-1]
+            cuts = [c for j in range(n) for c in (j * rows + shape[0], (j + 1) * rows)][:-1]
             columns.append(mx.split(stacked, cuts, axis=0)[::2])
     return [list(s) for s in zip(*columns)]

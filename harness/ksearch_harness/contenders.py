@@ -323,10 +323,11 @@ class GraphContender:
             raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         return got
 
-    def round(self, workload, seed, sets):
+    def round(self, workload, seed, sets, keep=None):
         """`sets` fresh input sets for the next batches, drawn in the runner from `seed` (their
-        outputs' memory poisoned first, for an untrusted module)."""
-        reply, _ = self.runner.request({
+        outputs' memory poisoned first, for an untrusted module). `keep` = (first, n): of those,
+        the runner keeps only sets first .. first + n - 1, as its sets 0 .. n - 1."""
+        header = {
             "op": "round",
             "workload": workload["name"],
             "seed": seed,
@@ -335,7 +336,10 @@ class GraphContender:
             "inputs": self.task["inputs"],
             "shapes": [list(s) for s in self.shapes[workload["name"]]],
             "outputs": self.out_specs[workload["name"]],
-        })
+        }
+        if keep is not None:
+            header["keep"] = list(keep)
+        reply, _ = self.runner.request(header)
         if reply.get("op") != "ready":
             self._answer(reply, b"")
             raise self.runner.broke(f"it answered {reply['op']!r} out of turn")

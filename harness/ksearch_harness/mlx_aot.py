@@ -30,8 +30,18 @@ from concurrent.futures import ThreadPoolExecutor
 from .candidates import CandidateError, CompileError, load_namespace, trimmed_traceback
 from .triton_aot import answer, first_lines, last_line, serve
 
+# MLX's headers give kernels the fixed-width integer types (its signatures use them); NVRTC's
+# do not.
 WRAPPER = """#include <cuda_fp16.h>
 #include <cuda_bf16.h>
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif

@@ -281,7 +281,7 @@ class Truth:
         from .contenders import shape_of
 
         shapes = [shape_of(s, self.axes) for s in self.task["inputs"]]
-        return round_inputs(self.arrays.mx, self.arrays, self.task["inputs"], shapes, seed, count)[call]
+        return round_inputs(self.arrays.mx, self.arrays, self.task["inputs"], shapes, seed, count, keep=(call, 1))[0]
 
     def outputs(self, inputs):
         arrays, task, w = self.arrays, self.task, self.w

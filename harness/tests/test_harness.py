@@ -661,6 +661,23 @@ class TimingArithmetic(unittest.TestCase):
                         self.assertFalse(mx.array_equal(a, sets[k][i]).item(), f"sets {k} and {j} of input {i} are equal")
 
     @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
+    def test_a_window_of_a_graph_round_holds_the_same_sets_as_the_whole_round(self):
+        from ksearch_harness.arrays import arrays_for, round_inputs
+
+        arrays = arrays_for("cpu")
+        mx = arrays.mx
+        shapes = [(2, 64), (1, 16), (2048,), (), (3, 5)]
+        specs = [{"name": f"x{i}", "dtype": d} for i, d in enumerate(["f32", "f16", "f32", "f32", "i32"])]
+        whole = round_inputs(mx, arrays, specs, shapes, 11, 7)
+        for first, n in [(0, 7), (2, 3), (6, 1), (0, 1)]:
+            part = round_inputs(mx, arrays, specs, shapes, 11, 7, keep=(first, n))
+            self.assertEqual(len(part), n)
+            for j, s in enumerate(part):
+                self.assertEqual([tuple(a.shape) for a in s], shapes)
+                for a, b in zip(s, whole[first + j]):
+                    self.assertTrue(mx.array_equal(a, b).item(), f"set {j} of the window ({first}, {n}) is set {first + j} of the round")
+
+    @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
     def test_checked_inputs_on_mlx_are_drawn_on_the_device_from_the_seed(self):
         from ksearch_harness.arrays import arrays_for
 
@@ -850,6 +867,21 @@ class KernelCache(unittest.TestCase):
         self.assertEqual(kept, 1)
         with open(os.path.join(self.shared, "gather_float32_uint32_1.ptx")) as f:
             self.assertEqual(f.read(), "gather_float32_uint32_1.ptx")
+
+    def test_the_harness_kernel_is_shared_from_trusted_executors_only(self):
+        name = self.kc.HARNESS_PREFIX + "f32_1a2b.ptx"
+        candidate = self.kc.module_dir(self.shared, {"file": "c.py", "text": "x"}, False)
+        self.assertEqual(self.kc.keep(self.shared, candidate, False, [(name, b"planted")]), 0)
+        self.assertFalse(os.path.exists(os.path.join(self.shared, name)))
+        self.assertEqual(os.listdir(candidate), [])
+        baseline = self.kc.module_dir(self.shared, {"file": "b.py", "text": "x"}, True)
+        self.assertEqual(self.kc.keep(self.shared, baseline, True, [(name, b"code")]), 1)
+        self.assertEqual(os.listdir(baseline), [])
+        # Every executor, a candidate's included, reads it; one planted in a module's own
+        # directory is not read.
+        with open(os.path.join(candidate, self.kc.HARNESS_PREFIX + "f16_9.ptx"), "w") as f:
+            f.write("planted")
+        self.assertEqual(sorted(os.listdir(self.view(candidate))), [name, "gather_float32_uint32_1.ptx"])
 
     def test_too_much_is_kept_not_at_all(self):
         module = self.kc.module_dir(self.shared, {"file": "c.py", "text": "x"}, False)
