@@ -1,10 +1,9 @@
 """What a timed round costs an MLX graph runner, part by part, on the device it runs on.
 
 A round is what an executor does before each timed batch: poison buffers of the outputs' sizes
-with NaN (one `mx.full` each, or the harness's kernel filling 64 a launch on CUDA), draw every
-call's inputs on the device and cut them into one view per call (a trusted baseline cuts only
-the window it runs). This measures each part for the shapes of mlx/selective_state_update and mlx/attention, at the
-number of calls the timing gives a batch there, for the cutting this tree does (`mx.split`, in
+with NaN, draw every call's inputs on the device and cut them into one view per call (a trusted
+baseline's executor cuts only the window of sets it runs). This measures each part for the
+shapes of mlx/selective_state_update and mlx/attention, at the number of calls the timing gives a batch there, for the cutting this tree does (`mx.split`, in
 `ksearch_harness.arrays.round_inputs`) and for the one before it (a slice and a reshape per call
 and input, kept here as `views_per_call`), and what starting MLX costs a fresh process.
 
@@ -79,14 +78,6 @@ def poison_fused(mx, arrays, shapes_dtypes, group=16):
     del junk
 
 
-def fills(arrays, shapes_dtypes):
-    """The fills without the kernel: one `mx.full` per buffer (what `MlxArrays.poison` does
-    where `poison.DevicePoison` is not used)."""
-    mx = arrays.mx
-    junk = [mx.full(shape, float("nan") if dtype.startswith(("f", "bf")) else -1, dtype=arrays.dtypes[dtype]) for shape, dtype in shapes_dtypes]
-    mx.eval(junk)
-
-
 def timed(mx, f, reps):
     times = []
     for r in range(reps):
@@ -126,7 +117,6 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES))
     args = ap.parse_args()
     from ksearch_harness.arrays import MlxArrays, round_inputs
-    from ksearch_harness.poison import DevicePoison
 
     arrays = MlxArrays("cpu" if args.device == "cpu" else "cuda")
     mx = arrays.mx
@@ -137,13 +127,8 @@ def main():
         shapes = [s for _, _, s in ins]
         poison = [(s, d) for d, s in outs] * count
         row = {"calls": count}
-        row["poison"] = timed(mx, lambda r: fills(arrays, poison), args.reps)
+        row["poison"] = timed(mx, lambda r: arrays.poison(poison), args.reps)
         row["poison_fused"] = timed(mx, lambda r: poison_fused(mx, arrays, poison), args.reps)
-        # The harness's own kernel, many buffers a launch (its compile or load not counted).
-        device = DevicePoison(arrays)
-        row["poison_kernel_first_s"] = round(timed(mx, lambda r: device.fill(poison), 1)["median_ms"] / 1e3, 3)
-        row["poison_kernel"] = timed(mx, lambda r: device.fill(poison), args.reps)
-        row["poison_kernel"]["used_the_kernel"] = device.usable
         # A baseline running an eighth of the round's calls cuts only that window.
         row["split_window_eighth"] = timed(mx, lambda r: round_inputs(mx, arrays, specs, shapes, r, count, keep=(count // 2, max(1, count // 8))), args.reps)
         row["draws"] = timed(mx, lambda r: draws_only(mx, arrays, specs, shapes, r, count), args.reps)

@@ -96,7 +96,6 @@ class MlxArrays:
         if target == "cpu":
             mx.set_default_device(mx.cpu)
         self.dtypes = {"f16": mx.float16, "bf16": mx.bfloat16, "f32": mx.float32, "i32": mx.int32, "i64": mx.int64}
-        self._device_poison = None
 
     def asarray(self, values, dtype):
         mx = self.mx
@@ -126,10 +125,7 @@ class MlxArrays:
     def poison(self, shapes_dtypes):
         """Best effort: fill buffers of the outputs' sizes with NaN and free them, so the
         allocator hands NaN-filled memory to the next kernel's outputs. An output element the
-        candidate never writes then reads as NaN instead of whatever the last call left. On
-        CUDA, a launch fills many buffers (`poison.DevicePoison`); elsewhere one fill each."""
-        if self.device_poison().fill(shapes_dtypes):
-            return
+        candidate never writes then reads as NaN instead of whatever the last call left."""
         mx = self.mx
         junk = []
         for shape, dtype in shapes_dtypes:
@@ -139,13 +135,6 @@ class MlxArrays:
                 junk.append(mx.full(shape, -1, dtype=self.dtypes[dtype]))
         mx.eval(junk)
         del junk
-
-    def device_poison(self):
-        if self._device_poison is None:
-            from .poison import DevicePoison
-
-            self._device_poison = DevicePoison(self)
-        return self._device_poison
 
     def draw_inputs(self, specs, shapes, seed, workload):
         """One call's inputs from `seed`, drawn on the device (drawing a large workload's inputs

@@ -5,15 +5,13 @@ Each runner is a fresh process: without a cache kept on disk it compiled the sam
 a few seconds each. MLX names an entry by what it compiles: its own kernels by operation and
 types (`gather_…`), a module's `cuda_kernel`s by the name the module gives them, their template
 arguments and a hash of their source (`custom_kernel_<name><arguments>_<hash>`), a hash anyone
-can compute. Hence four rules:
+can compute. Hence three rules:
 
 - MLX's own kernels live in one shared directory per MLX version and device, written by the
   judge only: by its own MLX, and with what trusted executors compiled.
 - A module's own kernels (`custom_kernel_…`) live in a directory per module text and trust: a
   candidate's entries are never read for another module (it could name one of a trusted
   module's kernels and plant code under that name), nor a trusted module's for a candidate.
-- The harness's own kernel (`custom_kernel_ksearch_poison_…`, poison.py) lives in the shared
-  directory, filed only from trusted executors, and every executor reads it.
 - An executor writes nothing on disk. MLX writes into a directory in its private temporary
   directory that holds links to what it may read (`private_view`); at the end of an evaluation
   the judge asks it for what it compiled (`compiled`) and files it (`keep`), bounded in count
@@ -33,9 +31,6 @@ import subprocess
 import tempfile
 
 MODULE_PREFIX = "custom_kernel_"
-# The harness's own `cuda_kernel` (poison.py): kept in the shared directory when a trusted
-# executor compiled it, read by every executor, never filed for a module.
-HARNESS_PREFIX = MODULE_PREFIX + "ksearch_poison_"
 # What an executor may hand back at the end of one evaluation.
 MAX_FILES = 64
 MAX_BYTES = 32 << 20
@@ -173,7 +168,7 @@ def private_view(environ=os.environ):
         except OSError:
             continue
         for name in names:
-            if _module_kernel(name) == own and NAME.fullmatch(name) and os.path.isfile(os.path.join(d, name)):
+            if name.startswith(MODULE_PREFIX) == own and NAME.fullmatch(name) and os.path.isfile(os.path.join(d, name)):
                 try:
                     os.symlink(os.path.join(d, name), os.path.join(view, name))
                 except OSError:
@@ -211,7 +206,7 @@ def keep(shared, module, trusted, files):
     for name, data in sorted(files, key=lambda f: f[0].endswith(".ptx")):
         if not NAME.fullmatch(name) or name.startswith("."):
             continue
-        d = module if _module_kernel(name) else (shared if trusted else None)
+        d = module if name.startswith(MODULE_PREFIX) else (shared if trusted else None)
         if d is None or os.path.exists(os.path.join(d, name)):
             continue
         try:
@@ -224,8 +219,3 @@ def keep(shared, module, trusted, files):
         except OSError:
             pass
     return kept
-
-
-def _module_kernel(name):
-    """Whether `name` is an entry of a module's own kernels, rather than MLX's or the harness's."""
-    return name.startswith(MODULE_PREFIX) and not name.startswith(HARNESS_PREFIX)

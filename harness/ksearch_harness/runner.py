@@ -346,7 +346,6 @@ def execute(sock, target):
     mx = arrays.mx
     fns = {}
     rounds = {}
-    warmed = False
     workdir = tempfile.mkdtemp()
     while True:
         got = request(sock)
@@ -394,11 +393,6 @@ def execute(sock, target):
                 keep = (int(keep[0]), int(keep[1])) if keep is not None else None
                 if h.get("poison", True):
                     arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * (keep[1] if keep else h["sets"]))
-                elif not warmed:
-                    # A trusted executor compiles the harness's poisoning kernel, which later
-                    # executors then find in MLX's cache (poison.py).
-                    arrays.device_poison().warm([o["dtype"] for o in h["outputs"]])
-                    warmed = True
                 sets = round_inputs(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"], keep)
                 mx.eval(sets)
                 rounds[w] = {"sets": sets, "outs": []}

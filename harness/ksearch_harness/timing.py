@@ -38,6 +38,8 @@ GRAPH_MAX_CALLS = 1024
 # A batch lasts at least this long, so the synchronisation is a small part of it.
 MIN_BATCH_MS = 10.0
 MAX_CALLS = 64
+# Batches that size a contender's batch, at most (`size_batches`).
+SIZING_BATCHES = 3
 # The share of rounds after the first whose whole output of one call is compared.
 WHOLE_CHECK_SHARE = 0.125
 # Elements sampled per output of each sampled call.
@@ -175,11 +177,15 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
                 spent += last
                 calls += 1
             ks.append(batch_size(last * 1e3, target_ms, max_calls))
-        # A single call's time holds a whole synchronisation: size again from one batch.
-        sets_for(max(ks))
-        for i, c in enumerate(contenders):
-            if ks[i] > 1:
-                ks[i] = batch_size(go(i, c, ks[i]) * 1e3 / ks[i], target_ms, max_calls)
+        if graph:
+            ks = size_batches(ks, lambda i, k: go(i, contenders[i], k), sets_for, target_ms, max_calls)
+        else:
+            # A single call's time holds a whole synchronisation: size again from one batch
+            # (outputs in shared memory the judge made: no memory is new to the first batch).
+            sets_for(max(ks))
+            for i, c in enumerate(contenders):
+                if ks[i] > 1:
+                    ks[i] = batch_size(go(i, c, ks[i]) * 1e3 / ks[i], target_ms, max_calls)
         round_len = max(ks)
         if not graph:
             sets_for(round_len)
@@ -270,6 +276,29 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
                 if not graph:
                     c.drop_pool(pool)
             pool.close()
+
+
+def size_batches(ks, batch, new_sets, target_ms, max_calls):
+    """Calls a batch for each graph runner, from `ks` (sized from single calls, each holding a
+    whole synchronisation): batches of the current sizes on new sets (`new_sets(count)`, then
+    `batch(i, k)` gives contender i's seconds for k calls), at least two and at most
+    SIZING_BATCHES. The first batch that uses more sets than before may also pay for its
+    outputs' memory (on an H200, an MLX state update's batches came out at 2-6 ms of the 10 ms
+    asked after sizing from it alone, and its timing took two to four times the rounds); a size
+    only grows, and is measured again while it grows by more than a quarter."""
+    ks = list(ks)
+    for attempt in range(SIZING_BATCHES):
+        new_sets(max(ks))
+        grew = False
+        for i, k in enumerate(ks):
+            if k <= 1:
+                continue
+            estimate = batch_size(batch(i, k) * 1e3 / k, target_ms, max_calls)
+            grew = grew or estimate > 1.25 * k
+            ks[i] = max(k, estimate)
+        if attempt >= 1 and not grew:
+            break
+    return ks
 
 
 class Kept:
