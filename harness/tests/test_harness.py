@@ -579,6 +579,39 @@ class Gauntlet(unittest.TestCase):
         _, f = gauntlet.compare(TASK["outputs"][0], y, np.full((3, 5), 0.5), TOL["f32"])
         self.assertIn("y[2][4] = nan", f)
 
+    def test_comparing_in_chunks_says_what_one_pass_says(self):
+        rng = np.random.default_rng(3)
+        spec = TASK["outputs"][0]
+        tol = {"atol": 1e-3, "rtol": 1e-3, "norm_rtol": 1e-4}
+        cases = []
+        for shape in [(7, 1234), (5000,), (3, 4, 500), (), (0, 3)]:
+            e = rng.standard_normal(shape).astype(np.float32)
+            cases.append((e + 1e-5, e))  # passes
+            cases.append((e * 1.001, e))  # the norm alone fails
+            if e.size > 10:
+                off = e.copy()
+                off.reshape(-1)[[3, 2500 % e.size, e.size - 1]] += 1.0  # three elements out
+                cases.append((off, e))
+                holes = e.astype(np.float16)
+                holes.reshape(-1)[[1500 % e.size, 4000 % e.size]] = np.nan  # unwritten
+                cases.append((holes, e))
+        old = gauntlet.COMPARE_CHUNK
+        self.addCleanup(setattr, gauntlet, "COMPARE_CHUNK", old)
+        for got, want in cases:
+            gauntlet.COMPARE_CHUNK = 1 << 40
+            whole = gauntlet.compare(spec, got, want, tol)
+            gauntlet.COMPARE_CHUNK = 1000
+            chunked = gauntlet.compare(spec, got, want, tol)
+            self.assertEqual(chunked[1], whole[1])
+            for k, v in whole[0].items():
+                self.assertAlmostEqual(chunked[0][k], v, delta=1e-12 * max(1.0, abs(v)))
+        self.assertIn("3 of 8638 elements of `y` are out of tolerance", gauntlet.compare(spec, *cases[2], tol)[1])
+        # A reference that is not finite is the task's fault, wherever it is.
+        bad = np.ones(5000)
+        bad[4321] = np.inf
+        with self.assertRaisesRegex(gauntlet.TaskFault, r"y\[4321\]"):
+            gauntlet.compare(spec, np.ones(5000), bad, tol)
+
     def test_all_zero_output_fails_the_norm_check_even_under_atol(self):
         spec = TASK["outputs"][0]
         r = np.full((3, 5), 1e-7)
