@@ -13,7 +13,7 @@ Each module's `run` is called once per workload on MLX arrays of the workload's 
 MLX's CPU device), with `mx.fast.cuda_kernel` standing in for MLX's: each kernel the module makes
 is wrapped much as MLX's CUDA backend wraps one (a `__global__` function of its inputs, `const`,
 and outputs, of the dtypes the call passes and asks for, the call's template arguments as
-template parameters, CUDA's half and bfloat16 headers included (not cooperative groups, whose
+template parameters, CUDA's half and bfloat16 headers and the fixed-width integer types included (not cooperative groups, whose
 headers PyTorch's wheel lacks), then the module's `header`),
 compiled for `sm_XYa` of the capability, and answered with zeros. NVRTC is the one PyTorch's CUDA
 wheel installs (or a CUDA toolkit's, under CUDA_HOME). The wrapper is not MLX's own code: a kernel
