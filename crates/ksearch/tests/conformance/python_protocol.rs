@@ -11,7 +11,7 @@ use ksearch_eval::{Contenders, Evaluation, Evaluator};
 
 use crate::mlx_cpu_fixture::MlxCpuFixture;
 use crate::numpy_fixture::NumpyFixture;
-use crate::support::{Fixture, quick_options};
+use crate::support::{Fixture, passed_and_printed, printed, quick_options};
 use crate::torch_cpu_fixture::TorchCpuFixture;
 
 const NUMPY_RUN: &str = "import numpy as np\n\n\ndef run(x, *, rows, cols):\n    e = np.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)\n";
@@ -67,10 +67,6 @@ fn assert_broke(e: &Evaluation, part: &str) {
         "{part}: {}",
         e.result.message
     );
-}
-
-fn printed(e: &Evaluation) -> String {
-    format!("{}{}", e.result.output.head, e.result.output.tail)
 }
 
 /// A direct or torch runner's answer to "load" rewritten: deeply nested JSON (the judge's
@@ -199,13 +195,7 @@ fn resizing_the_shared_memory_harms_no_judge<F: Fixture>(f: &F, run: &str) {
         "import os as _os, sys, types\n_r = sys.modules['__main__']\n_kept = []\n_calls = [0]\n\n\nclass _Os(types.ModuleType):\n    def __getattr__(self, name):\n        return getattr(_os, name)\n\n\n_shim = _Os('os')\n_shim.close = lambda fd: (_kept.append(_os.dup(fd)), _os.close(fd))\n_r.os = _shim\n\n\ndef _resize():\n    for fd in _kept:\n        link = _os.readlink(f'/proc/self/fd/{{fd}}')\n        size = _os.fstat(fd).st_size\n        try:\n            w = _os.open(f'/proc/self/fd/{{fd}}', _os.O_RDWR)\n        except OSError:\n            continue\n        for what, to in (('grow', 2 * size + 4096), ('truncate', 0)):\n            try:\n                _os.ftruncate(w, to)\n                print(what.upper() + 'D', link, flush=True)\n            except OSError:\n                print(what, 'refused:', link, flush=True)\n        _os.close(w)\n\n\n{run}\n_run = run\n\n\ndef run(x, **axes):\n    _calls[0] += 1\n    if _calls[0] in (1, 6):\n        _resize()\n    return _run(x, **axes)\n"
     );
     let e = &in_turn(f, &[text], run)[0];
-    let out = printed(e);
-    assert_eq!(
-        e.result.status,
-        Status::Passed,
-        "{}\n{out}",
-        e.result.message
-    );
+    let out = passed_and_printed(e);
     assert!(
         !out.contains("GROWD") && !out.contains("TRUNCATED"),
         "{out}"
@@ -246,13 +236,7 @@ fn the_judges_directory_is_not_shown<F: Fixture>(f: &F, run: &str) {
         "import os\n\n_saw = []\nfor _top, _dirs, _files in os.walk({tmp:?}):\n    _saw += [n for n in _dirs + _files if n.startswith(('ksearch-worker-', 'sandbox-root-'))]\n    if _top.count(os.sep) > 6:\n        _dirs[:] = []\nprint('SAW' if _saw else 'saw nothing of the judge', sorted(set(_saw))[:4], flush=True)\n\n{run}"
     );
     let e = &in_turn(f, &[text], run)[0];
-    let out = printed(e);
-    assert_eq!(
-        e.result.status,
-        Status::Passed,
-        "{}\n{out}",
-        e.result.message
-    );
+    let out = passed_and_printed(e);
     assert!(out.contains("saw nothing of the judge"), "{out}");
 }
 

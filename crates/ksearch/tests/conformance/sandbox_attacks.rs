@@ -10,7 +10,7 @@ use ksearch_core::protocol::Status;
 use ksearch_eval::Evaluation;
 
 use crate::c_fixture::CFixture;
-use crate::support::{Behaviour, Fixture};
+use crate::support::{Behaviour, Fixture, passed_and_printed, printed};
 
 /// The good C candidate with `prelude` before its functions and `first` at the start of its
 /// entry point.
@@ -35,10 +35,6 @@ fn c_candidate(prelude: &str, first: &str) -> String {
 }
 
 /// Everything a candidate printed.
-fn printed(e: &Evaluation) -> String {
-    format!("{}{}", e.result.output.head, e.result.output.tail)
-}
-
 /// The ways to hold memory past `RLIMIT_DATA` (it counts only private memory) a CPU runner
 /// tries, each printing `refused: WAY` or `HELD 5 GiB: WAY`.
 const MEMORY_WAYS: [&str; 5] = [
@@ -51,13 +47,7 @@ const MEMORY_WAYS: [&str; 5] = [
 
 /// Each way refused, and said so; none held.
 fn assert_memory_refused(e: &Evaluation) {
-    let out = printed(e);
-    assert_eq!(
-        e.result.status,
-        Status::Passed,
-        "{}\n{out}",
-        e.result.message
-    );
+    let out = passed_and_printed(e);
     assert!(!out.contains("HELD"), "{out}");
     for way in MEMORY_WAYS {
         assert!(out.contains(&format!("refused: {way}")), "{way}: {out}");
@@ -424,17 +414,102 @@ fn torch_harness_cpu_a_note_left_for_the_next_evaluation_is_never_read() {
     assert!(escaped.is_empty(), "notes outside the sandbox: {escaped:?}");
     // ... and the second evaluation, a fresh runner, found none: it did the work and passed.
     for e in &evaluations {
-        let out = printed(e);
-        assert_eq!(
-            e.result.status,
-            Status::Passed,
-            "{}\n{out}",
-            e.result.message
-        );
+        let out = passed_and_printed(e);
         assert!(out.contains("no note found"), "{out}");
         assert!(!out.contains("note found in"), "{out}");
     }
     // It could write somewhere (its private temporary directory), so the read had a chance.
     let first = printed(&evaluations[0]);
     assert!(first.contains("note left in /tmp"), "{first}");
+}
+
+/// A torch module that looks for the other runners of its evaluation (its parent, timed beside
+/// it on the same inputs) to copy their answers: every process it can find (listed in `/proc`,
+/// or, where that is refused, its parent's number and those near its own), whose memory map,
+/// environment or memory (`/proc/PID/mem`, at an address its map lists) it tries to read. It then computes honestly, so that only what it could reach decides.
+const READS_ITS_SIBLINGS: &str = r#"import os
+
+import torch
+
+_done = []
+
+
+def _look():
+    me = os.getpid()
+    try:
+        listed = {int(p) for p in os.listdir('/proc') if p.isdigit()}
+    except OSError:
+        listed = set()
+    # Where /proc cannot be listed, the likely numbers: its parent's, and those near its own.
+    seen, read = [], []
+    for p in sorted(listed | {os.getppid()} | set(range(max(2, me - 256), me + 256))):
+        if p == me or not os.path.exists(f'/proc/{p}'):
+            continue
+        seen.append(p)
+        for f in ('maps', 'environ'):
+            try:
+                with open(f'/proc/{p}/{f}', 'rb') as h:
+                    if h.read(64):
+                        read.append(f'{p}/{f}')
+            except OSError:
+                pass
+        try:
+            fd = os.open(f'/proc/{p}/mem', os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            with open(f'/proc/{p}/maps') as h:
+                start = int(h.readline().split('-')[0], 16)
+            if os.pread(fd, 16, start):
+                read.append(f'{p}/mem')
+        except (OSError, ValueError, IndexError):
+            pass
+        finally:
+            os.close(fd)
+    print(f'siblings: {len(seen)} processes seen, READ {read}' if read else f'siblings: {len(seen)} processes seen, none read', flush=True)
+
+
+def run(x, *, rows, cols):
+    if len(_done) < 2:
+        _done.append(1)
+        _look()
+    return torch.softmax(x, dim=1)
+"#;
+
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+)]
+fn torch_harness_cpu_the_other_runners_of_an_evaluation_are_out_of_reach() {
+    use ksearch_eval::Evaluator as _;
+
+    let f = crate::torch_cpu_fixture::TorchCpuFixture::new();
+    let honest = ksearch_core::task::Source {
+        file: "parent.py".into(),
+        text: "import torch\n\n\ndef run(x, *, rows, cols):\n    return torch.softmax(x, dim=1)\n"
+            .into(),
+    };
+    let candidate = ksearch_core::task::Source {
+        file: "siblings.py".into(),
+        text: READS_ITS_SIBLINGS.into(),
+    };
+    let e = f
+        .evaluator()
+        .evaluate(
+            f.task(),
+            &candidate,
+            ksearch_eval::Contenders {
+                parent: Some(&honest),
+                incumbent: None,
+                comparisons: false,
+            },
+            &crate::support::quick_options(),
+        )
+        .expect("evaluation completes");
+    let out = passed_and_printed(&e);
+    // It looked (at its first two calls, with every runner of the evaluation started) ...
+    assert!(out.contains("siblings: "), "{out}");
+    // ... and read nothing of any other process: not the parent's runner, not the judge.
+    assert!(!out.contains("READ"), "{out}");
 }

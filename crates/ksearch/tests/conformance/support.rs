@@ -319,3 +319,21 @@ pub(crate) fn process_alive(pid: i32) -> bool {
         }
     }
 }
+
+/// What an evaluation's runners printed (the head and tail kept of their output).
+pub(crate) fn printed(e: &Evaluation) -> String {
+    format!("{}{}", e.result.output.head, e.result.output.tail)
+}
+
+/// What an evaluation's runners printed, once it is known to have passed (else the test fails
+/// with its message and that output).
+pub(crate) fn passed_and_printed(e: &Evaluation) -> String {
+    let out = printed(e);
+    assert_eq!(
+        e.result.status,
+        Status::Passed,
+        "{}\n{out}",
+        e.result.message
+    );
+    out
+}
