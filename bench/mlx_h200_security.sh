@@ -78,8 +78,10 @@ PY
   profile)
     # BINS: the binaries, alternately. TASKS: which
     # evaluations: attention (SDPA against itself), ssu (the state update's seed, whose kernels a
-    # second pass finds kept) and ssu-fresh (the seed with a comment no evaluation saw before, as
-    # a search's new candidate is: its kernel is compiled in every evaluation).
+    # second pass finds kept), ssu-fresh (the seed with a comment no evaluation saw before: the
+    # new evaluator keeps a module's kernels per module text, so it compiles the kernel again,
+    # where the old one may find it in MLX's cache) and ssu-kernel (a comment inside the kernel's
+    # source too, as a search's new candidate has a new kernel: every evaluator compiles it).
     rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/ksearch/mlx-kernels"
     export JUDGE_PROFILE_OUT="$R/judge-profile.jsonl" PYTHONPATH="$PWD/bench/judge_profile:$PYTHONPATH"
     for i in ${PASSES:-1 2}; do
@@ -93,6 +95,11 @@ PY
               cp tasks/mlx/selective_state_update/seed.py "$R/fresh-$i-$name.py"
               echo "# a new module: pass $i, $name, $(date +%s%N)" >> "$R/fresh-$i-$name.py"
               args=(mlx/selective_state_update "$R/fresh-$i-$name.py") ;;
+            ssu-kernel)
+              # A new kernel too, as a search's candidate has: both evaluators compile it.
+              sed "s|^CUDA_SOURCE = \"\"\"|CUDA_SOURCE = \"\"\"\n    // a new kernel: pass $i, $name, $(date +%s%N)|" \
+                tasks/mlx/selective_state_update/seed.py > "$R/kernel-$i-$name.py"
+              args=(mlx/selective_state_update "$R/kernel-$i-$name.py") ;;
           esac
           s=$(date +%s%N)
           "$b" eval "${args[@]}" --seeds 1 --target cuda --json > "$R/$t-$name-$i.json" 2> "$R/$t-$name-$i.err"

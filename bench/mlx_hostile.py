@@ -10,7 +10,7 @@ may pass faster than the seed, leak the orchestrator's secret, or escape.
 e.g. on the H200: `python3 bench/mlx_hostile.py .device/bin/ksearch mlx/selective_state_update
 cuda $OUT/hostile batch16`; locally: `... target/release/ksearch
 crates/ksearch/tests/fixtures/mlx_softmax cpu /tmp/hostile small`. Writes OUTDIR/summary.json
-and prints a table."""
+and prints a table. ONLY (attack names, space-separated) runs just those, each REPEAT times."""
 
 import json
 import os
@@ -142,6 +142,11 @@ def main():
         attacks["cuda_write_past_output"] = (WRITE_PAST_OUTPUT, "no-gain")
         attacks["cuda_illegal_address"] = (ILLEGAL_ADDRESS, "not-passed")
         attacks["cuda_device_memory_hog"] = (DEVICE_MEMORY_HOG, "no-gain")
+    # ONLY="a b": just those attacks, each REPEAT times (default once).
+    only = os.environ.get("ONLY", "").split()
+    if only:
+        attacks = {k: v for k, v in attacks.items() if k in only}
+    attacks = {(f"{k}-{r}" if int(os.environ.get("REPEAT", "1")) > 1 else k): v for k, v in attacks.items() for r in range(int(os.environ.get("REPEAT", "1")))}
     env = dict(os.environ, OPENAI_API_KEY=SECRET)
     rows = []
     for name, (code, expect) in attacks.items():

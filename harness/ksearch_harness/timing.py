@@ -40,6 +40,14 @@ MIN_BATCH_MS = 10.0
 MAX_CALLS = 64
 # Batches that size a contender's batch, at most (`size_batches`).
 SIZING_BATCHES = 3
+# Timed calls of each untrusted contender checked against the reference at the task's own
+# tolerance (each from a different round, chosen in secret: `Kept`), as far as their outputs
+# fit in KEPT_BYTES of the judge's memory. A kernel that drifts on a share p of its timed calls
+# passes all of them with chance (1 - p)^KEPT_CALLS: on an H200, an MLX kernel that told timed
+# calls apart by its inputs' addresses drifted on some of them only (MLX runs independent
+# kernels of a batch concurrently) and passed the single kept call.
+KEPT_CALLS = 4
+KEPT_BYTES = 1 << 30
 # The share of rounds after the first whose whole output of one call is compared.
 WHOLE_CHECK_SHARE = 0.125
 # Elements sampled per output of each sampled call.
@@ -93,6 +101,19 @@ def graph_round_calls(task, axes, max_calls, round_bytes=GRAPH_ROUND_BYTES):
     return int(max(2, min(max_calls, round_bytes // max(per_set, 1))))
 
 
+def kept_slots(task, axes, untrusted, graph):
+    """How many timed calls of each untrusted contender are kept for the check against the
+    reference: KEPT_CALLS, fewer where their outputs (and a direct runner's inputs) would take
+    more than KEPT_BYTES of the judge's memory, at least one."""
+    def nbytes(spec):
+        return int(np.prod([axes[a] for a in spec["shape"]], dtype=np.int64)) * np.dtype(STORAGE[spec["dtype"]]).itemsize
+
+    per_call = untrusted * sum(nbytes(s) for s in task["outputs"])
+    if not graph:
+        per_call += sum(nbytes(s) for s in task["inputs"])
+    return int(max(1, min(KEPT_CALLS, KEPT_BYTES // max(per_call, 1))))
+
+
 def graph_round_bytes(arrays):
     """GRAPH_ROUND_BYTES, or an eighth of the device's memory where that is less (a Mac's GPU
     shares its RAM: two runners' rounds must leave room for everything else)."""
@@ -107,9 +128,9 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
     """Per-call timing of each contender (the candidate first) on one workload. `new_pool`
     makes the input sets of direct runners (the numpy target's, or the torch backend's);
     `max_calls` bounds a batch, and `round_bytes` a graph runner's round. `truth` (a
-    `worker.Truth`) gives the reference's outputs on a timed call's inputs: one timed call of
-    each untrusted contender, kept in secret, is checked against them at the task's own
-    tolerance once the workload is timed (`Kept`)."""
+    `worker.Truth`) gives the reference's outputs on a timed call's inputs: up to KEPT_CALLS
+    timed calls of each untrusted contender, kept in secret, are checked against them at the
+    task's own tolerance once the workload is timed (`Kept`)."""
     # Seeds, sampled positions and checked rounds come from a generator seeded from the OS's
     # secret randomness, which no runner can read.
     secret = np.random.Generator(np.random.PCG64(random.SystemRandom().getrandbits(128)))
@@ -199,8 +220,9 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
         started = time.perf_counter()
         min_runs = int(plan["min_runs"])
         rnd = 0
-        kept = None
+        kept = []
         untrusted = [i for i, c in enumerate(contenders) if not c.trusted]
+        slots = kept_slots(task, axes, len(untrusted), graph)
         while True:
             # The baseline runs its own number of calls on a window of the round's sets at a
             # secret offset inside the candidate's calls (or over all of them, when the baseline
@@ -239,9 +261,10 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
             # checked every round.
             whole = not graph or rnd == 0 or secret.random() < WHOLE_CHECK_SHARE
             verify_round(task, workload, tolerances, contenders, baseline, ks, snaps, secret, whole, graph, pool, sets, window, guarded)
-            # Reservoir sampling over the rounds: this round's call is kept with chance
-            # 1/(rounds so far), so the one checked is any round's with the same chance.
-            if truth is not None and untrusted and int(secret.integers(0, rnd + 1)) == 0:
+            # Reservoir sampling over the rounds: `slots` rounds are kept, each round with the
+            # same chance in the end, and one call of each, chosen in secret.
+            slot = rnd if rnd < slots else int(secret.integers(0, rnd + 1))
+            if truth is not None and untrusted and slot < slots:
                 call = int(secret.integers(0, min(ks[i] for i in untrusted)))
                 if graph:
                     where = (round_seed, round_len, call)
@@ -249,7 +272,11 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
                 else:
                     where = pool.input_arrays(call)
                     got = {i: guarded(i, contenders[i].fetch, pool, sets[i], call) for i in untrusted}
-                kept = Kept(rnd, call, where, got)
+                entry = Kept(rnd, call, where, got)
+                if slot < len(kept):
+                    kept[slot] = entry
+                else:
+                    kept.append(entry)
             rnd += 1
             enough = all(len(s) >= min_runs and m >= plan["min_time_ms"] for s, m in zip(samples, measured))
             out_of_time = (time.perf_counter() - started) * 1e3 >= plan["max_time_ms"] and all(
@@ -257,8 +284,8 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
             )
             if enough or out_of_time:
                 break
-        if kept is not None:
-            kept.check(task, tolerances, truth, graph)
+        for entry in sorted(kept, key=lambda e: e.rnd):
+            entry.check(task, tolerances, truth, graph)
         for i, c in enumerate(contenders):
             if c.trusted or cpu0[i] is None:
                 continue

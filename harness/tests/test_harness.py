@@ -87,6 +87,48 @@ def check(text):
         pool.close()
 
 
+def graph_set(seed, call):
+    """Call `call`'s input of a graph round drawn from `seed`, as FakeGraph and FakeTruth draw it."""
+    return np.random.default_rng((seed, call)).uniform(-1.0, 1.0, (3, 5)).astype(np.float32)
+
+
+class FakeGraph(contenders.GraphContender):
+    """A graph runner without a process: REF's outputs on a round's sets, every call after a
+    batch's first scaled by `drift` (as a kernel that tells a timed batch's calls apart can)."""
+
+    def __init__(self, trusted, drift=1.0):
+        self.trusted, self.drift, self.role, self.label = trusted, drift, "candidate", "fake"
+        self.sets, self.outs = [], []
+
+    def round(self, workload, seed, count, window=None):
+        first, n = window if window is not None else (0, count)
+        self.sets = [graph_set(seed, j) for j in range(first, first + n)]
+
+    def go(self, workload, k, at=0):
+        t = time.perf_counter()
+        self.outs = [[(x * 2 * (self.drift if j else 1.0)).astype(np.float32)] for j, x in enumerate(self.sets[at:at + k])]
+        while time.perf_counter() - t < 1e-5 * k:
+            pass
+        return time.perf_counter() - t
+
+    def sample(self, workload, positions):
+        return [float(self.outs[c][t].reshape(-1)[i]) for c, t, i in positions]
+
+    def fetch(self, workload, call):
+        return self.outs[call]
+
+    def cpu_time(self):
+        return None
+
+
+class FakeTruth:
+    def inputs_of_round(self, seed, count, call):
+        return [graph_set(seed, call)]
+
+    def outputs(self, inputs):
+        return [(inputs[0] * 2).astype(np.float32)]
+
+
 class Protocol(unittest.TestCase):
     def channel(self, lines):
         rin, win = os.pipe()
@@ -534,6 +576,24 @@ class Pausing(unittest.TestCase):
             c.stop()
 
 
+@unittest.skipUnless(importlib.util.find_spec("torch") is not None, "needs PyTorch (pip install torch)")
+class InputChecksums(unittest.TestCase):
+    def test_a_byte_sum_in_chunks_is_the_whole_sum(self):
+        import torch
+
+        from ksearch_harness import torch_contenders
+
+        self.addCleanup(setattr, torch_contenders, "CHECKSUM_CHUNK", torch_contenders.CHECKSUM_CHUNK)
+        torch_contenders.CHECKSUM_CHUNK = 7
+        b = torch.randint(0, 256, (100,), dtype=torch.uint8)
+        self.assertEqual(int(torch_contenders.byte_sum(torch, b)), int(b.to(torch.int64).sum()))
+        self.assertEqual(int(torch_contenders.byte_sum(torch, b[:0])), 0)
+        # A changed byte changes it.
+        before = int(torch_contenders.byte_sum(torch, b))
+        b[50] ^= 1
+        self.assertNotEqual(int(torch_contenders.byte_sum(torch, b)), before)
+
+
 class GpuQuiet(unittest.TestCase):
     """The torch judge's wait for a quiet GPU, on flush times given to it (no GPU here)."""
 
@@ -787,6 +847,29 @@ class TimingArithmetic(unittest.TestCase):
             for r in runs:
                 r.stop()
         self.assertIn("while timed", e.exception.message)
+
+    def test_a_graph_runner_drifting_within_the_timed_tolerance_is_caught(self):
+        # What a device kernel can do that no Python of the module sees: scale its outputs by
+        # twice the norm tolerance in every call but a batch's first. Comparisons with the
+        # baseline allow three times the tolerance; the kept call, checked against the
+        # reference at the task's own, does not.
+        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        honest = timing.time_workload(TASK, WORKLOAD, plan, TOL, [FakeGraph(False), FakeGraph(True)], 1, truth=FakeTruth())
+        self.assertEqual(len(honest), 2)
+        for drift in (1.00002, 0.99998):
+            with self.subTest(drift=drift), self.assertRaises(timing.TimedIncorrect) as e:
+                timing.time_workload(TASK, WORKLOAD, plan, TOL, [FakeGraph(False, drift), FakeGraph(True)], 1, truth=FakeTruth())
+            self.assertEqual(e.exception.index, 0)
+            self.assertIn("compared with the reference", e.exception.message)
+
+    def test_kept_calls_are_as_many_as_the_judges_memory_allows(self):
+        self.assertEqual(timing.kept_slots(TASK, {"r": 3, "c": 5}, 2, True), timing.KEPT_CALLS)
+        # Outputs of 256 MiB, two untrusted contenders: two calls fit in KEPT_BYTES.
+        big = {"r": 1 << 13, "c": 1 << 13}
+        self.assertEqual(timing.kept_slots(TASK, big, 2, True), 2)
+        # A direct runner's inputs are kept too; an output of the whole budget still keeps one.
+        self.assertEqual(timing.kept_slots(TASK, big, 2, False), 1)
+        self.assertEqual(timing.kept_slots(TASK, {"r": 1 << 16, "c": 1 << 16}, 1, True), 1)
 
     def test_a_clock_stopped_early_does_not_hide_the_work_after_it(self):
         # The candidate shares the direct runner's interpreter: it says "done" on the clock
