@@ -43,9 +43,9 @@ SIZING_BATCHES = 3
 # Timed calls of each untrusted contender checked against the reference at the task's own
 # tolerance (each from a different round, chosen in secret: `Kept`), as far as their outputs
 # fit in KEPT_BYTES of the judge's memory. A kernel that drifts on a share p of its timed calls
-# passes all of them with chance (1 - p)^KEPT_CALLS: on an H200, an MLX kernel that told timed
-# calls apart by its inputs' addresses drifted on some of them only (MLX runs independent
-# kernels of a batch concurrently) and passed the single kept call.
+# passes all of them with chance (1 - p)^KEPT_CALLS: on NVIDIA GPUs, an MLX kernel that told
+# timed calls apart by its inputs' addresses drifted on some of them only (MLX may run a batch's
+# independent kernels out of order) and passed a single kept call.
 KEPT_CALLS = 4
 KEPT_BYTES = 1 << 30
 # The share of rounds after the first whose whole output of one call is compared.
