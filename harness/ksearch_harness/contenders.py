@@ -60,6 +60,10 @@ class Settings:
         self.memory = (32 << 30) if self.gpu else (4 << 30)
         self.runner_cpu = cpus[1] if cpus else None
         self.judge_cpu = cpus[0] if cpus else None
+        # A GPU runner is not pinned, but it would inherit the judge's one CPU: every runner of
+        # an evaluation (tracers, executors, their compiles) then shared it. It runs on the
+        # CPUs the judge was given, but the judge's.
+        self.gpu_cpus = list(cpus[2]) if cpus and self.gpu else []
 
 
 class DirectContender:
@@ -181,9 +185,10 @@ class GraphContender:
         cache = [p for p in (shared, self.kernels) if p]
         driver = [os.path.join(shared, "cuda-driver")] if shared and trusted else []
         self.tracer = None if trusted else Runner("trace", settings.target, settings.root_dir, settings.gpu, settings.memory, None, env,
-                                                  read_only=cache[:1], file_bytes=TRACER_FILE_BYTES)
+                                                  read_only=cache[:1], file_bytes=TRACER_FILE_BYTES, cpus=settings.gpu_cpus)
         self.runner = Runner("exec", settings.target, settings.root_dir, settings.gpu, settings.memory, None,
-                             {**(env or {}), **kernel_cache.executor_env(shared, self.kernels)}, read_only=cache, writable=driver)
+                             {**(env or {}), **kernel_cache.executor_env(shared, self.kernels)}, read_only=cache, writable=driver,
+                             cpus=settings.gpu_cpus)
         self.confinement = (self.tracer or self.runner).confinement
         # What a trusted module says it runs (`ksearch_describe()`), once traced.
         self.description = None
@@ -433,9 +438,10 @@ def allowed_cpus():
     import random
 
     judge = random.choice(cpus)
-    runner = random.choice([c for c in cpus if c != judge])
+    others = [c for c in cpus if c != judge]
+    runner = random.choice(others)
     try:
         os.sched_setaffinity(0, {judge})
     except OSError:
         return None
-    return judge, runner
+    return judge, runner, others

@@ -186,7 +186,7 @@ class Runner:
     """A runner process in a sandbox, and the socket to it."""
 
     def __init__(self, mode, target, root_dir, gpu, memory_bytes, cpu=None, env=None, read_only=(), writable=(), allow_fork=False,
-                 file_bytes=FILE_BYTES):
+                 file_bytes=FILE_BYTES, cpus=()):
         exe = os.environ.get(SANDBOX_EXE_VAR)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # A second pair carries only "done" after a timed batch: its kernel timestamp stops the
@@ -217,6 +217,8 @@ class Runner:
                 "gpu": gpu,
                 "allow_fork": allow_fork,
                 "cpu": cpu,
+                # Where `cpu` is None: these CPUs rather than the judge's (empty: inherited).
+                "cpus": list(cpus),
                 "limits": {"memory_bytes": memory_bytes, "cpu_seconds": 24 * 3600, "file_bytes": file_bytes,
                            "processes": 1 << 16, "open_files": 4096},
                 "keep_fds": [],

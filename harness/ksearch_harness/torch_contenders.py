@@ -258,7 +258,8 @@ class TorchContender:
         # processes, which the sandbox's PID namespace ends with the runner. So may trusted
         # runners (torch.compile's compile workers).
         self.runner = Runner("torch", arrays.target, settings.root_dir, gpu, settings.memory,
-                             None if gpu else settings.runner_cpu, env, allow_fork=gpu or trusted)
+                             None if gpu else settings.runner_cpu, env, allow_fork=gpu or trusted,
+                             cpus=settings.gpu_cpus if gpu else ())
         self.confinement = self.runner.confinement
         self.outs = {}
         self.ins = {}

@@ -119,6 +119,7 @@ impl Runner {
             gpu: false,
             allow_fork: false,
             cpu: setup.cpu,
+            cpus: Vec::new(),
             limits: setup.limits,
             keep_fds: Vec::new(),
             report_fd: 0,

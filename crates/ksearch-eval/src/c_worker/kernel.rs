@@ -230,6 +230,7 @@ impl Compiler {
             gpu: false,
             allow_fork: true,
             cpu: None,
+            cpus: Vec::new(),
             limits: COMPILE_LIMITS,
             keep_fds: Vec::new(),
             report_fd: 0,

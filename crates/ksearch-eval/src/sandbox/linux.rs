@@ -426,9 +426,7 @@ fn child(
         }
     }
     limits(spec)?;
-    if let Some(cpu) = spec.cpu {
-        super::pin_to_cpu(cpu);
-    }
+    place(spec);
     drop_bounding_capabilities();
     let uid = match isolation {
         Isolation::Full => {
@@ -636,6 +634,14 @@ pub(crate) fn main_with(spec_json: &OsStr) -> i32 {
     launch(&spec)
 }
 
+/// The CPUs the program runs on: `cpu`, else `cpus`, else those the launcher inherited.
+fn place(spec: &SandboxSpec) {
+    match spec.cpu {
+        Some(cpu) => super::pin_to_cpu(cpu),
+        None => super::pin_to_cpus(&spec.cpus),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,6 +660,7 @@ mod tests {
             gpu: false,
             allow_fork: false,
             cpu: None,
+            cpus: Vec::new(),
             limits,
             keep_fds: Vec::new(),
             report_fd: 2,
@@ -722,6 +729,49 @@ mod tests {
             0
         });
         assert_eq!(code, 0, "see the codes in the child");
+    }
+
+    fn affinity() -> Vec<usize> {
+        // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: our own affinity into a local set.
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw mut set) };
+        // SAFETY: CPU_ISSET reads the local set within its bounds.
+        (0..1024)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
+    }
+
+    /// A GPU runner is started by a judge pinned to one CPU: it runs on the CPUs its spec names
+    /// instead of inheriting that one; a runner with `cpu` is pinned to it; one with neither
+    /// keeps what it inherited.
+    #[test]
+    fn a_runner_runs_on_the_cpus_its_spec_names() {
+        let all = affinity();
+        if all.len() < 2 {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("one CPU here: no other CPU to run a runner on");
+            }
+            return;
+        }
+        let (judge, rest) = (all[0], all[1..].to_vec());
+        for (cpu, cpus, want) in [
+            (None, rest.clone(), rest.clone()),
+            (Some(rest[0]), rest.clone(), vec![rest[0]]),
+            (None, Vec::new(), vec![judge]),
+        ] {
+            let code = in_child(|| {
+                super::super::pin_to_cpu(judge);
+                place(&SandboxSpec {
+                    cpu,
+                    cpus: cpus.clone(),
+                    ..spec(limits_of_a_runner())
+                });
+                i32::from(affinity() != want)
+            });
+            assert_eq!(code, 0, "cpu {cpu:?}, cpus {cpus:?}: expected {want:?}");
+        }
     }
 
     fn limits_of_a_runner() -> Limits {

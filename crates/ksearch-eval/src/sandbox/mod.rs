@@ -31,17 +31,27 @@ use spec::{Report, read_reports};
 
 /// Pin the calling thread to one CPU (Linux; elsewhere a no-op: macOS has no CPU affinity).
 pub(crate) fn pin_to_cpu(cpu: usize) {
+    pin_to_cpus(&[cpu]);
+}
+
+/// Let the calling thread run on `cpus` only (those of 1024 and over are left out; a set left
+/// empty changes nothing). Linux; elsewhere a no-op.
+pub(crate) fn pin_to_cpus(cpus: &[usize]) {
     #[cfg(target_os = "linux")]
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in bounds for cpu < 1024.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu < 1024 {
+        let mut any = false;
+        for &cpu in cpus.iter().filter(|&&c| c < 1024) {
             libc::CPU_SET(cpu, &mut set);
+            any = true;
+        }
+        if any {
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = cpu;
+    let _ = cpus;
 }
 
 /// Entry point of `ksearch sandbox SPEC_JSON`: confine, then execute the program. Returns an

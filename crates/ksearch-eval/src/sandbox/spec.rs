@@ -39,6 +39,10 @@ pub struct SandboxSpec {
     /// Pin to this CPU.
     #[serde(default)]
     pub cpu: Option<usize>,
+    /// Where `cpu` is unset, run on these CPUs (when not empty) rather than on those the
+    /// launcher inherited: a GPU runner's, whose judge has pinned itself to one CPU.
+    #[serde(default)]
+    pub cpus: Vec<usize>,
     pub limits: Limits,
     /// Descriptors the program keeps, already at these numbers when the launcher starts.
     #[serde(default)]
