@@ -15,7 +15,9 @@
 #                       SEARCH_TIME (default 7m) stops starting rounds after that long and
 #                       BUDGET_S (default 480) interrupts the run as Ctrl-C would, so that the
 #                       device call ends in time; the next `search` resumes it. SEARCH_ARGS
-#                       adds arguments to a new run (e.g. "--workload L4096 --window 1")
+#                       adds arguments to a new run (e.g. "--workload L4096 --window 1");
+#                       AGAINST_SEED=1 then evaluates the exported best --against the task's
+#                       naive seed (on WORKLOAD only, when set), as one evaluation
 # Usage: bash bench/mlx_space_h200.sh STEP TASK [ITERS]   (results in $OUT)
 set -uo pipefail
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
@@ -71,6 +73,15 @@ case "$step" in
     "$K" tree "$rd" > "$OUTDIR/tree-$task.txt"
     "$K" report "$rd" -o "$OUTDIR/report-$task.html"
     "$K" export "$rd" -o "$OUTDIR/export-$task" > "$OUTDIR/export-$task.txt" 2>&1
+    if [ -n "${AGAINST_SEED:-}" ] && [ -f "$OUTDIR/export-$task/$task/_candidate.py" ]; then
+      # The best kernel timed beside the task's naive seed, in one evaluation.
+      "$K" eval "mlx/$task" "$OUTDIR/export-$task/$task/_candidate.py" --against "tasks/mlx/$task/seed.py" --json \
+        "${QUICK[@]}" ${WORKLOAD:+--workload "$WORKLOAD"} > "$OUTDIR/best-vs-seed-$task.json" 2> "$OUTDIR/best-vs-seed-$task.err"
+      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('best vs the naive seed:', j['status'], j.get('speedup_vs_against'), [(w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('against_latency_ms') or {}).get('median')) for w in j.get('workloads', [])])" \
+        "$OUTDIR/best-vs-seed-$task.json" || tail -3 "$OUTDIR/best-vs-seed-$task.err"
+    fi
+    # Few files come back from a device call: the export and the run directory as archives.
+    tar czf "$OUTDIR/export-$task.tgz" -C "$OUTDIR" "export-$task" && rm -rf "$OUTDIR/export-$task"
     tar czf "$OUTDIR/run-$task.tgz" "$rd"
     tail -5 "$OUTDIR/search-$task.err"
     ;;

@@ -363,7 +363,7 @@ class TorchContender:
         return None
 
     def outputs(self, pool, s):
-        """float64 copies of slot `s`'s outputs, read now."""
+        """Copies of slot `s`'s outputs, read now (`TorchArrays.to_numpy`)."""
         return [self.arrays.to_numpy(v) for v in pool.output_views(self.outs[pool.id].bytes, s)]
 
     def check(self, pool, task, workload, seed):

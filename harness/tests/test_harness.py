@@ -577,7 +577,7 @@ class Pausing(unittest.TestCase):
 
 
 @unittest.skipUnless(importlib.util.find_spec("torch") is not None, "needs PyTorch (pip install torch)")
-class InputChecksums(unittest.TestCase):
+class TorchJudgeArrays(unittest.TestCase):
     def test_a_byte_sum_in_chunks_is_the_whole_sum(self):
         import torch
 
@@ -592,6 +592,21 @@ class InputChecksums(unittest.TestCase):
         before = int(torch_contenders.byte_sum(torch, b))
         b[50] ^= 1
         self.assertNotEqual(int(torch_contenders.byte_sum(torch, b)), before)
+
+    def test_outputs_reach_numpy_exactly_without_widening_what_numpy_holds(self):
+        import torch
+
+        from ksearch_harness.torch_arrays import TorchArrays
+
+        arrays = TorchArrays("cpu")
+        x = torch.tensor([1.5, -2.25, 3.0e-3, 65504.0])
+        for dtype, want in [(torch.float16, np.float16), (torch.float32, np.float32), (torch.float64, np.float64),
+                            (torch.bfloat16, np.float32), (torch.float8_e4m3fn, np.float32), (torch.int8, np.int64)]:
+            with self.subTest(dtype=dtype):
+                t = x.to(dtype) if dtype != torch.int8 else torch.tensor([1, -2, 127], dtype=dtype)
+                got = arrays.to_numpy(t)
+                self.assertEqual(got.dtype, want)
+                np.testing.assert_array_equal(got.astype(np.float64), t.to(torch.float64).numpy())
 
 
 class GpuQuiet(unittest.TestCase):
