@@ -60,7 +60,9 @@ class TorchArrays:
         torch = self.torch
         if not isinstance(x, torch.Tensor):
             return np.asarray(x)
-        x = x.detach().to("cpu")
+        # A copy even where the tensor is on the CPU already (a view of a runner's outputs
+        # would change under the judge).
+        x = x.detach().to("cpu", copy=True)
         if x.dtype in (torch.bool, torch.float16, torch.float32, torch.float64):
             return x.numpy()
         if x.is_floating_point():

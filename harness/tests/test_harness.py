@@ -607,6 +607,10 @@ class TorchJudgeArrays(unittest.TestCase):
                 got = arrays.to_numpy(t)
                 self.assertEqual(got.dtype, want)
                 np.testing.assert_array_equal(got.astype(np.float64), t.to(torch.float64).numpy())
+                # A copy: what the tensor's memory holds later does not change it.
+                before = got.copy()
+                t.zero_()
+                np.testing.assert_array_equal(got, before)
 
 
 class GpuQuiet(unittest.TestCase):
