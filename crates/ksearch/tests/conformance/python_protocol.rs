@@ -387,9 +387,8 @@ fn torch_harness_cpu_no_runner_sees_a_calls_inputs_before_its_own_call() {
     assert!(lead_ms < 250.0, "{last}");
 }
 
-/// `candidate` evaluated on the torch CPU target beside a parent that takes 500 ms a call, for at
-/// least eight samples each: the candidate's runner waits through 4 s of the parent's batches.
-/// An evaluation of `text` beside a parent whose every call sleeps `sleep_s` seconds.
+/// `text` evaluated on the torch CPU target beside a parent that sleeps `sleep_s` seconds a call,
+/// for at least eight samples each: the candidate's runner waits through the parent's batches.
 fn beside_a_slow_parent(f: &TorchCpuFixture, file: &str, text: &str, sleep_s: f64) -> Evaluation {
     let parent = Source {
         file: "parent.py".into(),
