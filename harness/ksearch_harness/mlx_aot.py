@@ -5,9 +5,10 @@ NVIDIA GPU that this machine need not have (`ksearch space check` of an MLX task
 
 Module paths come on stdin, one a line; for each, one JSON line on stdout, as
 `ksearch_harness.triton_aot` answers: `{"kernels": [...]}` (each kernel compiled: name, workload,
-static shared memory, registers and stack frame a thread, as ptxas reports them), `{"error":
-"..."}` (NVRTC's log of a kernel that does not compile, or static shared memory over
-`--shared-limit`), or `{"unchecked": "..."}`.
+shared memory a block (the static that ptxas reports plus the dynamic its `shared_memory` asks
+for), registers and stack frame a thread, as ptxas reports them), `{"error": "..."}` (NVRTC's log
+of a kernel that does not compile, or shared memory over `--shared-limit`), or `{"unchecked":
+"..."}`.
 
 Each module's `run` is called once per workload on MLX arrays of the workload's shapes (zeros, on
 MLX's CPU device), with `mx.fast.cuda_kernel` standing in for MLX's: each kernel the module makes
@@ -100,10 +101,11 @@ class Compiler:
         self.builds = {}
         compiler = self
 
-        def cuda_kernel(name, input_names, output_names, source, header="", ensure_row_contiguous=True, atomic_outputs=False):
+        def cuda_kernel(name, input_names, output_names, source, header="", ensure_row_contiguous=True, atomic_outputs=False,
+                        shared_memory=0):
             def call(inputs, output_shapes, output_dtypes, grid=None, threadgroup=None, template=None, **_):
                 compiler.compiled.append(compiler.build(name, input_names, output_names, source, header, inputs,
-                                                        output_dtypes, template or []))
+                                                        output_dtypes, template or []) + (shared_memory,))
                 return [mx.zeros(tuple(s), dtype=d) for s, d in zip(output_shapes, output_dtypes)]
             return call
 
@@ -179,15 +181,16 @@ class Compiler:
                 except Exception:  # noqa: BLE001 - the module cannot be run this way
                     if not self.compiled:
                         return {"unchecked": f"run raised before making any CUDA kernel: {last_line(trimmed_traceback(2))}"}
-                made += [(name, w["name"], build) for name, build in self.compiled]
+                made += [(name, w["name"], build, dynamic) for name, build, dynamic in self.compiled]
         except (CandidateError, CompileError) as e:
             return {"unchecked": last_line(str(e))}
         kernels = []
-        for name, workload, build in made:
+        for name, workload, build, dynamic in made:
             used, log = build.result()
             if used is None:
                 return {"error": f"CUDA kernel `{name}` does not compile for {self.arch} on workload `{workload}`:\n{first_lines(log, 12)}"}
-            kernels.append({"name": name, "workload": workload, **used})
+            # A block's shared memory: the static that ptxas counted and the dynamic it asks for.
+            kernels.append({"name": name, "workload": workload, **used, "shared": used["shared"] + int(dynamic)})
         return answer(kernels, shared_limit, "CUDA kernel `{name}` declares", "run made no CUDA kernel")
 
 

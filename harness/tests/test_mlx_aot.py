@@ -74,6 +74,13 @@ class AheadOfTime(unittest.TestCase):
         [got] = self.check([module(tile=16384)], shared_limit=49152)
         self.assertEqual(got["error"], "CUDA kernel `twice` declares 65536 bytes of shared memory on workload `small`; a block may have 49152")
 
+    def test_the_dynamic_shared_memory_a_kernel_asks_for_is_counted(self):
+        # 512 bytes of static tile, and 64 KB asked for at the kernel's making (`extern __shared__`).
+        dynamic = module(body="extern __shared__ float more[]; more[threadIdx.x] = tile[0]; if (i < N) y[i] = __float2half(more[threadIdx.x]);")
+        dynamic = dynamic.replace('source=SOURCE)', 'source=SOURCE, shared_memory=65536)')
+        fits, over = self.check([dynamic]), self.check([dynamic], shared_limit=49152)
+        self.assertEqual([k["shared"] for k in fits[0]["kernels"]], [512 + 65536] * 2, fits)
+        self.assertEqual(over[0]["error"], "CUDA kernel `twice` declares 66048 bytes of shared memory on workload `small`; a block may have 49152")
 
     def test_a_kernel_with_integer_inputs_gets_the_fixed_width_types(self):
         # MLX's signatures name int32_t and friends, which its own headers declare.

@@ -235,7 +235,7 @@ fn the_built_in_gpu_spaces_render_and_meet_the_rules_of_both_targets() {
                 "12",
             ]));
             assert_eq!(code, 0, "{task} on {hw}: {stdout}{stderr}");
-            // The seed point, the points one knob away from it, then others: all 384 points of
+            // The seed point, the points one knob away from it, then others: all 768 points of
             // the attention space take minutes in a debug build (seconds in a release build,
             // where `space check --limit 1000` checks them all).
             assert!(stdout.contains("checked a sample of 12"), "{stdout}");
@@ -347,10 +347,13 @@ fn rendered(task: &str, points: &[&str]) -> (tempfile::TempDir, Vec<PathBuf>) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_str().unwrap();
     for knobs in points {
+        // For the H200 (the device of the GPU measurements): constraints read its limits.
         let mut args = vec![
             "space",
             "check",
             task,
+            "--hardware",
+            "h200",
             "--limit",
             "1",
             "--no-compile",
@@ -438,6 +441,9 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
     // tolerance. The scan: one pass and two-pass chunked scans, one to sixteen threads per
     // channel (warp shuffles), steps loaded one, four or sixteen at a time, prefetching and exp2.
     // The state update: one to sixteen threads per channel, scalar and 2- and 4-wide vector loads.
+    // Attention: FMAs, and tensor cores (mma.sync, ldmatrix and cp.async emulated warp-wide as the
+    // PTX ISA lays out the fragments) with per-element and ldmatrix fragments, one and two
+    // 16-row tiles a warp, one to eight warps, causal or not, head dimensions 128 and 64.
     let cases = [
         (
             "selective_scan",
@@ -459,6 +465,24 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
                 "block=64 tpc=16 vec=1",
             ][..],
         ),
+        (
+            "attention",
+            r#"{"batch": 1, "heads": 2, "seq": 256, "dim": 128, "causal": 1}"#,
+            &[
+                "mma=0 warps=2 block_n=32",
+                "mma=1 warps=4 block_n=64 ldmatrix=0",
+                "mma=1 warps=4 block_n=64 ldmatrix=1 exp2=1 skip=1 vload=1",
+                "mma=1 warps=4 block_n=64 ldmatrix=1 rows=32 cp_async=1 skip=1",
+            ][..],
+        ),
+        (
+            "attention",
+            r#"{"batch": 1, "heads": 1, "seq": 256, "dim": 64, "causal": 0}"#,
+            &[
+                "mma=1 warps=8 block_n=16 ldmatrix=1 rows=32 vload=1",
+                "mma=1 warps=1 block_n=16 cp_async=1 exp2=1",
+            ][..],
+        ),
     ];
     for (task, axes, points) in cases {
         let (_tmp, files) = rendered(&format!("mlx/{task}"), points);
@@ -477,6 +501,36 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
             "{text}"
         );
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_mlx, has_gxx)),
+    ignore = "needs python3 with MLX, and g++ (`.ci/run` installs them)"
+)]
+fn the_emulator_tells_a_misplaced_tensor_core_fragment_from_a_right_one() {
+    // Q's second 16-dim fragment read from 8 dims on instead of 16: the emulated ldmatrix and
+    // mma.sync must give wrong outputs for it, or the passing points above would prove nothing.
+    let (_tmp, files) = rendered(
+        "mlx/attention",
+        &["mma=1 warps=2 block_n=32 ldmatrix=1 rows=32"],
+    );
+    let right = fs_err::read_to_string(&files[0]).unwrap();
+    let from = "kk * 16 + 16);";
+    assert_eq!(right.matches(from).count(), 1, "{right}");
+    let wrong = files[0].with_file_name("wrong.py");
+    fs_err::write(&wrong, right.replace(from, "kk * 16 + 8);")).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx/attention");
+    let (code, stdout, stderr) = run(std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_emulate/emulate.py"))
+        .arg(dir)
+        .arg(r#"{"batch": 1, "heads": 1, "seq": 128, "dim": 64, "causal": 0}"#)
+        .arg(&files[0])
+        .arg(&wrong));
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let lines: Vec<_> = stdout.lines().collect();
+    assert!(lines[0].starts_with("ok  "), "{stdout}");
+    assert!(lines[1].starts_with("BAD wrong.py: o: "), "{stdout}");
 }
 
 #[test]
