@@ -235,7 +235,7 @@ fn the_built_in_gpu_spaces_render_and_meet_the_rules_of_both_targets() {
                 "12",
             ]));
             assert_eq!(code, 0, "{task} on {hw}: {stdout}{stderr}");
-            // The seed point, the points one knob away from it, then others: all 768 points of
+            // The seed point, the points one knob away from it, then others: all 1536 points of
             // the attention space take minutes in a debug build (seconds in a release build,
             // where `space check --limit 1000` checks them all).
             assert!(stdout.contains("checked a sample of 12"), "{stdout}");
