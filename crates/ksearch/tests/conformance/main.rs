@@ -631,19 +631,27 @@ pub(crate) fn no_faster_than<F: Fixture>(
             "{what}: {}",
             e.result.message
         );
-        let vs_good = e
+        let speedup = e
             .speedup_vs_parent
             .as_ref()
-            .expect("timed against the good one")
-            .geomean;
+            .expect("timed against the good one");
         // Loose bounds: a loaded two-core machine blurs paired timings by up to 2× (seen); the
         // attacks this guards against would gain far more.
-        if (floor..2.5).contains(&vs_good) {
+        if (floor..2.5).contains(&speedup.geomean) {
             return e;
         }
-        seen.push(vs_good);
+        // Each workload's median times (candidate / good, ms), for a failure to be read.
+        let times: Vec<_> = speedup
+            .workloads
+            .iter()
+            .map(|w| format!("{} {:.4}/{:.4}", w.workload, w.candidate_ms, w.other_ms))
+            .collect();
+        seen.push(format!("{:.2} ({})", speedup.geomean, times.join(", ")));
     }
-    panic!("{what} measured {seen:.2?}× the good candidate it wraps, twice outside {floor}–2.5×");
+    panic!(
+        "{what} measured {}× the good candidate it wraps, twice outside {floor}–2.5×",
+        seen.join(" and ")
+    );
 }
 
 fn infinite_loop_times_out_impl<F: Fixture>(f: &F) {
