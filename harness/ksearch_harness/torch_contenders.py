@@ -366,12 +366,15 @@ class TorchContender:
         """Copies of slot `s`'s outputs, read now (`TorchArrays.to_numpy`)."""
         return [self.arrays.to_numpy(v) for v in pool.output_views(self.outs[pool.id].bytes, s)]
 
-    def check(self, pool, task, workload, seed):
-        """Outputs of one call on set 0, which the judge filled (from `seed`) for the reference."""
+    def check(self, pool, task, workload, seed, views=False):
+        """Outputs of one call on set 0, which the judge filled (from `seed`) for the reference:
+        copies, or (`views`) tensors of the memory they were written to, on the device."""
         self.call(pool, [0], False)
         name = self._guard(pool, 0)
         if name is not None:
             raise BadOutput(f"wrote outside the bounds of `{name}`")
+        if views:
+            return pool.output_views(self.outs[pool.id].bytes, 0)
         return self.outputs(pool, 0)
 
     def sample(self, pool, sets, positions):

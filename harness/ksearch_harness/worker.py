@@ -336,9 +336,15 @@ def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):
                 raise trusted_failed(f"the reference failed: {e}") from None
             except Exception as e:  # noqa: BLE001 - the task's own code
                 raise trusted_failed(f"the reference failed on workload `{w['name']}`: {type(e).__name__}: {e}") from None
-            expected = [arrays.to_numpy(e) for e in expected]
+            # On a GPU, compared on the device (`gauntlet.compare` of two tensors); on the CPU
+            # target, in numpy (the judge is pinned to one CPU, where PyTorch's threads crowd
+            # each other). The reference's copy of the inputs is gone before the candidate runs.
+            del inputs
+            on_device = arrays.target == "cuda"
+            if not on_device:
+                expected = [arrays.to_numpy(e) for e in expected]
             try:
-                got = candidate.check(pool, task, w, seed)
+                got = candidate.check(pool, task, w, seed, views=on_device)
             except BadOutput as e:
                 return merge(worst, zero_errors()), (seed, str(e))
             except (CandidateError, RunnerLost) as e:
@@ -346,12 +352,15 @@ def check_torch(arrays, task, tol, w, seeds, reference, candidate, phase):
             errors = zero_errors()
             failure = None
             for spec, g, e in zip(task["outputs"], got, expected):
+                if on_device:
+                    e = e.detach().to(g.device) if isinstance(e, torch.Tensor) else torch.as_tensor(e, device=g.device)
                 if tuple(e.shape) != tuple(g.shape):
                     raise TaskFault(f"the reference's output `{spec['name']}` has shape {tuple(e.shape)}; the task declares {tuple(g.shape)}")
                 errs, f = compare(spec, g, e, tol[spec["dtype"]])
                 for k in ("max_abs_err", "max_rel_err", "norm_rel_err"):
                     errors[k] = max(errors[k], errs[k])
                 failure = failure or f
+            del got, expected
             worst = merge(worst, errors)
             if failure:
                 return worst, (seed, failure)

@@ -658,10 +658,8 @@ class Gauntlet(unittest.TestCase):
         _, f = gauntlet.compare(TASK["outputs"][0], y, np.full((3, 5), 0.5), TOL["f32"])
         self.assertIn("y[2][4] = nan", f)
 
-    def test_comparing_in_chunks_says_what_one_pass_says(self):
+    def comparison_cases(self):
         rng = np.random.default_rng(3)
-        spec = TASK["outputs"][0]
-        tol = {"atol": 1e-3, "rtol": 1e-3, "norm_rtol": 1e-4}
         cases = []
         for shape in [(7, 1234), (5000,), (3, 4, 500), (), (0, 3)]:
             e = rng.standard_normal(shape).astype(np.float32)
@@ -674,6 +672,12 @@ class Gauntlet(unittest.TestCase):
                 holes = e.astype(np.float16)
                 holes.reshape(-1)[[1500 % e.size, 4000 % e.size]] = np.nan  # unwritten
                 cases.append((holes, e))
+        return cases
+
+    def test_comparing_in_chunks_says_what_one_pass_says(self):
+        spec = TASK["outputs"][0]
+        tol = {"atol": 1e-3, "rtol": 1e-3, "norm_rtol": 1e-4}
+        cases = self.comparison_cases()
         old = gauntlet.COMPARE_CHUNK
         self.addCleanup(setattr, gauntlet, "COMPARE_CHUNK", old)
         for got, want in cases:
@@ -690,6 +694,28 @@ class Gauntlet(unittest.TestCase):
         bad[4321] = np.inf
         with self.assertRaisesRegex(gauntlet.TaskFault, r"y\[4321\]"):
             gauntlet.compare(spec, np.ones(5000), bad, tol)
+
+    @unittest.skipUnless(importlib.util.find_spec("torch") is not None, "needs PyTorch (pip install torch)")
+    def test_comparing_tensors_on_their_device_says_what_numpy_says(self):
+        import torch
+
+        spec = TASK["outputs"][0]
+        tol = {"atol": 1e-3, "rtol": 1e-3, "norm_rtol": 1e-4}
+        old = gauntlet.TORCH_COMPARE_CHUNK
+        self.addCleanup(setattr, gauntlet, "TORCH_COMPARE_CHUNK", old)
+        for got, want in self.comparison_cases():
+            expected = gauntlet.compare(spec, got, want, tol)
+            for chunk in (1 << 40, 1000):
+                gauntlet.TORCH_COMPARE_CHUNK = chunk
+                with self.subTest(shape=want.shape, chunk=chunk):
+                    errors, failure = gauntlet.compare(spec, torch.as_tensor(np.asarray(got)), torch.as_tensor(np.asarray(want)), tol)
+                    self.assertEqual(failure, expected[1])
+                    for k, v in expected[0].items():
+                        self.assertAlmostEqual(errors[k], v, delta=1e-12 * max(1.0, abs(v)))
+        bad = torch.ones(5000, dtype=torch.float64)
+        bad[4321] = float("inf")
+        with self.assertRaisesRegex(gauntlet.TaskFault, r"inf at y\[4321\]"):
+            gauntlet.compare(spec, torch.ones(5000), bad, tol)
 
     def test_all_zero_output_fails_the_norm_check_even_under_atol(self):
         spec = TASK["outputs"][0]
