@@ -14,7 +14,8 @@ the whole output of one such call, chosen after the fact, is compared in the fir
 secret share of the others (a whole output crosses the process boundary, which costs more than
 the batch on short kernels). A direct runner's samples are read the moment it says "done", and
 CPU it uses outside its timed calls is caught; a "done" that comes late (link.LATE_REPLY_S) makes
-the batch count up to it."""
+the batch count up to it. A direct runner's batch size, taken from one batch before timing,
+grows during timing to what its fastest batch asks for, within the round's sets."""
 
 import random
 
@@ -277,6 +278,13 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
                     kept[slot] = entry
                 else:
                     kept.append(entry)
+            if not graph:
+                # A batch size comes from one batch before timing, and a stall in it (a loaded
+                # machine) sizes the batch short; every call of a short batch then carries a
+                # larger share of the judge's round trip. A contender's batches grow, within the
+                # round's sets, to what its fastest batch so far asks for.
+                for i in range(n):
+                    ks[i] = max(ks[i], min(batch_size(min(samples[i]), target_ms, max_calls), round_len))
             rnd += 1
             enough = all(len(s) >= min_runs and m >= plan["min_time_ms"] for s, m in zip(samples, measured))
             out_of_time = (time.perf_counter() - started) * 1e3 >= plan["max_time_ms"] and all(

@@ -932,6 +932,24 @@ class TimingArithmetic(unittest.TestCase):
         self.assertGreaterEqual(cheat["p10_ms"], 3.5)
         self.assertLess(honest["median_ms"], 1.0)
 
+    def test_a_batch_sized_short_by_a_stall_grows_once_its_calls_run_at_speed(self):
+        # The first eight calls (the warm-up's three, the sizing batch's five) take 2 ms, as on a
+        # machine busy for a moment; every later call is fast. Left at five calls, every batch
+        # would carry the judge's round trip five calls at a time.
+        stalled = ("import time\nimport numpy as np\n_calls = [0]\n"
+                   "def run(x, *, r, c):\n    _calls[0] += 1\n    if _calls[0] <= 8:\n        time.sleep(0.002)\n"
+                   "    return (x * 2).astype(np.float32)\n")
+        plan = {"warmup_ms": 1.0, "min_runs": 4, "min_time_ms": 1.0, "max_time_ms": 5000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        runs = [direct(stalled), direct(REF, trusted=True)]
+        try:
+            grown, baseline = timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
+        finally:
+            for r in runs:
+                r.stop()
+        self.assertEqual(baseline["calls_per_sample"], timing.MAX_CALLS)
+        self.assertEqual(grown["calls_per_sample"], timing.MAX_CALLS)
+        self.assertLess(grown["median_ms"], 0.3)
+
     def test_the_quick_whole_output_check_passes_only_what_the_full_one_would(self):
         spec = {"name": "o", "dtype": "f16"}
         tol = {"atol": 3e-3, "rtol": 3e-3, "norm_rtol": 3e-3}
