@@ -42,6 +42,19 @@ def direct(text, trusted=False):
     return contenders.DirectContender(settings(), {"file": "candidate.py", "text": text}, "candidate", "candidate.py", trusted).finish()
 
 
+def time_beside_reference(text, **plan):
+    """`text` timed by the judge beside the trusted REF on WORKLOAD, with a short plan (`plan`
+    overrides its fields): both contenders' timing stats."""
+    plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0,
+            "rotate_bytes": 1 << 16, **plan}
+    runs = [direct(text), direct(REF, trusted=True)]
+    try:
+        return timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
+    finally:
+        for r in runs:
+            r.stop()
+
+
 # A module that answers the judge's first question about it (`load`, or a tracer's `trace`) with
 # `_answer(sock, header, payload)` instead of its runner's own reply: what a module sharing its
 # runner's interpreter can do.
@@ -922,13 +935,7 @@ class TimingArithmetic(unittest.TestCase):
         # to the CPU, so no CPU is used outside the timed calls either).
         early = ("import time\nimport numpy as np\nimport __main__ as runner\n_tick = runner.tick\nrunner.tick = lambda: None\n"
                  "def run(x, *, r, c):\n    _tick()\n    time.sleep(0.004)\n    return (x * 2).astype(np.float32)\n")
-        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
-        runs = [direct(early), direct(REF, trusted=True)]
-        try:
-            cheat, honest = timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
-        finally:
-            for r in runs:
-                r.stop()
+        cheat, honest = time_beside_reference(early)
         self.assertGreaterEqual(cheat["p10_ms"], 3.5)
         self.assertLess(honest["median_ms"], 1.0)
 
@@ -939,13 +946,7 @@ class TimingArithmetic(unittest.TestCase):
         stalled = ("import time\nimport numpy as np\n_calls = [0]\n"
                    "def run(x, *, r, c):\n    _calls[0] += 1\n    if _calls[0] <= 8:\n        time.sleep(0.002)\n"
                    "    return (x * 2).astype(np.float32)\n")
-        plan = {"warmup_ms": 1.0, "min_runs": 4, "min_time_ms": 1.0, "max_time_ms": 5000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
-        runs = [direct(stalled), direct(REF, trusted=True)]
-        try:
-            grown, baseline = timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
-        finally:
-            for r in runs:
-                r.stop()
+        grown, baseline = time_beside_reference(stalled, min_runs=4, max_time_ms=5000.0)
         self.assertEqual(baseline["calls_per_sample"], timing.MAX_CALLS)
         self.assertEqual(grown["calls_per_sample"], timing.MAX_CALLS)
         self.assertLess(grown["median_ms"], 0.3)
