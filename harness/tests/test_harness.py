@@ -939,6 +939,20 @@ class TimingArithmetic(unittest.TestCase):
         self.assertGreaterEqual(cheat["p10_ms"], 3.5)
         self.assertLess(honest["median_ms"], 1.0)
 
+    @unittest.skipUnless(sys.platform.startswith("linux"), "glibc's malloc")
+    def test_a_runner_keeps_the_memory_its_calls_free(self):
+        # A 32 MB array freed: by default glibc maps it apart (the heap does not move); a runner's
+        # malloc takes it from the heap and keeps the heap's top when it is freed, so the next
+        # call's temporaries find their pages already there.
+        probe = ("import ctypes, sys\nimport numpy as np\nsys.path.insert(0, %r)\nfrom ksearch_harness import runner\n"
+                 "if sys.argv[1] == 'runner':\n    runner.keep_freed_memory()\n"
+                 "libc = ctypes.CDLL(None)\nlibc.sbrk.restype = ctypes.c_void_p\ntop = lambda: libc.sbrk(ctypes.c_long(0))\n"
+                 "before = top()\na = np.ones(1 << 22)\ngrown = top()\ndel a\nprint(grown - before >= 16 << 20, top() == grown)\n") % os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        default = subprocess.run([sys.executable, "-c", probe, "default"], capture_output=True, text=True, check=True)
+        kept = subprocess.run([sys.executable, "-c", probe, "runner"], capture_output=True, text=True, check=True)
+        self.assertEqual(default.stdout.split(), ["False", "True"])
+        self.assertEqual(kept.stdout.split(), ["True", "True"])
+
     def test_a_batch_sized_short_by_a_stall_grows_once_its_calls_run_at_speed(self):
         # The first eight calls (the warm-up's three, the sizing batch's five) take 2 ms, as on a
         # machine busy for a moment; every later call is fast. Left at five calls, every batch
