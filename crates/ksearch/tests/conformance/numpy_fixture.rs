@@ -130,4 +130,21 @@ mod mlx_harness_numpy_only {
             e.result.message
         );
     }
+
+    /// The runner copies each output into the judge's memory with numpy's `copyto`, in the
+    /// interpreter the candidate shares: this one replaces it with a copy of nothing once it
+    /// believes it is timed, and skips its own work. The slots it never wrote were poisoned.
+    #[test]
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+    )]
+    fn replacing_the_runners_copy_of_outputs_is_caught() {
+        let f = NumpyFixture::new();
+        let text = include_str!("../fixtures/hostile/patches_the_runners_copy.py");
+        let e = f.evaluate_text("candidate.py", text);
+        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        assert!(out.contains("PATCHED copyto skipped"), "{out}");
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+    }
 }
