@@ -253,6 +253,9 @@ def main():
         return
     result["decode_breakdown"] = decode_breakdown(model, step, config, args.prompt)
     print("decode_breakdown", json.dumps(result["decode_breakdown"]), flush=True)
+    if lengths:
+        result["prefill_breakdown"] = prefill_breakdown(model, scan, config, max(lengths), args.reps)
+        print("prefill_breakdown", json.dumps(result["prefill_breakdown"]), flush=True)
     result["mamba_py"] = torch_side(config, lengths, args.prompt, args.decode, args.reps)
     print("mamba_py", json.dumps(result["mamba_py"]), flush=True)
     with open(args.out, "w") as f:
@@ -292,6 +295,43 @@ def decode_breakdown(model, step, config, prompt_len):
     out["without_blocks_ms"] = timed(no_blocks, 20, 0.5) * 1e3
     leaves = [v for _, v in mlx.utils.tree_flatten(model.parameters())]
     out["weight_bytes"] = sum(v.nbytes for v in leaves)
+    return out
+
+
+def prefill_breakdown(model, scan, config, n, reps):
+    """Where a prefill of `n` tokens goes, ms (with the kernels installed): the whole prefill; the
+    exported scan alone as often as the prefill calls it (once per layer, on its shapes); the
+    prefill with every scan replaced by a stand-in that returns z and a zero state (all but the
+    scans); and the layers' causal depthwise convolutions alone."""
+    layers = config["num_hidden_layers"]
+    d, s = config["intermediate_size"], config["state_size"]
+    tokens = mx.random.randint(0, config["vocab_size"], (1, n))
+    out = {"length": n}
+    mlx_lm_mamba.install(model, scan=scan, step=None)
+    out["prefill_ms"] = timed(lambda: mlx_prefill(model, tokens), reps, 1.0) * 1e3
+    f16 = mx.float16
+    u, dt, z = (mx.random.normal((1, n, d)).astype(f16) for _ in range(3))
+    B, C = (mx.random.normal((1, n, s)).astype(f16) for _ in range(2))
+    A, D = -mx.exp(mx.random.normal((d, s))), mx.ones((d,))
+    dt = mx.abs(dt) * 0.01
+    mx.eval(u, dt, z, B, C, A, D)
+
+    def scans_alone():
+        mx.eval([scan.fn(u, dt, A, B, C, D, z) for _ in range(layers)])
+    out["scan_kernels_ms"] = timed(scans_alone, reps, 1.0) * 1e3
+
+    def stand_in(u, dt, A, B, C, D, z):
+        return z, mx.zeros((u.shape[0], u.shape[2], A.shape[1]), mx.float32)
+    mlx_lm_mamba.install(model, scan=mlx_lm_mamba.Export(stand_in, scan.verified, scan.folder), step=None)
+    out["without_scans_ms"] = timed(lambda: mlx_prefill(model, tokens), reps, 1.0) * 1e3
+    mlx_lm_mamba.install(model, scan=scan, step=None)
+    convs = [layer.mixer.conv1d for layer in model.layers]
+    x = mx.random.normal((1, n + config["conv_kernel"] - 1, d)).astype(f16)
+    mx.eval(x)
+
+    def convs_alone():
+        mx.eval([c(x) for c in convs])
+    out["convolutions_ms"] = timed(convs_alone, reps, 1.0) * 1e3
     return out
 
 

@@ -171,6 +171,10 @@ class Adapter(unittest.TestCase):
         for key in ("step_ms", "compiled_step_ms", "state_update_kernels_ms", "without_blocks_ms"):
             self.assertGreater(breakdown[key], 0, key)
         self.assertGreater(breakdown["weight_bytes"], 2 * 50280 * 1024)
+        prefill = result["prefill_breakdown"]
+        self.assertEqual(prefill["length"], 32)
+        for key in ("prefill_ms", "scan_kernels_ms", "without_scans_ms", "convolutions_ms"):
+            self.assertGreater(prefill[key], 0, key)
 
     def test_shapes_outside_what_was_verified_fall_back_to_mlx_lm(self):
         want = self.logits([[1, 2, 3, 4, 5, 6, 7]])
