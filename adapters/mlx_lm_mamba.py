@@ -204,10 +204,7 @@ def _process_sequence(self, x, conv_cache, state_cache):
     else:
         x_full = mx.pad(x, [(0, 0), (k - 1, 0), (0, 0)])
     new_conv_cache = x_full[:, -(k - 1):, :]
-    if decode:
-        x = nn.silu(self.conv1d(x_full))
-    else:
-        x = _conv_silu(x_full, self.conv1d.weight, self.conv1d.get("bias"), length)
+    x = _conv_silu(x_full, self.conv1d.weight, self.conv1d.get("bias"), length)
     delta, B, C = mx.split(self.x_proj(x), [self.time_step_rank, self.time_step_rank + self.ssm_state_size], axis=-1)
     delta = nn.softplus(self.dt_proj(delta))
     A = -mx.exp(self.A_log.astype(mx.float32))
