@@ -27,6 +27,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "adapters"))
 
 import mlx.core as mx  # noqa: E402
+import mlx.nn  # noqa: E402
 import mlx.utils  # noqa: E402
 
 import mlx_lm_mamba  # noqa: E402
@@ -302,7 +303,8 @@ def prefill_breakdown(model, scan, config, n, reps):
     """Where a prefill of `n` tokens goes, ms (with the kernels installed): the whole prefill; the
     exported scan alone as often as the prefill calls it (once per layer, on its shapes); the
     prefill with every scan replaced by a stand-in that returns z and a zero state (all but the
-    scans); and the layers' causal depthwise convolutions alone."""
+    scans); the layers' causal depthwise convolutions alone, as `nn.Conv1d` and as the adapter's
+    shifted sums (each with its SiLU)."""
     layers = config["num_hidden_layers"]
     d, s = config["intermediate_size"], config["state_size"]
     tokens = mx.random.randint(0, config["vocab_size"], (1, n))
@@ -330,8 +332,12 @@ def prefill_breakdown(model, scan, config, n, reps):
     mx.eval(x)
 
     def convs_alone():
-        mx.eval([c(x) for c in convs])
+        mx.eval([mlx.nn.silu(c(x)) for c in convs])
     out["convolutions_ms"] = timed(convs_alone, reps, 1.0) * 1e3
+
+    def shifted_sums_alone():
+        mx.eval([mlx_lm_mamba._conv_silu(x, c.weight, c.get("bias"), n) for c in convs])
+    out["shifted_sums_ms"] = timed(shifted_sums_alone, reps, 1.0) * 1e3
     return out
 
 

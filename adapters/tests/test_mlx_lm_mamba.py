@@ -173,7 +173,7 @@ class Adapter(unittest.TestCase):
         self.assertGreater(breakdown["weight_bytes"], 2 * 50280 * 1024)
         prefill = result["prefill_breakdown"]
         self.assertEqual(prefill["length"], 32)
-        for key in ("prefill_ms", "scan_kernels_ms", "without_scans_ms", "convolutions_ms"):
+        for key in ("prefill_ms", "scan_kernels_ms", "without_scans_ms", "convolutions_ms", "shifted_sums_ms"):
             self.assertGreater(prefill[key], 0, key)
 
     def test_the_prefill_convolution_is_mlx_lm_s_within_f16_rounding(self):
