@@ -154,33 +154,6 @@ def _count(block, path):
     block._ksearch_stats[path] = block._ksearch_stats.get(path, 0) + 1
 
 
-def _depthwise_conv_silu(x_full, weight, bias, length):
-    # silu(conv1d(x_full)) of a causal depthwise convolution (weight: channels × taps × 1), as the
-    # sum of the taps' shifted products: elementwise work that `mx.compile` fuses into one
-    # kernel, accumulated in f32 and rounded once, where a grouped convolution with one group a
-    # channel is a general path.
-    taps = weight.shape[1]
-    y = x_full[:, 0:length, :].astype(mx.float32) * weight[:, 0, 0].astype(mx.float32)
-    for j in range(1, taps):
-        y = y + x_full[:, j:j + length, :].astype(mx.float32) * weight[:, j, 0].astype(mx.float32)
-    if bias is not None:
-        y = y + bias.astype(mx.float32)
-    return nn.silu(y).astype(x_full.dtype)
-
-
-_compiled_conv_silu = {}
-
-
-def _conv_silu(x_full, weight, bias, length):
-    key = (length, bias is not None)
-    if key not in _compiled_conv_silu:
-        if bias is None:
-            _compiled_conv_silu[key] = mx.compile(lambda x, w: _depthwise_conv_silu(x, w, None, length))
-        else:
-            _compiled_conv_silu[key] = mx.compile(lambda x, w, b: _depthwise_conv_silu(x, w, b, length))
-    return _compiled_conv_silu[key](x_full, weight) if bias is None else _compiled_conv_silu[key](x_full, weight, bias)
-
-
 def _process_sequence(self, x, conv_cache, state_cache):
     batch, length, _ = x.shape
     decode = state_cache is not None
@@ -204,7 +177,7 @@ def _process_sequence(self, x, conv_cache, state_cache):
     else:
         x_full = mx.pad(x, [(0, 0), (k - 1, 0), (0, 0)])
     new_conv_cache = x_full[:, -(k - 1):, :]
-    x = _conv_silu(x_full, self.conv1d.weight, self.conv1d.get("bias"), length)
+    x = nn.silu(self.conv1d(x_full))
     delta, B, C = mx.split(self.x_proj(x), [self.time_step_rank, self.time_step_rank + self.ssm_state_size], axis=-1)
     delta = nn.softplus(self.dt_proj(delta))
     A = -mx.exp(self.A_log.astype(mx.float32))

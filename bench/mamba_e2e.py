@@ -300,17 +300,40 @@ def decode_breakdown(model, step, config, prompt_len):
 
 
 def prefill_breakdown(model, scan, config, n, reps):
-    """Where a prefill of `n` tokens goes, ms (with the kernels installed): the whole prefill; the
-    exported scan alone as often as the prefill calls it (once per layer, on its shapes); the
-    prefill with every scan replaced by a stand-in that returns z and a zero state (all but the
-    scans); the layers' causal depthwise convolutions alone, as `nn.Conv1d` and as the adapter's
-    shifted sums (each with its SiLU)."""
+    """Where a prefill of `n` tokens goes, ms (with the kernels installed):
+    - prefill_ms: the whole prefill;
+    - without_scans_ms: the prefill with every scan replaced by a stand-in that reads all its
+      inputs (a sum of each, so that MLX computes them: a stand-in that ignored them would leave
+      the convolution and the x and dt projections unevaluated) and returns z and a zero state;
+    - scans_on_model_inputs_ms: the exported scan on the very arrays the prefill passes its 48
+      calls (recorded, evaluated), one call each;
+    - scans_on_random_inputs_ms: the same number of calls on one set of random inputs;
+    - convolutions_ms: the layers' causal depthwise convolutions with their SiLU, alone."""
     layers = config["num_hidden_layers"]
     d, s = config["intermediate_size"], config["state_size"]
     tokens = mx.random.randint(0, config["vocab_size"], (1, n))
     out = {"length": n}
     mlx_lm_mamba.install(model, scan=scan, step=None)
     out["prefill_ms"] = timed(lambda: mlx_prefill(model, tokens), reps, 1.0) * 1e3
+
+    recorded = []
+
+    def reads_all(u, dt, A, B, C, D, z):
+        recorded.append((u, dt, A, B, C, D, z))
+        used = sum(v.astype(mx.float32).sum() for v in (u, dt, A, B, C, D))
+        return z + (used * 0).astype(z.dtype), mx.zeros((u.shape[0], u.shape[2], A.shape[1]), mx.float32)
+    mlx_lm_mamba.install(model, scan=mlx_lm_mamba.Export(reads_all, scan.verified, scan.folder), step=None)
+    out["without_scans_ms"] = timed(lambda: mlx_prefill(model, tokens), reps, 1.0) * 1e3
+    mlx_lm_mamba.install(model, scan=scan, step=None)
+    if len(recorded) < layers:
+        raise SystemExit(f"the prefill called the scan {len(recorded)} times, not once per layer ({layers})")
+    model_inputs = recorded[-layers:]
+    recorded.clear()
+    mx.eval(model_inputs)
+
+    def scans_on_model_inputs():
+        mx.eval([scan.fn(*args) for args in model_inputs])
+    out["scans_on_model_inputs_ms"] = timed(scans_on_model_inputs, reps, 1.0) * 1e3
     f16 = mx.float16
     u, dt, z = (mx.random.normal((1, n, d)).astype(f16) for _ in range(3))
     B, C = (mx.random.normal((1, n, s)).astype(f16) for _ in range(2))
@@ -318,15 +341,9 @@ def prefill_breakdown(model, scan, config, n, reps):
     dt = mx.abs(dt) * 0.01
     mx.eval(u, dt, z, B, C, A, D)
 
-    def scans_alone():
+    def scans_on_random_inputs():
         mx.eval([scan.fn(u, dt, A, B, C, D, z) for _ in range(layers)])
-    out["scan_kernels_ms"] = timed(scans_alone, reps, 1.0) * 1e3
-
-    def stand_in(u, dt, A, B, C, D, z):
-        return z, mx.zeros((u.shape[0], u.shape[2], A.shape[1]), mx.float32)
-    mlx_lm_mamba.install(model, scan=mlx_lm_mamba.Export(stand_in, scan.verified, scan.folder), step=None)
-    out["without_scans_ms"] = timed(lambda: mlx_prefill(model, tokens), reps, 1.0) * 1e3
-    mlx_lm_mamba.install(model, scan=scan, step=None)
+    out["scans_on_random_inputs_ms"] = timed(scans_on_random_inputs, reps, 1.0) * 1e3
     convs = [layer.mixer.conv1d for layer in model.layers]
     x = mx.random.normal((1, n + config["conv_kernel"] - 1, d)).astype(f16)
     mx.eval(x)
@@ -334,10 +351,6 @@ def prefill_breakdown(model, scan, config, n, reps):
     def convs_alone():
         mx.eval([mlx.nn.silu(c(x)) for c in convs])
     out["convolutions_ms"] = timed(convs_alone, reps, 1.0) * 1e3
-
-    def shifted_sums_alone():
-        mx.eval([mlx_lm_mamba._conv_silu(x, c.weight, c.get("bias"), n) for c in convs])
-    out["shifted_sums_ms"] = timed(shifted_sums_alone, reps, 1.0) * 1e3
     return out
 
 

@@ -173,26 +173,8 @@ class Adapter(unittest.TestCase):
         self.assertGreater(breakdown["weight_bytes"], 2 * 50280 * 1024)
         prefill = result["prefill_breakdown"]
         self.assertEqual(prefill["length"], 32)
-        for key in ("prefill_ms", "scan_kernels_ms", "without_scans_ms", "convolutions_ms", "shifted_sums_ms"):
+        for key in ("prefill_ms", "without_scans_ms", "scans_on_model_inputs_ms", "scans_on_random_inputs_ms", "convolutions_ms"):
             self.assertGreater(prefill[key], 0, key)
-
-    def test_the_prefill_convolution_is_mlx_lm_s_within_f16_rounding(self):
-        """The adapter's prefill convolution (shifted sums, compiled) against nn.Conv1d."""
-        import mlx.nn as nn
-
-        for bias in (True, False):
-            conv = nn.Conv1d(64, 64, 4, groups=64, bias=bias)
-            conv.set_dtype(mx.float16)
-            for length in (1, 32):
-                x = mx.random.normal((2, length + 3, 64)).astype(mx.float16)
-                want = nn.silu(conv(x)).astype(mx.float32)
-                got = mlx_lm_mamba._conv_silu(x, conv.weight, conv.get("bias"), length)
-                self.assertEqual(got.dtype, mx.float16)
-                self.assertEqual(got.shape, want.shape)
-                # f16 rounding of outputs up to ~4: a wrong tap or shift is off by far more.
-                self.assertLess(float(mx.abs(got.astype(mx.float32) - want).max()), 8e-3, (bias, length))
-                wrong = mlx_lm_mamba._conv_silu(x[:, ::-1], conv.weight, conv.get("bias"), length)
-                self.assertGreater(float(mx.abs(wrong.astype(mx.float32) - want).max()), 0.05)
 
     def test_shapes_outside_what_was_verified_fall_back_to_mlx_lm(self):
         want = self.logits([[1, 2, 3, 4, 5, 6, 7]])
