@@ -308,7 +308,8 @@ def prefill_breakdown(model, scan, config, n, reps):
     - scans_on_model_inputs_ms: the exported scan on the very arrays the prefill passes its 48
       calls (recorded, evaluated), one call each;
     - scans_on_random_inputs_ms: the same number of calls on one set of random inputs;
-    - convolutions_ms: the layers' causal depthwise convolutions with their SiLU, alone."""
+    - in_, x_, dt_ and out_projections_ms, convolutions_ms: each other part of the blocks alone
+      (the dt projection with its softplus, the convolution with its SiLU), once per layer."""
     layers = config["num_hidden_layers"]
     d, s = config["intermediate_size"], config["state_size"]
     tokens = mx.random.randint(0, config["vocab_size"], (1, n))
@@ -344,13 +345,22 @@ def prefill_breakdown(model, scan, config, n, reps):
     def scans_on_random_inputs():
         mx.eval([scan.fn(u, dt, A, B, C, D, z) for _ in range(layers)])
     out["scans_on_random_inputs_ms"] = timed(scans_on_random_inputs, reps, 1.0) * 1e3
-    convs = [layer.mixer.conv1d for layer in model.layers]
-    x = mx.random.normal((1, n + config["conv_kernel"] - 1, d)).astype(f16)
-    mx.eval(x)
-
-    def convs_alone():
-        mx.eval([mlx.nn.silu(c(x)) for c in convs])
-    out["convolutions_ms"] = timed(convs_alone, reps, 1.0) * 1e3
+    # Each other part of a block alone, 48 times on the prefill's shapes, as the adapter calls it.
+    mixers = [layer.mixer for layer in model.layers]
+    rank = config["time_step_rank"]
+    hidden = mx.random.normal((1, n, config["hidden_size"])).astype(f16)
+    padded = mx.random.normal((1, n + config["conv_kernel"] - 1, d)).astype(f16)
+    projected = mixers[0].x_proj(u)
+    mx.eval(hidden, padded, projected)
+    parts = {
+        "in_projections_ms": lambda m: m.in_proj(hidden),
+        "convolutions_ms": lambda m: mlx.nn.silu(m.conv1d(padded)),
+        "x_projections_ms": lambda m: m.x_proj(u),
+        "dt_projections_ms": lambda m: mlx.nn.softplus(m.dt_proj(projected[..., :rank])),
+        "out_projections_ms": lambda m: m.out_proj(z),
+    }
+    for key, part in parts.items():
+        out[key] = timed(lambda: mx.eval([part(m) for m in mixers]), reps, 1.0) * 1e3
     return out
 
 
