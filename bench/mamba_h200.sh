@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Mamba-370m end to end on an H200 (issue 12), in one device call after the MLX install
-# (.device/mlx2/install.sh; the ksearch binary in .device/bin, as for bench/mlx_space_h200.sh):
-#   1. the builtin proposer on mlx/selective_scan for SCAN_TIME (default 3m), then `export`
-#      of its best kernel;
-#   2. the same on mlx/selective_state_update for STEP_TIME (default 90s);
-#   3. bench/mamba_e2e.py with those two exports: mlx-lm as installed, mlx-lm with the exported
-#      kernels (checked against it first), mamba.py on PyTorch, side by side; then, for each
-#      value of OPS_SWEEP (unset: none), the MLX decodes again with MLX_MAX_OPS_PER_BUFFER set.
-# Results (runs, trees, exports, the e2e JSON) are packed into $OUT/mamba.tgz; the e2e lines and
-# the two search summaries are printed.
-# Usage: bash bench/mamba_h200.sh
+# Mamba-370m end to end on an H200 (issue 12), after the MLX install (.device/mlx2/install.sh; the
+# ksearch binary in .device/bin, as for bench/mlx_space_h200.sh), in steps (STEPS, default all
+# three; each of the first two fits one device call, and a later step finds what an earlier one
+# left in /tmp/ksearch-mamba while the machine stays warm):
+#   search  the builtin proposer on mlx/selective_scan for SCAN_TIME (default 3m), then `export`
+#           of its best kernel; the same on mlx/selective_state_update for STEP_TIME (default 90s)
+#   e2e     bench/mamba_e2e.py with those two exports: mlx-lm as installed, mlx-lm with the
+#           exported kernels (checked against it first), mamba.py on PyTorch, side by side, at
+#           LENGTHS (default 512,1024,2048,4096; mlx-lm's own prefill takes about 40 s at 4096),
+#           then where a decode step and the longest prefill spend their time
+#   sweep   the MLX decodes again for each value of OPS_SWEEP (default "20 64 200") of
+#           MLX_MAX_OPS_PER_BUFFER (how many operations MLX's CUDA backend puts in one CUDA graph)
+# Results (runs, trees, exports, the e2e JSON) are packed into $OUT/mamba-STEP.tgz after each
+# step; the e2e lines and the two search summaries are printed.
+# Usage: [STEPS="search e2e sweep"] bash bench/mamba_h200.sh
 set -uo pipefail
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
@@ -33,15 +37,24 @@ search() { # search TASK TIME: a builtin run bounded by TIME, then its tree and 
     || tail -5 "$R/run-$task.err"
 }
 
-search selective_scan "${SCAN_TIME:-3m}"
-search selective_state_update "${STEP_TIME:-90s}"
-python3 bench/mamba_e2e.py --scan "$R/export-selective_scan" --step "$R/export-selective_state_update" \
-  --out "$R/mamba-e2e.json" --reps "${REPS:-2}" 2>&1 | tee "$R/mamba-e2e.log"
-# Decode again with each MLX_MAX_OPS_PER_BUFFER of OPS_SWEEP (e.g. "20 64 200"): how many operations
-# MLX's CUDA backend puts in one CUDA graph before launching it (20 by default in MLX 0.32).
-for ops in ${OPS_SWEEP:-}; do
-  MLX_MAX_OPS_PER_BUFFER=$ops python3 bench/mamba_e2e.py --scan "$R/export-selective_scan" \
-    --step "$R/export-selective_state_update" --decode-only --out "$R/mamba-decode-ops$ops.json" 2>&1 \
-    | tee "$R/mamba-decode-ops$ops.log"
+for step in ${STEPS:-search e2e sweep}; do
+  case "$step" in
+    search)
+      search selective_scan "${SCAN_TIME:-3m}"
+      search selective_state_update "${STEP_TIME:-90s}"
+      ;;
+    e2e)
+      python3 bench/mamba_e2e.py --scan "$R/export-selective_scan" --step "$R/export-selective_state_update" \
+        --out "$R/mamba-e2e.json" --reps "${REPS:-2}" --lengths "${LENGTHS:-512,1024,2048,4096}" 2>&1 | tee "$R/mamba-e2e.log"
+      ;;
+    sweep)
+      for ops in ${OPS_SWEEP:-20 64 200}; do
+        MLX_MAX_OPS_PER_BUFFER=$ops python3 bench/mamba_e2e.py --scan "$R/export-selective_scan" \
+          --step "$R/export-selective_state_update" --decode-only --out "$R/mamba-decode-ops$ops.json" 2>&1 \
+          | tee "$R/mamba-decode-ops$ops.log"
+      done
+      ;;
+    *) echo "unknown step $step (search, e2e, sweep)"; exit 2 ;;
+  esac
+  tar czf "$OUTDIR/mamba-$step.tgz" -C "$R" .
 done
-tar czf "$OUTDIR/mamba.tgz" -C "$R" .
