@@ -478,6 +478,14 @@ fn outcome<F: Fixture>(f: &F, b: &Behaviour) -> ksearch_eval::Evaluation {
                 e.result.message
             );
         }
+        Expect::StatusSaying(status, parts) => {
+            assert_eq!(e.result.status, status, "{b:?}: {}", e.result.message);
+            assert!(
+                parts.iter().any(|part| e.result.message.contains(part)),
+                "{b:?}: message {:?} holds none of {parts:?}",
+                e.result.message
+            );
+        }
         Expect::NotPassed => {
             assert_ne!(
                 e.result.status,

@@ -106,6 +106,8 @@ pub(crate) enum Behaviour {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expect {
     Status(Status, &'static str),
+    /// This status, the message holding one of these.
+    StatusSaying(Status, &'static [&'static str]),
     /// Anything but `passed`.
     NotPassed,
     /// Either caught (`incorrect`, the message holding this), or `passed` and measured no
@@ -197,7 +199,16 @@ pub(crate) fn default_expect(b: &Behaviour) -> Expect {
         | B::GarbageWhenTimed
         | B::CopiesAnEarlierAnswer
         | B::HalfTheRowsWhenTimed => Expect::Status(Status::Incorrect, "while timed"),
-        B::DriftsWhenTimed => Expect::Status(Status::Incorrect, "compared with the reference"),
+        // Caught by the reference on a timed call the judge kept, or, where the kept call was
+        // one of its clean ones (the same inputs as the call before it), by the re-check on
+        // fresh inputs after timing.
+        B::DriftsWhenTimed => Expect::StatusSaying(
+            Status::Incorrect,
+            &[
+                "compared with the reference",
+                "re-check on fresh inputs after timing",
+            ],
+        ),
         // Caught either in its outputs while timed, as an output that changed after "done", or
         // as CPU used outside its timed calls: every message says "timed".
         B::WorkAfterDone => Expect::Status(Status::Incorrect, "timed"),
