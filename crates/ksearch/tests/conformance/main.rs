@@ -634,6 +634,16 @@ pub(crate) fn no_faster_than<F: Fixture>(
             );
             return e;
         }
+        // The judge's check that a runner is idle while another is timed forgives one reading
+        // over its allowance per runner and workload; a loaded machine has charged an idle
+        // runner twice (329 µs during a 3.5 ms batch, once in a CI run). It is measured again
+        // too: a runner that does work while others are timed does it every time.
+        if e.result.status == Status::Incorrect
+            && e.result.message.contains("outside its timed calls")
+        {
+            seen.push(e.result.message.clone());
+            continue;
+        }
         assert_eq!(
             e.result.status,
             Status::Passed,
@@ -676,7 +686,7 @@ pub(crate) fn no_faster_than<F: Fixture>(
         seen.push(format!("{:.2} ({})", speedup.geomean, times.join(", ")));
     }
     panic!(
-        "{what} measured {}× the good candidate it wraps, three times outside {floor}–2.5×",
+        "{what}, three times: measured outside {floor}–2.5× the good candidate it wraps, or charged with work outside its timed calls: {}",
         seen.join(" and ")
     );
 }
