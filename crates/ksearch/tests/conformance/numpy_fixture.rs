@@ -147,4 +147,36 @@ mod mlx_harness_numpy_only {
         assert!(out.contains("PATCHED copyto skipped"), "{out}");
         assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
     }
+
+    /// Through its input's `base` the module reaches the runner's mapping of every input set;
+    /// on inputs new to it, it computes every set's answer at once, and answers later calls by
+    /// copies. The judge times whole batches, so a round's work counts however it is spread
+    /// over the round's calls: no gain over the honest module. (It computes sets the round
+    /// does not use too, so it may be slower by any amount: no floor.)
+    #[test]
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+    )]
+    fn answering_from_a_whole_pool_computed_at_once_gains_nothing() {
+        let f = NumpyFixture::new();
+        let source = ksearch_core::task::Source {
+            file: "candidate.py".into(),
+            text: include_str!("../fixtures/hostile/precomputes_every_set.py").into(),
+        };
+        let e = crate::no_faster_than(
+            &f,
+            &source,
+            &f.source(&Behaviour::Good),
+            "a module answering from a precomputed pool",
+            None,
+            0.0,
+        );
+        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        assert!(
+            out.contains("PRECOMPUTED every set of the mapping"),
+            "{out}"
+        );
+        assert!(out.contains("ANSWERED from the precomputation"), "{out}");
+    }
 }
