@@ -5,7 +5,7 @@ use ksearch_core::protocol::Status;
 use ksearch_core::task::{Source, Task};
 use ksearch_eval::{CBackend, Evaluation, LocalEvaluator};
 
-use crate::support::{Behaviour, Expect, Fixture, default_expect};
+use crate::support::{Behaviour, Expect, Fixture, default_expect, printed};
 
 pub(crate) struct CFixture {
     task: Task,
@@ -342,7 +342,7 @@ mod c_only {
         ));
         assert_ne!(e.result.status, Status::Passed, "{}", e.result.message);
         assert!(!e.result.message.contains("FORGED"), "{}", e.result.message);
-        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        let out = printed(&e);
         assert!(out.contains("descriptors stolen 0"), "{out}");
     }
 

@@ -17,7 +17,7 @@ mod torch_cpu_fixture;
 use std::time::{Duration, Instant};
 
 use ksearch_core::protocol::Status;
-use support::{Behaviour, Expect, Fixture, Watch, marker, named, quick_options};
+use support::{Behaviour, Expect, Fixture, Watch, marker, named, printed, quick_options};
 
 /// Instantiate every conformance test for one backend fixture.
 macro_rules! conformance_suite {
@@ -245,7 +245,7 @@ macro_rules! conformance_suite {
             fn inputs_cannot_be_reopened_writable() {
                 let f = fixture();
                 let e = outcome(&f, &Behaviour::ReopensInputsWritable);
-                let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+                let out = printed(&e);
                 assert!(!out.contains("REOPENED WRITABLE"), "{out}");
                 if f.inputs_in_shared_memory() {
                     assert!(out.contains("refused"), "the candidate found no input descriptor: {out:?}");
@@ -256,7 +256,7 @@ macro_rules! conformance_suite {
             fn memory_is_limited() {
                 let f = fixture();
                 let e = outcome(&f, &Behaviour::MemoryHog);
-                let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+                let out = printed(&e);
                 assert!(out.contains("allocation refused"), "{out:?}");
             }
             #[test]

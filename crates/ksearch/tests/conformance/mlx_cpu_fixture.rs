@@ -12,7 +12,7 @@ use ksearch_eval::{Evaluation, LocalEvaluator, MlxBackend};
 
 use crate::numpy_fixture::assert_python_compile_message;
 use crate::python_candidates::{Lib, source};
-use crate::support::{Behaviour, Expect, Fixture, default_expect};
+use crate::support::{Behaviour, Expect, Fixture, default_expect, printed};
 
 pub(crate) struct MlxCpuFixture {
     task: Task,
@@ -134,7 +134,7 @@ mod mlx_harness_cpu_only {
             except OSError as e:\n    print('module cache write refused', type(e).__name__)\n\n\
             def run(x, *, rows, cols):\n    e = mx.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(mx.float32)\n";
         let e = f.evaluate_text("candidate.py", text);
-        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        let out = printed(&e);
         assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
         assert!(!out.contains("WRITTEN"), "{out}");
         let dir = refused_in(&out, "kernel cache write refused in ");
@@ -170,7 +170,7 @@ mod mlx_harness_cpu_only {
             for _n in _names:\n    try:\n        with open(os.path.join(_dir, _n), 'wb') as _f:\n            _f.write(b'\\x7fELF')\n        print('KEEPER WRITTEN', _n)\n    except OSError as e:\n        print('keeper write refused in', _dir, type(e).__name__)\n\n\
             def run(x, *, rows, cols):\n    e = mx.exp(x - x.max(axis=1, keepdims=True))\n    return (e / e.sum(axis=1, keepdims=True)).astype(mx.float32)\n";
         let e = f.evaluate_text("candidate.py", text);
-        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        let out = printed(&e);
         assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
         assert!(!out.contains("WRITTEN"), "{out}");
         let dir = refused_in(&out, "keeper write refused in ");

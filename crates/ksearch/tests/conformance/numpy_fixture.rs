@@ -8,7 +8,7 @@ use ksearch_core::task::{Source, Task};
 use ksearch_eval::{Evaluation, LocalEvaluator, MlxBackend};
 
 use crate::python_candidates::{Lib, source};
-use crate::support::{Behaviour, Expect, Fixture, default_expect};
+use crate::support::{Behaviour, Expect, Fixture, default_expect, printed};
 
 pub(crate) struct NumpyFixture {
     task: Task,
@@ -118,7 +118,7 @@ mod mlx_harness_numpy_only {
         let f = NumpyFixture::new();
         let text = include_str!("../fixtures/hostile/writes_shared_inputs.py");
         let e = f.evaluate_text("candidate.py", text);
-        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        let out = printed(&e);
         assert!(!out.contains("WROTE"), "{out}");
         for route in ["map_files refused", "mprotect refused", "proc_mem refused"] {
             assert!(out.contains(route), "{route}: {out}");
@@ -143,7 +143,7 @@ mod mlx_harness_numpy_only {
         let f = NumpyFixture::new();
         let text = include_str!("../fixtures/hostile/patches_the_runners_copy.py");
         let e = f.evaluate_text("candidate.py", text);
-        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        let out = printed(&e);
         assert!(out.contains("PATCHED copyto skipped"), "{out}");
         assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
     }
@@ -172,7 +172,7 @@ mod mlx_harness_numpy_only {
             None,
             0.0,
         );
-        let out = format!("{}{}", e.result.output.head, e.result.output.tail);
+        let out = printed(&e);
         assert!(
             out.contains("PRECOMPUTED every set of the mapping"),
             "{out}"
