@@ -8,7 +8,8 @@
 #   pins TASK          the same for chosen points: POINTS holds them, `;` between points and
 #                       spaces between the knob settings of one (`ksearch space check --set`),
 #                       e.g. POINTS="mma=1 warps=4;mma=1 warps=8"; knobs not named keep the
-#                       space's seed values
+#                       space's seed values; WORKLOADS (names, spaces between) limits each
+#                       evaluation to those workloads
 #   search TASK ITERS   start, or resume when the run directory came back from an earlier call,
 #                       `ksearch run mlx/TASK --model builtin` for ITERS more rounds, then tree,
 #                       report and export; the run directory goes to $OUT to be carried back.
@@ -55,7 +56,9 @@ case "$step" in
       cp "$f" "$pts/"
       f="$pts/$(basename "$f")"
       s=$(date +%s%N)
-      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" > "${f%.py}.json" 2> "${f%.py}.err"
+      wl=()
+      for w in ${WORKLOADS:-}; do wl+=(--workload "$w"); done
+      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" "${wl[@]}" > "${f%.py}.json" 2> "${f%.py}.err"
       ms=$(( ($(date +%s%N) - s) / 1000000 ))
       python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
         || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"

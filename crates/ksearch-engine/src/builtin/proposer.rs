@@ -133,10 +133,12 @@ impl BuiltinProposer {
             .workloads
             .iter()
             .map(|w| {
+                // Only positivity is asked of a cost: a space's hints give times around 1 (the
+                // seed's), and a floor of 1 flattened every predicted gain to 1×.
                 self.family
                     .cost(point, w, &self.machine)
                     .cycles
-                    .max(1.0)
+                    .max(f64::MIN_POSITIVE)
                     .ln()
             })
             .collect();

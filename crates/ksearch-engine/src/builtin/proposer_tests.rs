@@ -219,3 +219,88 @@ fn a_change_that_breaks_a_constraint_alone_comes_with_the_smallest_repair() {
     hopeless.insert("block_k".into(), 128);
     assert_eq!(p.repaired(&task, hopeless, "block_k"), None);
 }
+
+/// mlx/selective_scan with its template space, which predicts from its values' hints alone.
+fn selective_scan() -> Task {
+    let spec = ksearch_core::parse_task(
+        include_str!("../../../../tasks/mlx/selective_scan/task.toml"),
+        "task.toml",
+    )
+    .expect("the scan task parses");
+    let source = |file: &str, text: &str| Source {
+        file: file.into(),
+        text: text.into(),
+    };
+    Task {
+        id: "mlx/selective_scan".into(),
+        spec,
+        reference: source("reference.py", ""),
+        seed: source("seed.py", ""),
+        baseline: None,
+        comparisons: Vec::new(),
+        space: Some(ksearch_core::space::TaskSpace {
+            file: "space/space.toml".into(),
+            spec: ksearch_core::space::parse_space(
+                include_str!("../../../../tasks/mlx/selective_scan/space/space.toml"),
+                "space.toml",
+            )
+            .expect("the scan space parses"),
+            templates: vec![
+                source(
+                    "module.py.j2",
+                    include_str!("../../../../tasks/mlx/selective_scan/space/module.py.j2"),
+                ),
+                source(
+                    "cuda.cu.j2",
+                    include_str!("../../../../tasks/mlx/selective_scan/space/cuda.cu.j2"),
+                ),
+                source(
+                    "metal.metal.j2",
+                    include_str!("../../../../tasks/mlx/selective_scan/space/metal.metal.j2"),
+                ),
+            ],
+        }),
+        worker: None,
+    }
+}
+
+#[test]
+fn a_space_s_hints_rank_its_first_steps() {
+    let task = selective_scan();
+    let hw = ksearch_eval::knowledge().hardware("h200").unwrap().clone();
+    let p = BuiltinProposer::for_task(&task, machine::generic(), Some(&hw)).unwrap();
+    let from = p.family.seed();
+    let steps = p.steps(&task, &from, &Default::default(), &Default::default(), 0);
+    let predicted: Vec<(&str, i64, f64)> = steps
+        .iter()
+        .map(|s| (s.knob.as_str(), s.value, s.predicted))
+        .collect();
+    // The hints are speedups over the seed's values: 64 chunks (7×) first; then 16 steps
+    // loaded at once (3×), which needs 4 threads a channel to fit its registers and comes with
+    // them (2× more); 4 threads a channel alone (2×), prefetching (1.2×), exp2 (1.05×); block
+    // sizes, which declare no hint, last.
+    let close = |i: usize, x: f64| (predicted[i].2 - x).abs() < 1e-9;
+    assert_eq!(
+        (predicted[0].0, predicted[0].1),
+        ("chunks", 64),
+        "{predicted:?}"
+    );
+    assert!(close(0, 7.0), "{predicted:?}");
+    assert_eq!(
+        (predicted[1].0, predicted[1].1),
+        ("tile", 16),
+        "{predicted:?}"
+    );
+    assert_eq!(steps[1].point.get("tpc"), Some(&4));
+    assert!(close(1, 6.0), "{predicted:?}");
+    assert_eq!(
+        (predicted[2].0, predicted[2].1),
+        ("tpc", 4),
+        "{predicted:?}"
+    );
+    assert!(close(2, 2.0), "{predicted:?}");
+    assert_eq!(predicted[3].0, "prefetch", "{predicted:?}");
+    assert!(close(3, 1.2), "{predicted:?}");
+    assert_eq!(predicted.last().unwrap().0, "block", "{predicted:?}");
+    assert!(close(predicted.len() - 1, 1.0), "{predicted:?}");
+}
