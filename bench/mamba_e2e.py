@@ -305,8 +305,10 @@ def prefill_breakdown(model, scan, config, n, reps):
     - without_scans_ms: the prefill with every scan replaced by a stand-in that reads all its
       inputs (a sum of each, so that MLX computes them: a stand-in that ignored them would leave
       the convolution and the x and dt projections unevaluated) and returns z and a zero state;
-    - scans_on_model_inputs_ms: the exported scan on the very arrays the prefill passes its 48
-      calls (recorded, evaluated), one call each;
+    - scans_on_model_inputs_ms: the exported scan on the very arrays the prefill with the
+      stand-in passes its 48 calls (recorded, evaluated), one call each;
+    - scans_on_real_inputs_ms: the same on the arrays the whole prefill passes them (after the
+      first layer these differ: each layer's input then comes from real scans, not stand-ins);
     - scans_on_random_inputs_ms: the same number of calls on one set of random inputs;
     - in_, x_, dt_ and out_projections_ms, convolutions_ms: each other part of the blocks alone
       (the dt projection with its softplus, the convolution with its SiLU), once per layer."""
@@ -316,6 +318,19 @@ def prefill_breakdown(model, scan, config, n, reps):
     out = {"length": n}
     mlx_lm_mamba.install(model, scan=scan, step=None)
     out["prefill_ms"] = timed(lambda: mlx_prefill(model, tokens), reps, 1.0) * 1e3
+
+    real = []
+
+    def records(*args):
+        real.append(args)
+        return scan.fn(*args)
+    mlx_lm_mamba.install(model, scan=mlx_lm_mamba.Export(records, scan.verified, scan.folder), step=None)
+    mlx_prefill(model, tokens)
+    real_inputs = real[-layers:]
+    mx.eval(real_inputs)
+    out["scans_on_real_inputs_ms"] = timed(lambda: mx.eval([scan.fn(*args) for args in real_inputs]), reps, 1.0) * 1e3
+    out["real_inputs_nonfinite"] = sum(int(mx.sum(~mx.isfinite(a.astype(mx.float32))).item()) for args in real_inputs for a in args)
+    del real, real_inputs
 
     recorded = []
 

@@ -173,9 +173,10 @@ class Adapter(unittest.TestCase):
         self.assertGreater(breakdown["weight_bytes"], 2 * 50280 * 1024)
         prefill = result["prefill_breakdown"]
         self.assertEqual(prefill["length"], 32)
-        for key in ("prefill_ms", "without_scans_ms", "scans_on_model_inputs_ms", "scans_on_random_inputs_ms",
+        for key in ("prefill_ms", "without_scans_ms", "scans_on_model_inputs_ms", "scans_on_real_inputs_ms", "scans_on_random_inputs_ms",
                     "in_projections_ms", "convolutions_ms", "x_projections_ms", "dt_projections_ms", "out_projections_ms"):
             self.assertGreater(prefill[key], 0, key)
+        self.assertEqual(prefill["real_inputs_nonfinite"], 0)
 
     def test_shapes_outside_what_was_verified_fall_back_to_mlx_lm(self):
         want = self.logits([[1, 2, 3, 4, 5, 6, 7]])

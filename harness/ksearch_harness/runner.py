@@ -339,7 +339,7 @@ def export(mx, arrays, run, w):
 def execute(sock, target):
     """Run graphs traced elsewhere; inputs drawn here from the judge's seeds."""
     from . import kernel_cache
-    from .arrays import arrays_for, round_inputs
+    from .arrays import arrays_for
 
     # Before MLX compiles anything: where it finds and puts compiled kernels.
     view = kernel_cache.private_view()
@@ -386,17 +386,8 @@ def execute(sock, target):
                 # Only the workload being timed keeps its sets; when the workload changes, the
                 # memory MLX keeps cached for the last one goes back to the device, which the
                 # other contenders' processes share.
-                other_workload = bool(rounds) and w not in rounds
                 rounds.clear()
-                if other_workload:
-                    mx.clear_cache()
-                keep = h.get("keep")
-                keep = (int(keep[0]), int(keep[1])) if keep is not None else None
-                if h.get("poison", True):
-                    arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * (keep[1] if keep else h["sets"]))
-                sets = round_inputs(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"], keep)
-                mx.eval(sets)
-                rounds[w] = {"sets": sets, "outs": []}
+                rounds[w] = {"sets": prepare_round(mx, arrays, h), "outs": []}
                 reply(sock, {"op": "ready"})
             elif op == "go":
                 r = rounds[h["workload"]]
@@ -421,6 +412,25 @@ def execute(sock, target):
                 reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
         except Exception:  # noqa: BLE001 - a graph that fails to build or run
             error_reply(sock)
+
+
+def prepare_round(mx, arrays, h):
+    """The input sets of a graph round (request `h`), drawn on the device. Everything else MLX
+    keeps cached then goes back to the device, which the contenders' processes share: the last
+    round's sets and outputs, and the draw's f32 intermediates (twice an f16 round's bytes; kept,
+    with five processes on one GPU, they ran an H200's 141 GB out of memory). Then the outputs'
+    memory is poisoned (`arrays.poison`): the last buffers freed are the ones the calls' outputs
+    get, NaN-filled."""
+    from .arrays import round_inputs
+
+    keep = h.get("keep")
+    keep = (int(keep[0]), int(keep[1])) if keep is not None else None
+    sets = round_inputs(mx, arrays, h["inputs"], h["shapes"], h["seed"], h["sets"], keep)
+    mx.eval(sets)
+    mx.clear_cache()
+    if h.get("poison", True):
+        arrays.poison([(tuple(o["shape"]), o["dtype"]) for o in h["outputs"]] * (keep[1] if keep else h["sets"]))
+    return sets
 
 
 def sample(mx, arrays, outs, positions):

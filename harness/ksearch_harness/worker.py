@@ -280,8 +280,18 @@ class Truth:
         from .arrays import round_inputs
         from .contenders import shape_of
 
+        mx = self.arrays.mx
         shapes = [shape_of(s, self.axes) for s in self.task["inputs"]]
-        return round_inputs(self.arrays.mx, self.arrays, self.task["inputs"], shapes, seed, count, keep=(call, 1))[0]
+        views = round_inputs(mx, self.arrays, self.task["inputs"], shapes, seed, count, keep=(call, 1))[0]
+        # The whole round was drawn (up to GRAPH_ROUND_BYTES, through an f32 intermediate) to cut
+        # one call's sets from it: copies of those let it go, and its memory goes back to the
+        # device, which the contenders' processes share (kept cached, it ran a search's judge out
+        # of an H200's memory in its third evaluation).
+        own = [mx.contiguous(v) for v in views]
+        mx.eval(own)
+        del views
+        mx.clear_cache()
+        return own
 
     def outputs(self, inputs):
         arrays, task, w = self.arrays, self.task, self.w

@@ -836,6 +836,56 @@ class TimingArithmetic(unittest.TestCase):
                     self.assertTrue(mx.array_equal(a, b).item(), f"set {j} of the window ({first}, {n}) is set {first + j} of the round")
 
     @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
+    def test_an_executor_keeps_a_rounds_sets_and_its_poisoned_outputs_memory_and_nothing_more(self):
+        from ksearch_harness.arrays import arrays_for
+        from ksearch_harness.runner import prepare_round
+
+        arrays = arrays_for("cpu")
+        mx = arrays.mx
+        mx.clear_cache()
+        # 32 sets of a 128 KiB f16 input (drawn through 256 KiB of f32 each) and a 16 KiB output.
+        h = {"inputs": [{"name": "x", "dtype": "f16", "init": {"normal": [0.0, 1.0]}}], "shapes": [[256, 256]],
+             "outputs": [{"shape": [64, 64], "dtype": "f32"}], "seed": 9, "sets": 32}
+        before = mx.get_active_memory()
+        for _ in range(3):
+            sets = prepare_round(mx, arrays, h)
+            self.assertEqual(len(sets), 32)
+            held = mx.get_active_memory() - before
+            self.assertGreaterEqual(held, 32 * (128 << 10))
+            self.assertLess(held, 32 * (128 << 10) + (1 << 20))
+            # What stays cached is the poisoned outputs' 32 × 16 KiB, not the f32 draw's 8 MiB.
+            self.assertGreaterEqual(mx.get_cache_memory(), 32 * (16 << 10))
+            self.assertLess(mx.get_cache_memory(), 32 * (16 << 10) + (1 << 20))
+            del sets
+
+    @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
+    def test_the_judge_keeps_one_call_of_a_round_it_draws_to_check_and_hands_the_rest_back(self):
+        from ksearch_harness.arrays import arrays_for, round_inputs
+        from ksearch_harness.worker import Truth
+
+        arrays = arrays_for("cpu")
+        mx = arrays.mx
+        task = {"inputs": [{"name": "x", "dtype": "f16", "shape": ["n", "m"]}, {"name": "i", "dtype": "i32", "shape": ["n"]}]}
+        truth = Truth(arrays, task, {"name": "w", "axes": {"n": 512, "m": 256}}, None)
+        whole = round_inputs(mx, arrays, task["inputs"], [(512, 256), (512,)], 5, 64)
+        mx.eval(whole)
+        want = [[mx.contiguous(a) for a in s] for s in (whole[3], whole[63])]
+        mx.eval(want)
+        del whole
+        mx.clear_cache()
+        before = mx.get_active_memory()
+        for j, call in enumerate((3, 63)):
+            got = truth.inputs_of_round(5, 64, call)
+            self.assertEqual([tuple(a.shape) for a in got], [(512, 256), (512,)])
+            for a, b in zip(got, want[j]):
+                self.assertTrue(mx.array_equal(a, b).item(), f"call {call}'s inputs are the executors' set {call}")
+            # One call's sets stay (256 KiB and 2 KiB), not the round's 64 (16 MiB drawn as f32).
+            # The comparisons' scalars may be cached; the round's memory may not.
+            self.assertLess(mx.get_active_memory() - before, 1 << 20)
+            self.assertLess(mx.get_cache_memory(), 1 << 20)
+            del got
+
+    @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
     def test_checked_inputs_on_mlx_are_drawn_on_the_device_from_the_seed(self):
         from ksearch_harness.arrays import arrays_for
 
