@@ -309,6 +309,8 @@ def prefill_breakdown(model, scan, config, n, reps):
       stand-in passes its 48 calls (recorded, evaluated), one call each;
     - scans_on_real_inputs_ms: the same on the arrays the whole prefill passes them (after the
       first layer these differ: each layer's input then comes from real scans, not stand-ins);
+    - scans_one_at_a_time_ms: those 48 calls again, each evaluated before the next is made, as
+      the model's layers wait on each other (independent calls may overlap on the GPU);
     - scans_on_random_inputs_ms: the same number of calls on one set of random inputs;
     - in_, x_, dt_ and out_projections_ms, convolutions_ms: each other part of the blocks alone
       (the dt projection with its softplus, the convolution with its SiLU), once per layer."""
@@ -329,6 +331,14 @@ def prefill_breakdown(model, scan, config, n, reps):
     real_inputs = real[-layers:]
     mx.eval(real_inputs)
     out["scans_on_real_inputs_ms"] = timed(lambda: mx.eval([scan.fn(*args) for args in real_inputs]), reps, 1.0) * 1e3
+
+    def one_at_a_time():
+        for args in real_inputs:
+            mx.eval(scan.fn(*args))
+    # The 48 calls above share no data, so in one CUDA graph they may run side by side; in the
+    # model each waits for the layer before it. Here each is evaluated before the next starts
+    # (each evaluation adds one synchronisation).
+    out["scans_one_at_a_time_ms"] = timed(one_at_a_time, reps, 1.0) * 1e3
     out["real_inputs_nonfinite"] = sum(int(mx.sum(~mx.isfinite(a.astype(mx.float32))).item()) for args in real_inputs for a in args)
     del real, real_inputs
 

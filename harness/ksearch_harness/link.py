@@ -171,6 +171,12 @@ def python_paths():
 
 def runner_env(extra=None):
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or k.startswith(PASS_ENV_PREFIXES)}
+    # MLX's CUDA backend records a batch's operations into CUDA graphs whose only edges are data
+    # dependencies, so the independent calls of a timed batch would run side by side: a kernel
+    # that fills a tenth of the GPU would be timed at a tenth of the time a model, whose layers
+    # wait on each other, sees. Without graphs every launch goes to one stream, in order. The
+    # judge's own setting, where it has one, passes through (to compare the two).
+    env.setdefault("MLX_USE_CUDA_GRAPHS", "0")
     # The runner imports this package from where the judge found it.
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -383,9 +383,8 @@ def execute(sock, target):
                     reply(sock, *pack(arrays, outs))
             elif op == "round":
                 w = h["workload"]
-                # Only the workload being timed keeps its sets; when the workload changes, the
-                # memory MLX keeps cached for the last one goes back to the device, which the
-                # other contenders' processes share.
+                # Only the round being timed keeps its sets (`prepare_round` hands the memory of
+                # the last one back to the device, which the contenders' processes share).
                 rounds.clear()
                 rounds[w] = {"sets": prepare_round(mx, arrays, h), "outs": []}
                 reply(sock, {"op": "ready"})

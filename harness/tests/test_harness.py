@@ -512,6 +512,22 @@ class Paths(unittest.TestCase):
             self.assertIn(os.path.dirname(np.__file__).rsplit(os.sep, 1)[0], paths)
 
 
+class RunnerEnvironment(unittest.TestCase):
+    def test_mlx_runs_a_batchs_calls_in_order_unless_the_judge_says_otherwise(self):
+        # Independent calls in one CUDA graph would run side by side (see link.runner_env).
+        from unittest import mock
+
+        from ksearch_harness import link
+
+        with mock.patch.dict(os.environ, {"KSEARCH_TEST_SECRET": "x"}, clear=False):
+            os.environ.pop("MLX_USE_CUDA_GRAPHS", None)
+            env = link.runner_env()
+            self.assertEqual(env["MLX_USE_CUDA_GRAPHS"], "0")
+            self.assertNotIn("KSEARCH_TEST_SECRET", env)
+            os.environ["MLX_USE_CUDA_GRAPHS"] = "1"
+            self.assertEqual(link.runner_env()["MLX_USE_CUDA_GRAPHS"], "1")
+
+
 class DirectRunner(unittest.TestCase):
     def test_a_correct_candidate_gives_the_reference_outputs(self):
         (y,), (x,) = check(REF)
