@@ -134,19 +134,20 @@ fn a_source_already_measured_in_the_run_is_not_proposed_again() {
     assert_ne!(again.as_deref(), Some(first.as_str()));
 }
 
-/// torch/gemm_bf16 with its Triton GEMM space, as the task directory holds them.
-fn gemm_bf16() -> Task {
-    let spec = ksearch_core::parse_task(
-        include_str!("../../../../tasks/torch/gemm_bf16/task.toml"),
-        "task.toml",
-    )
-    .expect("the gemm_bf16 task parses");
+/// A task with a template space, from the texts of its files (`templates`: name and text).
+fn task_with_space(
+    id: &str,
+    task_toml: &str,
+    space_toml: &str,
+    templates: &[(&str, &str)],
+) -> Task {
+    let spec = ksearch_core::parse_task(task_toml, "task.toml").expect("the task parses");
     let source = |file: &str, text: &str| Source {
         file: file.into(),
         text: text.into(),
     };
     Task {
-        id: "torch/gemm_bf16".into(),
+        id: id.into(),
         spec,
         reference: source("reference.py", ""),
         seed: source("seed.py", ""),
@@ -154,18 +155,25 @@ fn gemm_bf16() -> Task {
         comparisons: Vec::new(),
         space: Some(ksearch_core::space::TaskSpace {
             file: "space/space.toml".into(),
-            spec: ksearch_core::space::parse_space(
-                include_str!("../../../../tasks/torch/gemm/space/space.toml"),
-                "space.toml",
-            )
-            .expect("the gemm space parses"),
-            templates: vec![source(
-                "kernel.py.j2",
-                include_str!("../../../../tasks/torch/gemm/space/kernel.py.j2"),
-            )],
+            spec: ksearch_core::space::parse_space(space_toml, "space.toml")
+                .expect("the space parses"),
+            templates: templates.iter().map(|(f, t)| source(f, t)).collect(),
         }),
         worker: None,
     }
+}
+
+/// torch/gemm_bf16 with its Triton GEMM space, as the task directory holds them.
+fn gemm_bf16() -> Task {
+    task_with_space(
+        "torch/gemm_bf16",
+        include_str!("../../../../tasks/torch/gemm_bf16/task.toml"),
+        include_str!("../../../../tasks/torch/gemm/space/space.toml"),
+        &[(
+            "kernel.py.j2",
+            include_str!("../../../../tasks/torch/gemm/space/kernel.py.j2"),
+        )],
+    )
 }
 
 #[test]
@@ -222,46 +230,25 @@ fn a_change_that_breaks_a_constraint_alone_comes_with_the_smallest_repair() {
 
 /// mlx/selective_scan with its template space, which predicts from its values' hints alone.
 fn selective_scan() -> Task {
-    let spec = ksearch_core::parse_task(
+    task_with_space(
+        "mlx/selective_scan",
         include_str!("../../../../tasks/mlx/selective_scan/task.toml"),
-        "task.toml",
+        include_str!("../../../../tasks/mlx/selective_scan/space/space.toml"),
+        &[
+            (
+                "module.py.j2",
+                include_str!("../../../../tasks/mlx/selective_scan/space/module.py.j2"),
+            ),
+            (
+                "cuda.cu.j2",
+                include_str!("../../../../tasks/mlx/selective_scan/space/cuda.cu.j2"),
+            ),
+            (
+                "metal.metal.j2",
+                include_str!("../../../../tasks/mlx/selective_scan/space/metal.metal.j2"),
+            ),
+        ],
     )
-    .expect("the scan task parses");
-    let source = |file: &str, text: &str| Source {
-        file: file.into(),
-        text: text.into(),
-    };
-    Task {
-        id: "mlx/selective_scan".into(),
-        spec,
-        reference: source("reference.py", ""),
-        seed: source("seed.py", ""),
-        baseline: None,
-        comparisons: Vec::new(),
-        space: Some(ksearch_core::space::TaskSpace {
-            file: "space/space.toml".into(),
-            spec: ksearch_core::space::parse_space(
-                include_str!("../../../../tasks/mlx/selective_scan/space/space.toml"),
-                "space.toml",
-            )
-            .expect("the scan space parses"),
-            templates: vec![
-                source(
-                    "module.py.j2",
-                    include_str!("../../../../tasks/mlx/selective_scan/space/module.py.j2"),
-                ),
-                source(
-                    "cuda.cu.j2",
-                    include_str!("../../../../tasks/mlx/selective_scan/space/cuda.cu.j2"),
-                ),
-                source(
-                    "metal.metal.j2",
-                    include_str!("../../../../tasks/mlx/selective_scan/space/metal.metal.j2"),
-                ),
-            ],
-        }),
-        worker: None,
-    }
 }
 
 #[test]
