@@ -9,7 +9,10 @@
 #                       spaces between the knob settings of one (`ksearch space check --set`),
 #                       e.g. POINTS="mma=1 warps=4;mma=1 warps=8"; knobs not named keep the
 #                       space's seed values; WORKLOADS (names, spaces between) limits each
-#                       evaluation to those workloads
+#                       evaluation to those workloads; TAG names the output (pins-TASK-TAG)
+#   graphs TASK         `pins` twice, for the same POINTS: with MLX's CUDA graphs off, as the
+#                       evaluator runs its executors, then on (MLX_USE_CUDA_GRAPHS=1), under
+#                       which a batch's independent calls may overlap on the GPU
 #   search TASK ITERS   start, or resume when the run directory came back from an earlier call,
 #                       `ksearch run mlx/TASK --model builtin` for ITERS more rounds, then tree,
 #                       report and export; the run directory goes to $OUT to be carried back.
@@ -42,8 +45,12 @@ case "$step" in
         || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
     done | tee "$OUTDIR/points-$task.txt"
     ;;
+  graphs)
+    TAG=graphs-off bash "$0" pins "$task"
+    MLX_USE_CUDA_GRAPHS=1 TAG=graphs-on bash "$0" pins "$task"
+    ;;
   pins)
-    pts="$OUTDIR/pins-$task"
+    pts="$OUTDIR/pins-$task${TAG:+-$TAG}"
     mkdir -p "$pts"
     IFS=';' read -ra points <<< "${POINTS:?POINTS names the points}"
     for p in "${points[@]}"; do
@@ -62,7 +69,7 @@ case "$step" in
       ms=$(( ($(date +%s%N) - s) / 1000000 ))
       python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
         || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
-    done | tee "$OUTDIR/pins-$task.txt"
+    done | tee "$OUTDIR/pins-$task${TAG:+-$TAG}.txt"
     ;;
   search)
     iters=$3
