@@ -182,4 +182,60 @@ mod mlx_harness_cpu_only {
             .unwrap_or(false);
         assert!(!planted, "a four-byte file was planted in {dir}");
     }
+
+    /// The tracer plants Python start-up code (`sitecustomize`, `usercustomize`, a `.pth` file)
+    /// in every site directory it can name, its user site under HOME=/tmp and its working
+    /// directory: code that would run in the executors started after it, or in the next
+    /// evaluation's runners, to turn MLX's CUDA graphs back on or skip work. Its payload ends
+    /// any process that imports it, so the evaluation and the next one passing says no plant
+    /// took; where the host's directories are concerned, none is left there either.
+    #[test]
+    #[cfg_attr(
+        not(has_mlx),
+        ignore = "needs python3 with MLX for CPU (`.ci/run` installs it: pip install \"mlx[cpu]\")"
+    )]
+    fn start_up_code_planted_by_a_tracer_runs_in_no_later_runner() {
+        let f = MlxCpuFixture::new();
+        let e = f.evaluate_text(
+            "candidate.py",
+            include_str!("../fixtures/hostile/plants_startup_code.py"),
+        );
+        let out = printed(&e);
+        assert_eq!(
+            e.result.status,
+            Status::Passed,
+            "{}\n{out}",
+            e.result.message
+        );
+        // The interpreter's own site directories are read-only to it.
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("plant refused ") && l.contains("site-packages")),
+            "{out}"
+        );
+        let tried: Vec<&str> = out
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("PLANTED ")
+                    .or_else(|| l.strip_prefix("plant refused "))
+            })
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert!(tried.len() >= 6, "{out}");
+        for path in tried {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            assert!(
+                !text.contains("PLANTED CODE RAN"),
+                "the plant {path} is on this machine: {out}"
+            );
+        }
+        // The next evaluation's runners start clean too.
+        let honest = f.evaluate_text("candidate.py", &f.source(&Behaviour::Good).text);
+        assert_eq!(
+            honest.result.status,
+            Status::Passed,
+            "{}",
+            honest.result.message
+        );
+    }
 }
