@@ -321,6 +321,10 @@ def prefill_breakdown(model, scan, config, n, reps):
     mlx_lm_mamba.install(model, scan=scan, step=None)
     out["prefill_ms"] = timed(lambda: mlx_prefill(model, tokens), reps, 1.0) * 1e3
 
+    def together(calls):
+        """The scan on each set of arguments in `calls`, evaluated at once."""
+        mx.eval([scan.fn(*args) for args in calls])
+
     real = []
 
     def records(*args):
@@ -330,7 +334,7 @@ def prefill_breakdown(model, scan, config, n, reps):
     mlx_prefill(model, tokens)
     real_inputs = real[-layers:]
     mx.eval(real_inputs)
-    out["scans_on_real_inputs_ms"] = timed(lambda: mx.eval([scan.fn(*args) for args in real_inputs]), reps, 1.0) * 1e3
+    out["scans_on_real_inputs_ms"] = timed(lambda: together(real_inputs), reps, 1.0) * 1e3
 
     def one_at_a_time():
         for args in real_inputs:
@@ -357,9 +361,7 @@ def prefill_breakdown(model, scan, config, n, reps):
     recorded.clear()
     mx.eval(model_inputs)
 
-    def scans_on_model_inputs():
-        mx.eval([scan.fn(*args) for args in model_inputs])
-    out["scans_on_model_inputs_ms"] = timed(scans_on_model_inputs, reps, 1.0) * 1e3
+    out["scans_on_model_inputs_ms"] = timed(lambda: together(model_inputs), reps, 1.0) * 1e3
     f16 = mx.float16
     u, dt, z = (mx.random.normal((1, n, d)).astype(f16) for _ in range(3))
     B, C = (mx.random.normal((1, n, s)).astype(f16) for _ in range(2))
@@ -367,9 +369,7 @@ def prefill_breakdown(model, scan, config, n, reps):
     dt = mx.abs(dt) * 0.01
     mx.eval(u, dt, z, B, C, A, D)
 
-    def scans_on_random_inputs():
-        mx.eval([scan.fn(u, dt, A, B, C, D, z) for _ in range(layers)])
-    out["scans_on_random_inputs_ms"] = timed(scans_on_random_inputs, reps, 1.0) * 1e3
+    out["scans_on_random_inputs_ms"] = timed(lambda: together([(u, dt, A, B, C, D, z)] * layers), reps, 1.0) * 1e3
     # Each other part of a block alone, 48 times on the prefill's shapes, as the adapter calls it.
     mixers = [layer.mixer for layer in model.layers]
     rank = config["time_step_rank"]
