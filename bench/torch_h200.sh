@@ -3,7 +3,8 @@
 # steps that each fit one device call (well under 9 minutes of wall time):
 #   evals [TASK...]  every built-in torch task's seed (or the TASKs named) with `ksearch eval
 #                    --target cuda --json`, short timing: against its baselines and comparisons
-#                    (EVAL_TIMEOUT, default 90, is each evaluation's --timeout in seconds)
+#                    (EVAL_TIMEOUT, default 90, is each evaluation's --timeout in seconds;
+#                    EVAL_ARGS adds arguments to each, e.g. "--workload small")
 #   faults           torch/gemm_bf16 candidates from bench/torch_faults/ that must come to a
 #                    stated status (an illegal address, out of memory, a kernel that never ends,
 #                    a written input: the gauntlet on the GPU), answers remembered by set and a
@@ -85,7 +86,7 @@ case "$step" in
       mapfile -t tasks < <("$K" tasks --json | "$PY" -c 'import json, sys; print("\n".join(t["name"] for t in json.load(sys.stdin) if t["backend"] == "torch"))')
     fi
     for task in "${tasks[@]}"; do
-      eval_one evals "${task//\//_}" "$task" "" "${QUICK[@]}" --timeout "${EVAL_TIMEOUT:-90}"
+      eval_one evals "${task//\//_}" "$task" "" "${QUICK[@]}" --timeout "${EVAL_TIMEOUT:-90}" ${EVAL_ARGS:-}
     done
     "$PY" bench/torch_summary.py evals "$work/evals" | tee -a "$summary"
     [ -f "$work/skipped.txt" ] && tee -a "$summary" < "$work/skipped.txt"

@@ -156,8 +156,9 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
 
     pool = None
     try:
-        # Warm-up, which also sizes the batches. The first call may compile the kernel.
-        warm_sets = 2
+        # Warm-up, which also sizes the batches. The first call may compile the kernel. A
+        # workload whose sets fit the memory only once (max_calls 1) warms up on that one.
+        warm_sets = min(2, max_calls)
         if graph:
             for i, c in enumerate(contenders):
                 guarded(i, c.round, workload, seed(), warm_sets)

@@ -967,6 +967,42 @@ class TimingArithmetic(unittest.TestCase):
             self.assertLessEqual(s["p10_ms"], s["median_ms"])
             self.assertLessEqual(s["median_ms"], s["p90_ms"])
 
+    def test_a_workload_whose_sets_fit_once_is_timed_one_call_a_batch(self):
+        # KernelBench's RMSNorm: 7.5 GB in and out; three contenders' sets come to 52.5 GB, so
+        # an 80 GB GPU holds one set, not the two the timing used to start with.
+        from types import SimpleNamespace
+
+        from ksearch_harness.torch_contenders import max_calls_for
+
+        task = {"inputs": [{"name": "x", "shape": ["b", "f", "d", "d"], "dtype": "f32"}],
+                "outputs": [{"name": "out", "shape": ["b", "f", "d", "d"], "dtype": "f32"}]}
+        workload = {"name": "kernelbench", "axes": {"b": 112, "f": 64, "d": 512}}
+
+        def gpu(total):
+            props = SimpleNamespace(total_memory=total)
+            return SimpleNamespace(target="cuda", device=0, torch=SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda d: props)))
+        self.assertEqual(max_calls_for(gpu(80 << 30), task, workload, 64, 3), 1)
+        small = {"name": "small", "axes": {"b": 1, "f": 64, "d": 512}}
+        self.assertEqual(max_calls_for(gpu(80 << 30), task, small, 64, 3), (24 << 30) // (7 * (64 * 512 * 512 * 4 + 128)))
+        # Timed with one set a pool: no pool of more sets is made, and every sample is one call.
+        made = []
+
+        def one_set_pools(task, workload, sets):
+            made.append(sets)
+            return contenders.Pool(task, workload, sets)
+        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        runs = [direct(REF), direct(REF, trusted=True)]
+        try:
+            out = timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1, new_pool=one_set_pools, max_calls=1)
+        finally:
+            for r in runs:
+                r.stop()
+        self.assertTrue(made)
+        self.assertEqual(set(made), {1})
+        for s in out:
+            self.assertEqual(s["calls_per_sample"], 1)
+            self.assertGreaterEqual(s["runs"], 3)
+
     def test_a_wrong_timed_output_is_caught(self):
         plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
         cheat = "import numpy as np\n_n = [0]\ndef run(x, *, r, c):\n    _n[0] += 1\n    return (x * (2 if _n[0] < 3 else 3)).astype(np.float32)\n"
