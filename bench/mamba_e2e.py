@@ -248,18 +248,30 @@ def main():
         result[name] = side
         print(name, json.dumps(side), flush=True)
     result["mlx_env"] = {k: v for k, v in os.environ.items() if k.startswith("MLX_")}
+    save(args.out, result)
     if args.decode_only:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
         return
-    result["decode_breakdown"] = decode_breakdown(model, step, config, args.prompt)
-    print("decode_breakdown", json.dumps(result["decode_breakdown"]), flush=True)
-    if lengths:
-        result["prefill_breakdown"] = prefill_breakdown(model, scan, config, max(lengths), args.reps)
-        print("prefill_breakdown", json.dumps(result["prefill_breakdown"]), flush=True)
+    # The table's third column before the breakdowns, each saved as it comes: a breakdown that
+    # fails is recorded as its error and loses nothing measured before it.
     result["mamba_py"] = torch_side(config, lengths, args.prompt, args.decode, args.reps)
     print("mamba_py", json.dumps(result["mamba_py"]), flush=True)
-    with open(args.out, "w") as f:
+    save(args.out, result)
+    sections = [("decode_breakdown", lambda: decode_breakdown(model, step, config, args.prompt))]
+    if lengths:
+        sections.append(("prefill_breakdown", lambda: prefill_breakdown(model, scan, config, max(lengths), args.reps)))
+    for key, section in sections:
+        try:
+            result[key] = section()
+        except Exception as e:  # noqa: BLE001 - recorded, and the run goes on
+            result[key] = {"error": f"{type(e).__name__}: {e}"}
+        mx.clear_cache()
+        print(key, json.dumps(result[key]), flush=True)
+        save(args.out, result)
+
+
+def save(path, result):
+    """Writes what has been measured so far (again after each section)."""
+    with open(path, "w") as f:
         json.dump(result, f, indent=1)
 
 
@@ -349,7 +361,10 @@ def prefill_breakdown(model, scan, config, n, reps):
     recorded = []
 
     def reads_all(u, dt, A, B, C, D, z):
-        recorded.append((u, dt, A, B, C, D, z))
+        # One prefill's calls only: timing runs the prefill many times, and keeping every call's
+        # arrays alive ran an 80 GB GPU out of memory once the prefill got fast.
+        if len(recorded) < layers:
+            recorded.append((u, dt, A, B, C, D, z))
         used = sum(v.astype(mx.float32).sum() for v in (u, dt, A, B, C, D))
         return z + (used * 0).astype(z.dtype), mx.zeros((u.shape[0], u.shape[2], A.shape[1]), mx.float32)
     mlx_lm_mamba.install(model, scan=mlx_lm_mamba.Export(reads_all, scan.verified, scan.folder), step=None)

@@ -177,6 +177,9 @@ class Adapter(unittest.TestCase):
                     "scans_one_at_a_time_ms", "scans_on_random_inputs_ms", "in_projections_ms", "convolutions_ms", "x_projections_ms", "dt_projections_ms", "out_projections_ms"):
             self.assertGreater(prefill[key], 0, key)
         self.assertEqual(prefill["real_inputs_nonfinite"], 0)
+        # The third column is written before the breakdowns, so that a failing breakdown
+        # cannot lose it.
+        self.assertLess(list(result).index("mamba_py"), list(result).index("decode_breakdown"))
 
     def test_shapes_outside_what_was_verified_fall_back_to_mlx_lm(self):
         want = self.logits([[1, 2, 3, 4, 5, 6, 7]])
