@@ -9,7 +9,8 @@
 #                       spaces between the knob settings of one (`ksearch space check --set`),
 #                       e.g. POINTS="mma=1 warps=4;mma=1 warps=8"; knobs not named keep the
 #                       space's seed values; WORKLOADS (names, spaces between) limits each
-#                       evaluation to those workloads; TAG names the output (pins-TASK-TAG)
+#                       evaluation to those workloads; TAG names the output (pins-TASK-TAG);
+#                       AGAINST (a file) is timed beside each point as well (`eval --against`)
 #   graphs TASK         `pins` twice, for the same POINTS: with MLX's CUDA graphs off, as the
 #                       evaluator runs its executors, then on (MLX_USE_CUDA_GRAPHS=1), under
 #                       which a batch's independent calls may overlap on the GPU
@@ -65,9 +66,9 @@ case "$step" in
       s=$(date +%s%N)
       wl=()
       for w in ${WORKLOADS:-}; do wl+=(--workload "$w"); done
-      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" "${wl[@]}" > "${f%.py}.json" 2> "${f%.py}.err"
+      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" "${wl[@]}" ${AGAINST:+--against "$AGAINST"} > "${f%.py}.json" 2> "${f%.py}.err"
       ms=$(( ($(date +%s%N) - s) / 1000000 ))
-      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
+      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), 'vs against', j.get('speedup_vs_against'), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median'), (w.get('against_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
         || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
     done | tee "$OUTDIR/pins-$task${TAG:+-$TAG}.txt"
     ;;
