@@ -162,6 +162,7 @@ class Adapter(unittest.TestCase):
             for decode in ("decode", "decode_pipelined", "decode_compiled", "decode_compiled_pipelined"):
                 self.assertTrue(result[side][f"{decode}_greedy_32_same"], (side, decode))
                 self.assertGreater(result[side][f"{decode}_tokens_per_s"], 0, (side, decode))
+                self.assertEqual(len(result[side][f"{decode}_samples"]), 3, (side, decode))
             self.assertEqual(set(result[side]["prefill_tokens_per_s"]), {"16", "32"})
         paths = result["mlx_lm_kernels"]["paths"]
         self.assertGreater(paths["scan kernel"], 0)
