@@ -322,6 +322,14 @@ impl EvaluateResult {
             .find(|d| d.role == role)
             .map(|d| d.text.as_str())
     }
+
+    /// The median latency (ms) of the contender of `role` on each workload it was timed on.
+    pub fn medians(&self, role: Role) -> BTreeMap<String, f64> {
+        self.workloads
+            .iter()
+            .filter_map(|w| Some((w.name.clone(), w.timing(role)?.median_ms)))
+            .collect()
+    }
 }
 
 /// A contender's description of itself, as it reported it when loaded.

@@ -89,6 +89,7 @@ mod tests {
             vs_parent_interval: None,
             gate: Gate::Better,
             latency_ms: Default::default(),
+            baseline_ms: Default::default(),
         }
     }
 

@@ -95,6 +95,38 @@ pub struct Solution {
     pub gate: Gate,
     /// Median latency per workload, in ms.
     pub latency_ms: BTreeMap<String, f64>,
+    /// The baseline's median latency per workload in the same evaluation, in ms (absent in
+    /// runs stored before it was kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baseline_ms: BTreeMap<String, f64>,
+}
+
+/// Baseline times a workload needs before its median stands for the baseline's typical time.
+const TYPICAL_MIN: usize = 3;
+
+/// The speedup a solution is ranked by: the lower of its own (over the baseline timed beside
+/// it) and the geometric mean over its workloads of the baseline's `typical` time over its own.
+/// A node is not crowned because the baseline happened to run slow in its evaluation (an H200
+/// attention search once ranked first a node whose SDPA took 0.384 ms where 24 of the run's 27
+/// evaluations measured 0.261–0.295 ms). The rule only ever lowers a rank: a node measured while
+/// the whole machine ran slow is ranked by the typical time, which understates it.
+pub fn ranking_speedup(s: &Solution, typical: &BTreeMap<String, f64>) -> Option<f64> {
+    let own = s.speedup?;
+    let logs: Option<Vec<f64>> = s
+        .latency_ms
+        .iter()
+        .map(|(w, ms)| {
+            let base = typical.get(w)?;
+            (*ms > 0.0 && *base > 0.0).then(|| (base / ms).ln())
+        })
+        .collect();
+    match logs {
+        Some(l) if !l.is_empty() => {
+            let pooled = (l.iter().sum::<f64>() / l.len() as f64).exp();
+            Some(own.min(pooled))
+        }
+        _ => Some(own),
+    }
 }
 
 /// One hypothesis in the tree.
@@ -301,10 +333,17 @@ impl Tree {
     }
 
     /// The closed node with the highest speedup over the baseline (the root when none is
-    /// measured better). Only nodes whose solution passed the acceptance gate against their
-    /// parent, or the root, qualify: a node measured no better than its parent is not "best".
+    /// measured better), ranked by `ranking_speedup`. Only nodes whose solution passed the
+    /// acceptance gate against their parent, or the root, qualify: a node measured no better
+    /// than its parent is not "best".
     pub fn best(&self) -> &Node {
-        let score = |n: &Node| n.solution.as_ref().and_then(|s| s.speedup).unwrap_or(0.0);
+        let typical = self.typical_baseline_ms();
+        let score = |n: &Node| {
+            n.solution
+                .as_ref()
+                .and_then(|s| ranking_speedup(s, &typical))
+                .unwrap_or(0.0)
+        };
         self.nodes
             .values()
             .filter(|n| {
@@ -317,6 +356,32 @@ impl Tree {
                 self.root(),
                 |best, n| if score(n) > score(best) { n } else { best },
             )
+    }
+
+    /// The baseline's typical time per workload: the median of its times beside every solution
+    /// in the tree (the seed's and each solved node's), for workloads with at least
+    /// `TYPICAL_MIN` of them.
+    pub fn typical_baseline_ms(&self) -> BTreeMap<String, f64> {
+        let mut times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for s in self.nodes.values().filter_map(|n| n.solution.as_ref()) {
+            for (w, ms) in &s.baseline_ms {
+                times.entry(w).or_default().push(*ms);
+            }
+        }
+        times
+            .into_iter()
+            .filter(|(_, v)| v.len() >= TYPICAL_MIN)
+            .map(|(w, mut v)| {
+                v.sort_by(f64::total_cmp);
+                let mid = v.len() / 2;
+                let median = if v.len() % 2 == 1 {
+                    v[mid]
+                } else {
+                    (v[mid - 1] + v[mid]) / 2.0
+                };
+                (w.to_string(), median)
+            })
+            .collect()
     }
 
     /// Insert a new node under `parent`; the caller has validated it.
@@ -399,6 +464,7 @@ mod tests {
             vs_parent_interval: None,
             gate: Gate::Unmeasured,
             latency_ms: BTreeMap::new(),
+            baseline_ms: Default::default(),
         };
         let mut n = Tree::new(Vec::new(), seed).root().clone();
         n.id = id;
@@ -438,6 +504,78 @@ mod tests {
         ] {
             assert_eq!(tree(nodes).check(), Err(wrong.to_owned()), "{nodes:?}");
         }
+    }
+
+    #[test]
+    fn the_best_is_not_crowned_by_a_slow_baseline() {
+        // Four evaluations of an H200 attention search (ms at n4096 and n4096 causal; the
+        // baseline, SDPA, timed beside each). Node 1's SDPA ran slow on the causal workload
+        // (0.384 ms where the others took 0.27): its own speedup, 0.504, is the highest.
+        let solved = |id, gate, lat: [f64; 2], base: [f64; 2], keep_baseline: bool| {
+            let mut n = node(id, Some(0));
+            let names = ["n4096", "n4096_causal"];
+            let speedup = ((base[0] / lat[0]) * (base[1] / lat[1])).sqrt();
+            n.solution = Some(Solution {
+                speedup: Some(speedup),
+                gate,
+                latency_ms: names.map(String::from).into_iter().zip(lat).collect(),
+                baseline_ms: if keep_baseline {
+                    names.map(String::from).into_iter().zip(base).collect()
+                } else {
+                    BTreeMap::new()
+                },
+                ..n.solution.clone().unwrap()
+            });
+            n
+        };
+        let tree = |keep: bool| {
+            Tree::from_nodes(
+                vec![
+                    node(0, None),
+                    solved(1, Gate::Better, [1.134, 0.613], [0.460, 0.384], keep),
+                    solved(2, Gate::Better, [1.094, 0.561], [0.501, 0.267], keep),
+                    solved(3, Gate::Better, [1.138, 0.591], [0.474, 0.268], keep),
+                    solved(4, Gate::Worse, [1.134, 0.598], [0.491, 0.270], keep),
+                ],
+                5,
+            )
+        };
+        let t = tree(true);
+        let typical = t.typical_baseline_ms();
+        assert!((typical["n4096"] - 0.4825).abs() < 1e-12);
+        assert!((typical["n4096_causal"] - 0.269).abs() < 1e-12);
+        assert_eq!(t.best().id, 2);
+        let rank =
+            |id| ranking_speedup(t.get(id).unwrap().solution.as_ref().unwrap(), &typical).unwrap();
+        // Node 1 at the typical baseline: 0.432, below its own 0.504.
+        assert!((rank(1) - 0.432).abs() < 1e-3, "{}", rank(1));
+        // Node 2's own baseline ran a little slow on n4096 (0.501): the typical one ranks it.
+        assert!((rank(2) - 0.460).abs() < 1e-3, "{}", rank(2));
+        // Node 3's own speedup (0.435) is below the typical one's (0.439): its own counts.
+        let own3 = t
+            .get(3)
+            .unwrap()
+            .solution
+            .as_ref()
+            .unwrap()
+            .speedup
+            .unwrap();
+        assert_eq!(rank(3), own3);
+        // Runs stored without the baseline's times rank by each node's own speedup.
+        let old = tree(false);
+        assert!(old.typical_baseline_ms().is_empty());
+        assert_eq!(old.best().id, 1);
+        // Fewer than three evaluations of a workload's baseline do not make a typical time.
+        let two = Tree::from_nodes(
+            vec![
+                node(0, None),
+                solved(1, Gate::Better, [1.134, 0.613], [0.460, 0.384], true),
+                solved(2, Gate::Better, [1.094, 0.561], [0.501, 0.267], true),
+            ],
+            3,
+        );
+        assert!(two.typical_baseline_ms().is_empty());
+        assert_eq!(two.best().id, 1);
     }
 
     #[test]

@@ -332,6 +332,7 @@ mod tests {
             vs_parent_interval: None,
             gate: Gate::Unmeasured,
             latency_ms: Default::default(),
+            baseline_ms: Default::default(),
         }
     }
 

@@ -11,7 +11,6 @@
 //! 5. a pass attaches the best attempt to the node, judged against the parent by the acceptance
 //!    gate, and the proposer refines the tree; no pass goes to too-hard handling.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -385,7 +384,8 @@ impl<'e> Engine<'e> {
             speedup_vs_parent: None,
             vs_parent_interval: None,
             gate: Gate::Unmeasured,
-            latency_ms: latencies(&evaluation),
+            latency_ms: evaluation.result.medians(Role::Candidate),
+            baseline_ms: evaluation.result.medians(Role::Baseline),
         };
         self.tree = Tree::new(Vec::new(), solution);
         // The seed's measurement is kept before the model is asked: a resume after a pause or
@@ -1514,14 +1514,6 @@ fn c_best_speedup(attempts: &[AttemptRecord], cycle: &CycleRecord) -> Option<f64
     attempts.iter().find(|a| a.round == r)?.speedup()
 }
 
-fn latencies(e: &Evaluation) -> BTreeMap<String, f64> {
-    e.result
-        .workloads
-        .iter()
-        .filter_map(|w| Some((w.name.clone(), w.timing(Role::Candidate)?.median_ms)))
-        .collect()
-}
-
 fn solution_of(
     best: &AttemptRecord,
     eval: &Evaluation,
@@ -1535,7 +1527,8 @@ fn solution_of(
         speedup_vs_parent: vs_parent.map(|c| c.ratio),
         vs_parent_interval: vs_parent.map(|c| c.interval),
         gate: vs_parent.map_or(Gate::Unmeasured, |c| c.verdict),
-        latency_ms: latencies(eval),
+        latency_ms: eval.result.medians(Role::Candidate),
+        baseline_ms: eval.result.medians(Role::Baseline),
     }
 }
 

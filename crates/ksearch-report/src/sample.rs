@@ -357,12 +357,8 @@ fn solution(round: u64, text: &str, file: &str, eval: &Evaluation, gate: Gate) -
         speedup_vs_parent: vs_parent,
         vs_parent_interval: vs_parent.map(|v| (v * 0.96, v * 1.04)),
         gate,
-        latency_ms: eval
-            .result
-            .workloads
-            .iter()
-            .filter_map(|w| Some((w.name.clone(), w.timing(Role::Candidate)?.median_ms)))
-            .collect(),
+        latency_ms: eval.result.medians(Role::Candidate),
+        baseline_ms: eval.result.medians(Role::Baseline),
     }
 }
 

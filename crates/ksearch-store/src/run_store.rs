@@ -563,6 +563,7 @@ mod tests {
             vs_parent_interval: None,
             gate: Gate::Unmeasured,
             latency_ms: [("small".to_owned(), 0.25)].into(),
+            baseline_ms: [("small".to_owned(), 0.5)].into(),
         }
     }
 

@@ -181,6 +181,7 @@ mod tests {
             vs_parent_interval: vs_parent.map(|v| (v * 0.95, v * 1.05)),
             gate,
             latency_ms: BTreeMap::new(),
+            baseline_ms: Default::default(),
         }
     }
 

@@ -86,6 +86,7 @@ fn a_source_already_measured_in_the_run_is_not_proposed_again() {
             vs_parent_interval: None,
             gate: Gate::Unmeasured,
             latency_ms: Default::default(),
+            baseline_ms: Default::default(),
         },
     );
     let mut attempts = vec![measured(0, ROOT, seed_hash)];
@@ -290,4 +291,44 @@ fn a_space_s_hints_rank_its_first_steps() {
     assert!(close(3, 1.2), "{predicted:?}");
     assert_eq!(predicted.last().unwrap().0, "block", "{predicted:?}");
     assert!(close(predicted.len() - 1, 1.0), "{predicted:?}");
+}
+
+#[test]
+fn a_tactic_that_gained_more_than_predicted_is_not_expected_to_gain_when_undone() {
+    use super::{Correction, effect_log};
+
+    let task = selective_scan();
+    let hw = ksearch_eval::knowledge().hardware("h200").unwrap().clone();
+    let p = BuiltinProposer::for_task(&task, machine::generic(), Some(&hw)).unwrap();
+    // Prefetching (hint 1.2×) measured 4× over its parent: it is 3.33× as strong as modelled.
+    let learned = effect_log(1.2, 4.0);
+    assert!((learned - (4.0f64 / 1.2).ln()).abs() < 1e-12);
+    let corr = [(
+        "prefetch".to_owned(),
+        Correction {
+            factor: learned.exp(),
+            n: 1,
+            ..Correction::default()
+        },
+    )]
+    .into();
+    let step_of = |from: &super::Point| {
+        p.steps(&task, from, &Default::default(), &corr, 0)
+            .into_iter()
+            .find(|s| s.knob == "prefetch")
+            .expect("a prefetch step")
+    };
+    // Taken from the seed, the step is predicted at 1.2 × 3.33 = 4×.
+    let on = step_of(&p.family.seed());
+    assert!((on.model_speedup - 1.2).abs() < 1e-9);
+    assert!((on.predicted - 4.0).abs() < 1e-9, "{}", on.predicted);
+    // Undone, from the point that has it, the model's loss (1/1.2) is 3.33× deeper: 0.25×,
+    // not the 2.78× gain that multiplying every prediction by the factor made of it.
+    let undo = step_of(&on.point);
+    assert!((undo.model_speedup - 1.0 / 1.2).abs() < 1e-9);
+    assert!((undo.predicted - 0.25).abs() < 1e-9, "{}", undo.predicted);
+    // A predicted loss measured as a smaller one is a weaker effect, whichever way it is read.
+    assert!(effect_log(0.5, 0.8) < 0.0);
+    assert!(effect_log(2.0, 1.25) < 0.0);
+    assert!(effect_log(0.5, 0.25) > 0.0);
 }

@@ -198,6 +198,7 @@ fn tree() -> Tree {
         vs_parent_interval: None,
         gate: Gate::Unmeasured,
         latency_ms: [("small".to_owned(), 0.24)].into(),
+        baseline_ms: Default::default(),
     };
     let mut t = Tree::new(vec!["classification: reduction".into()], seed);
     apply(
@@ -396,6 +397,7 @@ fn refine_too_hard_and_propose_prompts() {
             vs_parent_interval: Some((1.1, 1.18)),
             gate: Gate::Better,
             latency_ms: [("small".to_owned(), 0.21)].into(),
+            baseline_ms: Default::default(),
         },
         2,
     );
