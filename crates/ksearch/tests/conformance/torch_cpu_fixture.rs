@@ -85,3 +85,36 @@ impl Fixture for TorchCpuFixture {
         assert_python_compile_message(self, e);
     }
 }
+
+/// Attacks on the torch runner's shared sets. (Named so that CI's filter on the harness's
+/// name takes it with the rest of the torch suite.)
+mod torch_harness_cpu_only {
+    use super::*;
+    use crate::support::printed;
+    use ksearch_core::protocol::Status;
+
+    /// A memoiser keyed by where its input lies, not by what it holds: the judge refills the
+    /// same sets every round (and, for a workload whose set fits the device once, times every
+    /// call on one set), so once it answers from memory it returns the last round's answer for
+    /// this round's inputs, which the judge compares with the baseline's.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn answers_remembered_by_address_are_caught_while_timed() {
+        let f = TorchCpuFixture::new();
+        let e = f.evaluate_text(
+            "candidate.py",
+            include_str!("../fixtures/hostile/remembers_by_address.py"),
+        );
+        let out = printed(&e);
+        assert!(out.contains("REMEMBERED by address"), "{out}");
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        assert!(
+            e.result.message.contains("while timed"),
+            "{}",
+            e.result.message
+        );
+    }
+}
