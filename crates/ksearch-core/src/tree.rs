@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::score::geomean;
+use crate::stats::quantile;
+
 pub type NodeId = u32;
 
 /// The root's id. The root holds the task's seed kernel as its solution.
@@ -112,19 +115,16 @@ const TYPICAL_MIN: usize = 3;
 /// the whole machine ran slow is ranked by the typical time, which understates it.
 pub fn ranking_speedup(s: &Solution, typical: &BTreeMap<String, f64>) -> Option<f64> {
     let own = s.speedup?;
-    let logs: Option<Vec<f64>> = s
+    let ratios: Option<Vec<f64>> = s
         .latency_ms
         .iter()
         .map(|(w, ms)| {
             let base = typical.get(w)?;
-            (*ms > 0.0 && *base > 0.0).then(|| (base / ms).ln())
+            (*ms > 0.0 && *base > 0.0).then(|| base / ms)
         })
         .collect();
-    match logs {
-        Some(l) if !l.is_empty() => {
-            let pooled = (l.iter().sum::<f64>() / l.len() as f64).exp();
-            Some(own.min(pooled))
-        }
+    match ratios {
+        Some(r) if !r.is_empty() => Some(own.min(geomean(&r))),
         _ => Some(own),
     }
 }
@@ -373,13 +373,7 @@ impl Tree {
             .filter(|(_, v)| v.len() >= TYPICAL_MIN)
             .map(|(w, mut v)| {
                 v.sort_by(f64::total_cmp);
-                let mid = v.len() / 2;
-                let median = if v.len() % 2 == 1 {
-                    v[mid]
-                } else {
-                    (v[mid - 1] + v[mid]) / 2.0
-                };
-                (w.to_string(), median)
+                (w.to_string(), quantile(&v, 0.5))
             })
             .collect()
     }

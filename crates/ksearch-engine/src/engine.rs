@@ -376,18 +376,7 @@ impl<'e> Engine<'e> {
             ..seed
         };
         self.replace_attempt(seed.clone());
-        let solution = Solution {
-            round: 0,
-            source_hash: seed.source_hash.clone(),
-            source_file: seed.source_file.clone(),
-            speedup: evaluation.speedup.as_ref().map(|s| s.geomean),
-            speedup_vs_parent: None,
-            vs_parent_interval: None,
-            gate: Gate::Unmeasured,
-            latency_ms: evaluation.result.medians(Role::Candidate),
-            baseline_ms: evaluation.result.medians(Role::Baseline),
-        };
-        self.tree = Tree::new(Vec::new(), solution);
+        self.tree = Tree::new(Vec::new(), solution_of(&seed, &evaluation, None));
         // The seed's measurement is kept before the model is asked: a resume after a pause or
         // an error there asks the same question (its prompt quotes these latencies) instead of
         // measuring again.
