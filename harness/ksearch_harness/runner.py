@@ -260,6 +260,14 @@ def torch_direct(sock, target):
                     torch.cuda.synchronize()
                 if not checked:
                     tick()
+                # Nothing of this call outlives it: a KernelBench set of 7 GiB left the last
+                # call's result and the check's copy of the inputs held, 14 GiB, while the next
+                # call made its own.
+                ins = before = outs = o = x = b = None
+                if checked and cuda:
+                    # A check is not timed: its copies go back to the device, which the judge and
+                    # the other runners share.
+                    torch.cuda.empty_cache()
                 reply(sock, {"op": "done"})
             except CandidateError as e:
                 if not checked:

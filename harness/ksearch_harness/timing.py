@@ -181,9 +181,8 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
                 for i, c in enumerate(contenders):
                     guarded(i, c.round, workload, seed(), count)
                 return
-            for c in contenders:
-                c.drop_pool(pool)
-            pool.close()
+            release(contenders, pool)
+            pool = None
             pool = new_pool(task, workload, count)
             for s in range(count):
                 pool.fill(task, workload, s, seed())
@@ -293,6 +292,11 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
             )
             if enough or out_of_time:
                 break
+        # The kept calls are checked once the pool and the contenders' copies are let go: the
+        # reference's run needs room of its own on a GPU that one set of each nearly filled.
+        if pool is not None:
+            release(contenders, pool)
+            pool = None
         for entry in sorted(kept, key=lambda e: e.rnd):
             entry.check(task, tolerances, truth, graph)
         for i, c in enumerate(contenders):
@@ -308,10 +312,14 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
         return [timing_stats(s, k) for s, k in zip(samples, ks)]
     finally:
         if pool is not None:
-            for c in contenders:
-                if not graph:
-                    c.drop_pool(pool)
-            pool.close()
+            release(contenders, pool)
+
+
+def release(contenders, pool):
+    """Every contender's mapping of a direct runners' `pool`, then the pool."""
+    for c in contenders:
+        c.drop_pool(pool)
+    pool.close()
 
 
 def size_batches(ks, batch, new_sets, target_ms, max_calls):

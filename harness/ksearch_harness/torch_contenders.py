@@ -4,12 +4,14 @@ the input sets into memory the runner maps (read-only on the CPU; on the GPU a C
 exported as a file descriptor, whose inputs the judge checks did not change), poisons every
 output slot before a call, and reads the outputs itself, the moment the runner says "done".
 
-Each contender maps a copy of the input sets of its own, which the judge writes from its own
-(the pool's, which no runner maps) just before each of that contender's calls: every contender
-gets the same values, and none sees a call's inputs before its own call. (With one memory for
-all, a runner timed after another could read a round's inputs while the other was timed, and
-compute its answers then: on the GPU, where a runner's CPU time is not held to its calls, at no
-cost that the judge would see.)
+Each untrusted contender maps a copy of the input sets of its own, which the judge writes from
+its own (the pool's, which no runner maps) just before each of that contender's calls: every
+contender gets the same values, and none sees a call's inputs before its own call. (With one
+memory for all, a runner timed after another could read a round's inputs while the other was
+timed, and compute its answers then: on the GPU, where a runner's CPU time is not held to its
+calls, at no cost that the judge would see.) The trusted contenders (the task's baseline and
+comparisons) share one copy, written before each of their calls in the same way: they do not
+cheat, and a KernelBench input of 7.5 GB is a copy fewer on the GPU.
 
 On the GPU, before every timed batch the judge writes a scratch buffer twice the size of the
 last-level cache (and waits for it), so every call of the batch starts with its inputs in device
@@ -38,6 +40,9 @@ QUIET_LIMIT_S = 2.0
 # Memory a workload's input sets and output slots may take on the GPU, the pool's own and every
 # contender's copy together, at most a third of the device's; the batch size is capped to fit.
 GPU_POOL_BUDGET = 24 << 30
+# A timed call's inputs kept for the check against the reference stay on the GPU up to this size;
+# larger ones wait in host memory (the check runs once the pool and its copies are let go).
+KEPT_ON_DEVICE_BYTES = 1 << 30
 
 
 # Bytes summed at a time by `byte_sum`: its int64 scratch is eight times this.
@@ -107,39 +112,60 @@ class TorchPool:
         self.names = {"inputs": [s["name"] for s in task["inputs"]], "outputs": [s["name"] for s in task["outputs"]]}
         self.dtype_names = {"inputs": [d for _, d in self.in_specs], "outputs": [d for _, d in self.out_specs]}
         self.inputs = TorchMemory(arrays, self.layout.input_region(), sealed=True)
+        self.trusted_copy = None
         self.sums = {}
+
+    def shared_copy(self):
+        """The one copy of the input sets that every trusted contender maps (made on first use,
+        closed with the pool)."""
+        if self.trusted_copy is None:
+            self.trusted_copy = TorchMemory(self.arrays, self.layout.input_region(), sealed=True)
+        return self.trusted_copy
 
     def input_views(self, s):
         return [view(self.torch, self.dtypes, self.inputs.bytes, self.layout.input_offset(s, t), shape, d)
                 for t, (shape, d) in enumerate(self.in_specs)]
 
     def input_arrays(self, s):
-        """A copy of set `s`'s inputs."""
-        return [v.clone() for v in self.input_views(s)]
+        """A copy of set `s`'s inputs: in host memory where they take more than
+        KEPT_ON_DEVICE_BYTES of a GPU (`Truth.outputs` moves them back)."""
+        views = self.input_views(s)
+        if self.arrays.target == "cuda" and sum(v.numel() * v.element_size() for v in views) > KEPT_ON_DEVICE_BYTES:
+            return [v.to("cpu") for v in views]
+        return [v.clone() for v in views]
 
     def output_views(self, buf, s):
         return [view(self.torch, self.dtypes, buf, self.layout.output_offset(s, t), shape, d)
                 for t, (shape, d) in enumerate(self.out_specs)]
 
     def fill(self, task, workload, s, seed):
-        torch = self.torch
-        views = self.input_views(s)
-        if self.make_inputs is not None:
-            made = self.make_inputs(seed=seed, device=str(self.arrays.device), **self.axes)
-            made = list(made) if isinstance(made, (list, tuple)) else [made]
-            if len(made) != len(views):
-                raise CandidateError(f"the reference's make_inputs returned {len(made)} tensor(s); the task declares {len(views)} input(s)")
-            for spec, v, m in zip(task["inputs"], views, made):
-                if not isinstance(m, torch.Tensor):
-                    m = torch.tensor(m)
-                if tuple(m.shape) != tuple(v.shape) or m.dtype != v.dtype:
-                    raise CandidateError(f"the reference's make_inputs made `{spec['name']}` {m.dtype}{list(m.shape)}; the task declares {v.dtype}{list(v.shape)}")
-                v.copy_(m)
-        else:
-            for spec, v in zip(task["inputs"], views):
-                fill_random(torch, v, spec, seed, workload["name"], self.arrays.device)
+        self._draw(task, workload, s, seed)
         if self.arrays.target == "cuda":
             self.sums[s] = self.checksums(s)
+            if self.layout.in_stride > KEPT_ON_DEVICE_BYTES:
+                # What the draw left in the judge's cache (the made tensors, a set's size or
+                # more, all gone with `_draw`'s frame) goes back to the device, which the runners
+                # share.
+                self.torch.cuda.empty_cache()
+
+    def _draw(self, task, workload, s, seed):
+        """Set `s`'s inputs: from the reference's `make_inputs`, else from each input's `init`."""
+        torch = self.torch
+        views = self.input_views(s)
+        if self.make_inputs is None:
+            for spec, v in zip(task["inputs"], views):
+                fill_random(torch, v, spec, seed, workload["name"], self.arrays.device)
+            return
+        made = self.make_inputs(seed=seed, device=str(self.arrays.device), **self.axes)
+        made = list(made) if isinstance(made, (list, tuple)) else [made]
+        if len(made) != len(views):
+            raise CandidateError(f"the reference's make_inputs returned {len(made)} tensor(s); the task declares {len(views)} input(s)")
+        for spec, v, m in zip(task["inputs"], views, made):
+            if not isinstance(m, torch.Tensor):
+                m = torch.tensor(m)
+            if tuple(m.shape) != tuple(v.shape) or m.dtype != v.dtype:
+                raise CandidateError(f"the reference's make_inputs made `{spec['name']}` {m.dtype}{list(m.shape)}; the task declares {v.dtype}{list(v.shape)}")
+            v.copy_(m)
 
     def checksums(self, s, buf=None):
         torch = self.torch
@@ -168,18 +194,22 @@ class TorchPool:
                     return self.names["inputs"][int(diff[0])]
         return None
 
-    def pattern(self, count):
-        """Bytes of `count` output slots as a poisoned call leaves them: outputs all ones (NaN
-        for floats), guards 0xA5."""
-        torch = self.torch
-        buf = np.full(self.layout.out_stride * count, 0xFF, dtype=np.uint8)
-        for s in range(count):
-            for off, n in self.layout.guards(s):
-                buf[off:off + n] = GUARD_BYTE
-        return torch.from_numpy(buf).to(self.arrays.device)
+    def poison(self, buf, sets):
+        """Output slots `sets` (consecutive) of `buf` as a poisoned call leaves them: outputs all
+        ones (NaN for floats), guards 0xA5. Written in place, one fill for the slots and one per
+        guard zone of a slot across all of them: a stored pattern to copy from took as much memory
+        again as a contender's outputs (21 GiB for three contenders of KernelBench's RMSNorm)."""
+        stride = self.layout.out_stride
+        slots = buf[sets[0] * stride:(sets[-1] + 1) * stride].view(len(sets), stride)
+        slots.fill_(0xFF)
+        for off, n in self.layout.guards(0):
+            slots[:, off:off + n].fill_(GUARD_BYTE)
 
     def close(self):
         self.inputs.close()
+        if self.trusted_copy is not None:
+            self.trusted_copy.close()
+            self.trusted_copy = None
 
 
 class GpuWatch:
@@ -263,7 +293,6 @@ class TorchContender:
         self.confinement = self.runner.confinement
         self.outs = {}
         self.ins = {}
-        self.patterns = {}
         self.begun = False
 
     def begin(self):
@@ -289,7 +318,7 @@ class TorchContender:
         return {"init_args": args.get("init", []), "constants": args.get("constants", [])}
 
     def map_pool(self, pool):
-        ins = TorchMemory(self.arrays, pool.layout.input_region(), sealed=True)
+        ins = pool.shared_copy() if self.trusted else TorchMemory(self.arrays, pool.layout.input_region(), sealed=True)
         out = TorchMemory(self.arrays, pool.layout.output_region())
         reply, _ = self.runner.request(
             {"op": "pool", "id": pool.id, "layout": pool.layout.to_json(), "axes": pool.axes, "names": pool.names,
@@ -298,7 +327,8 @@ class TorchContender:
             fds=[ins.ro_fd, out.fd],
         )
         if reply["op"] != "ready":
-            ins.close()
+            if not self.trusted:
+                ins.close()
             out.close()
             if reply["op"] == "error":
                 raise CandidateError(reply["message"])
@@ -307,26 +337,19 @@ class TorchContender:
 
     def drop_pool(self, pool):
         ins, out = self.ins.pop(pool.id, None), self.outs.pop(pool.id, None)
-        self.patterns.pop(pool.id, None)
         try:
             self.runner.request({"op": "drop", "id": pool.id})
         except RunnerLost:
             pass
-        for m in (ins, out):
+        # The trusted contenders' copy is the pool's, closed with it.
+        for m in (out,) if self.trusted else (ins, out):
             if m is not None:
                 m.close()
-
-    def _poison(self, pool, sets):
-        """Every output slot of `sets` (consecutive) to its poisoned pattern, in one copy."""
-        if pool.id not in self.patterns:
-            self.patterns[pool.id] = pool.pattern(pool.layout.sets)
-        a, b = sets[0] * pool.layout.out_stride, (sets[-1] + 1) * pool.layout.out_stride
-        self.outs[pool.id].bytes[a:b].copy_(self.patterns[pool.id][a:b])
 
     def call(self, pool, sets, timed):
         """Run on `sets`; the seconds it took, by the judge's clock."""
         pool.copy_to(self.ins[pool.id].bytes, sets)
-        self._poison(pool, sets)
+        pool.poison(self.outs[pool.id].bytes, sets)
         if self.watch is not None:
             if timed:
                 self.watch.flush()
@@ -414,15 +437,21 @@ class TorchContender:
 
 def torch_pool_factory(arrays, make_inputs):
     def new_pool(task, workload, sets):
+        if arrays.target == "cuda":
+            # The judge's own cached memory (the reference's outputs from the check, earlier
+            # draws: 14 GiB after KernelBench's RMSNorm was checked) goes back to the device
+            # before the pool and the runners' copies are made; the runners cannot use it.
+            arrays.torch.cuda.empty_cache()
         return TorchPool(arrays, task, workload, sets, make_inputs)
 
     return new_pool
 
 
-def max_calls_for(arrays, task, workload, default, contenders):
+def max_calls_for(arrays, task, workload, default, contenders, untrusted):
     """Calls a batch may hold: on the GPU up to 1024 (a short kernel's batch must outlast the
-    message round trip), as far as GPU_POOL_BUDGET holds their sets: the pool's inputs, and each
-    of `contenders`' copy of them and output slots. At least one: a workload whose set fits the
+    message round trip), as far as GPU_POOL_BUDGET holds their sets: the pool's inputs, the
+    copies of them (one for each of the `untrusted` contenders, one for the trusted others), and
+    the output slots of all `contenders`. At least one: a workload whose set fits the
     budget once at most (KernelBench's RMSNorm moves 7.5 GB each way, about 52 GB a set for
     three contenders; two sets ran an 80 GB H100 out of memory) is timed one call a batch, each
     call on its round's fresh set, and a call that large is long enough to be timed alone."""
@@ -433,6 +462,8 @@ def max_calls_for(arrays, task, workload, default, contenders):
     def size(specs):
         return sum(_nbytes(shape_of(s, axes), s["dtype"]) + 2 * GUARD for s in specs)
 
-    per_set = (contenders + 1) * size(task["inputs"]) + contenders * size(task["outputs"])
+    # The pool's inputs, a copy for each untrusted contender and one the trusted ones share.
+    copies = 1 + untrusted + (1 if contenders > untrusted else 0)
+    per_set = copies * size(task["inputs"]) + contenders * size(task["outputs"])
     budget = min(GPU_POOL_BUDGET, arrays.torch.cuda.get_device_properties(arrays.device).total_memory // 3)
     return int(max(1, min(1024, budget // max(per_set, 1))))

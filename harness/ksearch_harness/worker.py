@@ -195,7 +195,7 @@ def run_phases(arrays, req, channel, result, settings, contenders):
         for w, report in zip(req["workloads"], result["workloads"]):
             progress(channel, req, "timing", w["name"])
             try:
-                stats = time_workload(task, w, plan, tol, contenders, baseline, **timing_options(arrays, reference, task, w, len(contenders)))
+                stats = time_workload(task, w, plan, tol, contenders, baseline, **timing_options(arrays, reference, task, w, contenders))
             except TimedFailure as e:
                 c = contenders[e.index]
                 if c.trusted:
@@ -264,7 +264,8 @@ def timing_options(arrays, reference, task, w, contenders):
     from .torch_contenders import max_calls_for, torch_pool_factory
 
     return {"new_pool": torch_pool_factory(arrays, reference.ns.get("make_inputs")),
-            "max_calls": max_calls_for(arrays, task, w, MAX_CALLS, contenders), "truth": truth}
+            "max_calls": max_calls_for(arrays, task, w, MAX_CALLS, len(contenders), sum(not c.trusted for c in contenders)),
+            "truth": truth}
 
 
 class Truth:
@@ -301,6 +302,8 @@ class Truth:
 
                 from .torch_modules import outputs_of
 
+                # Inputs too large to keep on the GPU were kept in host memory.
+                inputs = [x.to(arrays.device) if isinstance(x, torch.Tensor) and x.device != arrays.device else x for x in inputs]
                 args = model_args(self.reference, w)
                 run = self.reference.bind(torch, arrays.device, w["name"], self.axes, args["init"], [s["name"] for s in task["inputs"]], args["constants"])
                 with torch.no_grad():

@@ -629,6 +629,83 @@ class TorchJudgeArrays(unittest.TestCase):
         b[50] ^= 1
         self.assertNotEqual(int(torch_contenders.byte_sum(torch, b)), before)
 
+    def test_poisoning_in_place_leaves_what_a_stored_pattern_left(self):
+        # Outputs all ones (NaN for floats) and guards 0xA5 in the slots asked, nothing else
+        # touched, and no memory the size of the outputs kept for it.
+        import torch
+
+        from ksearch_harness.torch_arrays import TorchArrays
+        from ksearch_harness.torch_contenders import TorchMemory, TorchPool
+
+        task = {"inputs": [{"name": "x", "shape": ["n"], "dtype": "f32"}],
+                "outputs": [{"name": "y", "shape": ["n"], "dtype": "f16"}, {"name": "z", "shape": ["m"], "dtype": "f32"}]}
+        workload = {"name": "w", "axes": {"n": 37, "m": 5}}
+        arrays = TorchArrays("cpu")
+        pool = TorchPool(arrays, task, workload, 3)
+        out = TorchMemory(arrays, pool.layout.output_region())
+        try:
+            before = torch.randint(0, 256, out.bytes.shape, dtype=torch.uint8)
+            out.bytes.copy_(before)
+            pool.poison(out.bytes, [1, 2])
+            stride = pool.layout.out_stride
+            want = np.full(stride, 0xFF, dtype=np.uint8)
+            for off, n in pool.layout.guards(0):
+                want[off:off + n] = shared.GUARD_BYTE
+            got = out.bytes.numpy()
+            np.testing.assert_array_equal(got[:stride], before.numpy()[:stride])
+            np.testing.assert_array_equal(got[stride:], np.tile(want, 2))
+            self.assertTrue(all(bool(torch.isnan(v).all()) for v in pool.output_views(out.bytes, 2)))
+            self.assertFalse(hasattr(pool, "pattern"))
+        finally:
+            out.close()
+            pool.close()
+
+    def test_the_trusted_contenders_share_one_copy_of_the_inputs(self):
+        # Each untrusted contender maps a copy of its own; the baseline and the comparisons map
+        # one copy between them, which the pool owns: a KernelBench input of 7.5 GB is one copy
+        # fewer on the GPU, and `max_calls_for` counts the copies that are made.
+        from types import SimpleNamespace
+
+        from ksearch_harness.torch_arrays import TorchArrays
+        from ksearch_harness.torch_contenders import TorchContender, TorchPool, max_calls_for
+
+        arrays = TorchArrays("cpu")
+        pool = TorchPool(arrays, TASK, WORKLOAD, 2)
+
+        def contender(trusted):
+            c = TorchContender.__new__(TorchContender)
+            c.arrays, c.trusted, c.model_args, c.ins, c.outs = arrays, trusted, {}, {}, {}
+            c.runner = SimpleNamespace(request=lambda header, fds=(): ({"op": "ready"}, []))
+            return c
+        candidate, baseline, comparison = contender(False), contender(True), contender(True)
+        try:
+            for c in (candidate, baseline, comparison):
+                c.map_pool(pool)
+            self.assertIs(baseline.ins[pool.id], comparison.ins[pool.id])
+            self.assertIs(baseline.ins[pool.id], pool.trusted_copy)
+            self.assertIsNot(candidate.ins[pool.id], pool.trusted_copy)
+            copy = pool.trusted_copy
+            baseline.drop_pool(pool)
+            self.assertIsNotNone(copy.bytes, "a trusted contender's drop closed the copy the others map")
+        finally:
+            for c in (candidate, comparison):
+                c.drop_pool(pool)
+            pool.close()
+        self.assertIsNone(copy.bytes)
+        self.assertIsNone(pool.trusted_copy)
+
+        def gpu(total):
+            props = SimpleNamespace(total_memory=total)
+            return SimpleNamespace(target="cuda", device=0, torch=SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda d: props)))
+        large = {"name": "large", "axes": {"r": 2000, "c": 1000}}
+        set_bytes = 2000 * 1000 * 4 + 128
+        budget = 24 << 30
+        # One candidate, a baseline, a comparison: the pool's inputs, the candidate's copy and
+        # the trusted copy, and three contenders' outputs.
+        self.assertEqual(max_calls_for(gpu(80 << 30), TASK, large, 1024, 3, 1), budget // (6 * set_bytes))
+        # No trusted contender: no trusted copy.
+        self.assertEqual(max_calls_for(gpu(80 << 30), TASK, large, 1024, 2, 2), budget // (5 * set_bytes))
+
     def test_outputs_reach_numpy_exactly_without_widening_what_numpy_holds(self):
         import torch
 
@@ -981,9 +1058,9 @@ class TimingArithmetic(unittest.TestCase):
         def gpu(total):
             props = SimpleNamespace(total_memory=total)
             return SimpleNamespace(target="cuda", device=0, torch=SimpleNamespace(cuda=SimpleNamespace(get_device_properties=lambda d: props)))
-        self.assertEqual(max_calls_for(gpu(80 << 30), task, workload, 64, 3), 1)
+        self.assertEqual(max_calls_for(gpu(80 << 30), task, workload, 64, 3, 1), 1)
         small = {"name": "small", "axes": {"b": 1, "f": 64, "d": 512}}
-        self.assertEqual(max_calls_for(gpu(80 << 30), task, small, 64, 3), (24 << 30) // (7 * (64 * 512 * 512 * 4 + 128)))
+        self.assertEqual(max_calls_for(gpu(80 << 30), task, small, 64, 3, 1), (24 << 30) // (6 * (64 * 512 * 512 * 4 + 128)))
         # Timed with one set a pool: no pool of more sets is made, and every sample is one call.
         made = []
 
