@@ -19,12 +19,11 @@ as they are: it is their files that run. `stats(model)` counts which path each c
 step's hundreds of small operations (a few per layer and 48 layers) then cost far fewer
 launches, which is where an uncompiled decode step's time goes.
 
-Around the kernels the adapter computes what mlx-lm computes before its scan, in two ways of its
-own, both exact rewrites: the causal depthwise convolution is the sum of its k shifted products
-(one fused `mx.compile`d function, accumulated in f32) instead of MLX's grouped `Conv1d`, whose
-call costs several times its memory traffic on MLX's CUDA backend; and A = -exp(A_log) and D in
-f32 are computed once at `install`, not at every call. `install(..., conv="mlx")` keeps mlx-lm's
-`Conv1d` (to measure the rewrite's share).
+A = -exp(A_log) and D in f32 are computed once at `install`, not at every call (a launch per
+layer and step saved; new weights loaded later are noticed). The adapter otherwise computes what
+mlx-lm computes before its scan with mlx-lm's own layers. (A convolution written as fused shifted
+products was measured against MLX's grouped `Conv1d` on an H100 and was slower: 7.4 against
+4.2 ms for a prefill's 48 at L=4096; `bench/RESULTS.md`.)
 
 Contracts (the tasks `mlx/selective_scan` and `mlx/selective_state_update`): the kernels take
 u/x, Δ, B, C, z in f16, A, D and the state in f32, and return y already gated by silu(z) (what
@@ -103,18 +102,14 @@ def stats(model):
     return total
 
 
-def install(model, scan=None, step=None, conv="shifted"):
+def install(model, scan=None, step=None):
     """Route every Mamba block of `model` through `scan` (prefill) and `step` (decode), each an
-    `Export` or None (mlx-lm's code for that part). `conv` is how the blocks that use a kernel
-    compute their convolution: "shifted" (the sum of shifted products) or "mlx" (mlx-lm's
-    `Conv1d`). Returns the number of blocks changed."""
-    if conv not in ("shifted", "mlx"):
-        raise ValueError(f"conv is \"shifted\" or \"mlx\", not {conv!r}")
+    `Export` or None (mlx-lm's code for that part). Returns the number of blocks changed."""
     n = 0
     for block in _blocks(model):
         # Plain attributes, not module members (an nn.Module keeps dicts as parameter trees).
         for name, value in (("_ksearch_scan", scan), ("_ksearch_step", step), ("_ksearch_stats", {}),
-                            ("_ksearch_conv", conv), ("_ksearch_constants", _constants(block)),
+                            ("_ksearch_constants", _constants(block)),
                             ("_ksearch_original", getattr(block, "_ksearch_original", block._process_sequence))):
             object.__setattr__(block, name, value)
         object.__setattr__(block, "_process_sequence", types.MethodType(_process_sequence, block))
@@ -183,28 +178,6 @@ def _a_and_d(block):
     return -mx.exp(block.A_log.astype(mx.float32)), block.D.astype(mx.float32)
 
 
-@mx.compile
-def _shifted_conv(x_full, weight, bias):
-    """MLX's `Conv1d` with one group per channel and no padding, on x_full (batch, n + k - 1,
-    channels) with weight (channels, k, 1) and bias (channels,): sum over i < k of
-    x_full[:, i:i + n] * weight[:, i, 0], in f32, then bias, in x_full's dtype."""
-    k = weight.shape[1]
-    n = x_full.shape[1] - k + 1
-    f32 = mx.float32
-    acc = bias.astype(f32) + x_full[:, 0:n].astype(f32) * weight[:, 0, 0].astype(f32)
-    for i in range(1, k):
-        acc = acc + x_full[:, i:i + n].astype(f32) * weight[:, i, 0].astype(f32)
-    return acc.astype(x_full.dtype)
-
-
-def _conv(block, x_full):
-    conv = block.conv1d
-    if block._ksearch_conv == "mlx" or conv.weight.shape[-1] != 1:
-        return conv(x_full)
-    bias = conv.bias if "bias" in conv else mx.zeros((conv.weight.shape[0],), dtype=x_full.dtype)
-    return _shifted_conv(x_full, conv.weight, bias)
-
-
 def _process_sequence(self, x, conv_cache, state_cache):
     batch, length, _ = x.shape
     decode = state_cache is not None
@@ -228,7 +201,7 @@ def _process_sequence(self, x, conv_cache, state_cache):
     else:
         x_full = mx.pad(x, [(0, 0), (k - 1, 0), (0, 0)])
     new_conv_cache = x_full[:, -(k - 1):, :]
-    x = nn.silu(_conv(self, x_full))
+    x = nn.silu(self.conv1d(x_full))
     delta, B, C = mx.split(self.x_proj(x), [self.time_step_rank, self.time_step_rank + self.ssm_state_size], axis=-1)
     delta = nn.softplus(self.dt_proj(delta))
     A, D = _a_and_d(self)

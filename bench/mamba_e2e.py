@@ -227,11 +227,8 @@ def main():
     if paths.get("scan kernel", 0) == 0 or paths.get("step kernel", 0) == 0:
         raise SystemExit(f"the kernels did not run (paths {paths}): the export's verified shapes do not cover this model")
 
-    # (b) twice: as the adapter runs by default, and with mlx-lm's Conv1d in place of the
-    # adapter's shifted-product convolution, to tell the kernels' share from the rewrite's.
-    for name, (s, t, conv) in (("mlx_lm", (None, None, "shifted")), ("mlx_lm_kernels", (scan, step, "shifted")),
-                               ("mlx_lm_kernels_mlx_conv", (scan, step, "mlx"))):
-        mlx_lm_mamba.install(model, scan=s, step=t, conv=conv)
+    for name, (s, t) in (("mlx_lm", (None, None)), ("mlx_lm_kernels", (scan, step))):
+        mlx_lm_mamba.install(model, scan=s, step=t)
         side = {"prefill_tokens_per_s": {}}
         for n in lengths:
             tokens = mx.random.randint(0, config["vocab_size"], (1, n))
@@ -316,27 +313,9 @@ def decode_breakdown(model, step, config, prompt_len):
         x = backbone.norm_f(backbone.embeddings(token))
         mx.eval(backbone.embeddings.as_linear(x) if model.args.tie_word_embeddings else model.lm_head(x))
     out["without_blocks_ms"] = timed(no_blocks, 20, 0.5) * 1e3
-    # A step's convolutions, once per layer on its four positions: mlx-lm's Conv1d and the
-    # adapter's shifted products (each layer's own weights).
-    mixers = _blocks_of(model)
-    window = mx.random.normal((1, config["conv_kernel"], d)).astype(mx.float16)
-    mx.eval(window)
-    for key, conv in conv_ways().items():
-        out[f"convolution_steps_{key}_ms"] = timed(lambda: mx.eval([conv(m, window) for m in mixers]), 20, 0.5) * 1e3
     leaves = [v for _, v in mlx.utils.tree_flatten(model.parameters())]
     out["weight_bytes"] = sum(v.nbytes for v in leaves)
     return out
-
-
-def _blocks_of(model):
-    return [layer.mixer for layer in model.layers]
-
-
-def conv_ways():
-    """A block's convolution of a padded window, as mlx-lm computes it (its Conv1d) and as the
-    adapter does (the sum of shifted products)."""
-    return {"mlx": lambda m, x: m.conv1d(x),
-            "shifted": lambda m, x: mlx_lm_mamba._shifted_conv(x, m.conv1d.weight, m.conv1d.bias)}
 
 
 def prefill_breakdown(model, scan, config, n, reps):
@@ -353,8 +332,7 @@ def prefill_breakdown(model, scan, config, n, reps):
       the model's layers wait on each other (independent calls may overlap on the GPU);
     - scans_on_random_inputs_ms: the same number of calls on one set of random inputs;
     - in_, x_, dt_ and out_projections_ms, convolutions_ms: each other part of the blocks alone
-      (the dt projection with its softplus, the convolution with its SiLU), once per layer;
-      shifted_convolutions_ms: the adapter's convolution (with its SiLU) in place of mlx-lm's."""
+      (the dt projection with its softplus, the convolution with its SiLU), once per layer."""
     layers = config["num_hidden_layers"]
     d, s = config["intermediate_size"], config["state_size"]
     tokens = mx.random.randint(0, config["vocab_size"], (1, n))
@@ -415,17 +393,15 @@ def prefill_breakdown(model, scan, config, n, reps):
 
     out["scans_on_random_inputs_ms"] = timed(lambda: together([(u, dt, A, B, C, D, z)] * layers), reps, 1.0) * 1e3
     # Each other part of a block alone, 48 times on the prefill's shapes, as the adapter calls it.
-    mixers = _blocks_of(model)
+    mixers = [layer.mixer for layer in model.layers]
     rank = config["time_step_rank"]
     hidden = mx.random.normal((1, n, config["hidden_size"])).astype(f16)
     padded = mx.random.normal((1, n + config["conv_kernel"] - 1, d)).astype(f16)
     projected = mixers[0].x_proj(u)
     mx.eval(hidden, padded, projected)
-    ways = conv_ways()
     parts = {
         "in_projections_ms": lambda m: m.in_proj(hidden),
-        "convolutions_ms": lambda m: mlx.nn.silu(ways["mlx"](m, padded)),
-        "shifted_convolutions_ms": lambda m: mlx.nn.silu(ways["shifted"](m, padded)),
+        "convolutions_ms": lambda m: mlx.nn.silu(m.conv1d(padded)),
         "x_projections_ms": lambda m: m.x_proj(u),
         "dt_projections_ms": lambda m: mlx.nn.softplus(m.dt_proj(projected[..., :rank])),
         "out_projections_ms": lambda m: m.out_proj(z),

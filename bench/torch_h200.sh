@@ -47,7 +47,8 @@ rm -rf "$work"
 mkdir -p "$work"
 started=$SECONDS
 # Short but honest timing: one seed for the check, at least 5 samples per contender.
-QUICK=(--seeds 1 --min-runs 5 --min-time-ms 50 --warmup-ms 20 --max-time-ms 3000 --target "$TARGET" --python "$PY")
+# MIN_RUNS and MAX_TIME_MS (defaults 5 and 3000) lengthen it where a call is long.
+QUICK=(--seeds 1 --min-runs "${MIN_RUNS:-5}" --min-time-ms 50 --warmup-ms 20 --max-time-ms "${MAX_TIME_MS:-3000}" --target "$TARGET" --python "$PY")
 
 if [ ! -x "$K" ]; then
   echo "no ksearch binary at $K: build one where cargo is (cargo build --release --locked -p ksearch), copy it to .device/bin/ksearch and carry .device/bin" | tee "$summary"

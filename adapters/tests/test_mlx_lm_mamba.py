@@ -156,7 +156,7 @@ class Adapter(unittest.TestCase):
         with open(out) as f:
             result = json.load(f)
         self.assertTrue(result["check"]["greedy_32_same"])
-        for side in ("mlx_lm", "mlx_lm_kernels", "mlx_lm_kernels_mlx_conv"):
+        for side in ("mlx_lm", "mlx_lm_kernels"):
             # Every decode (eager or compiled steps, each token read or pipelined) gave the
             # tokens of the eager decode read step by step.
             for decode in ("decode", "decode_pipelined", "decode_compiled", "decode_compiled_pipelined"):
@@ -164,21 +164,18 @@ class Adapter(unittest.TestCase):
                 self.assertGreater(result[side][f"{decode}_tokens_per_s"], 0, (side, decode))
                 self.assertEqual(len(result[side][f"{decode}_samples"]), 3, (side, decode))
             self.assertEqual(set(result[side]["prefill_tokens_per_s"]), {"16", "32"})
-        for side in ("mlx_lm_kernels", "mlx_lm_kernels_mlx_conv"):
-            paths = result[side]["paths"]
-            self.assertGreater(paths["scan kernel"], 0)
-            self.assertGreater(paths["compiled decode step"], 0)
+        paths = result["mlx_lm_kernels"]["paths"]
+        self.assertGreater(paths["scan kernel"], 0)
+        self.assertGreater(paths["compiled decode step"], 0)
         self.assertNotIn("scan kernel", result["mlx_lm"]["paths"])
         breakdown = result["decode_breakdown"]
-        for key in ("step_ms", "compiled_step_ms", "state_update_kernels_ms", "without_blocks_ms",
-                    "convolution_steps_mlx_ms", "convolution_steps_shifted_ms"):
+        for key in ("step_ms", "compiled_step_ms", "state_update_kernels_ms", "without_blocks_ms"):
             self.assertGreater(breakdown[key], 0, key)
         self.assertGreater(breakdown["weight_bytes"], 2 * 50280 * 1024)
         prefill = result["prefill_breakdown"]
         self.assertEqual(prefill["length"], 32)
         for key in ("prefill_ms", "without_scans_ms", "scans_on_model_inputs_ms", "scans_on_real_inputs_ms",
-                    "scans_one_at_a_time_ms", "scans_on_random_inputs_ms", "in_projections_ms", "convolutions_ms",
-                    "shifted_convolutions_ms", "x_projections_ms", "dt_projections_ms", "out_projections_ms"):
+                    "scans_one_at_a_time_ms", "scans_on_random_inputs_ms", "in_projections_ms", "convolutions_ms", "x_projections_ms", "dt_projections_ms", "out_projections_ms"):
             self.assertGreater(prefill[key], 0, key)
         self.assertEqual(prefill["real_inputs_nonfinite"], 0)
         # The third column is written before the breakdowns, so that a failing breakdown
@@ -206,34 +203,6 @@ class Adapter(unittest.TestCase):
         self.logits([[1] * 16])
         self.assertEqual(len(self.scan_calls), want_calls)
         self.assertEqual(mlx_lm_mamba.stats(self.model), {"mlx-lm": 2})
-
-    def test_the_shifted_convolution_is_mlx_lms_convolution(self):
-        # The adapter's convolution against mlx-lm's Conv1d, on a prefill's padded input and a
-        # decode step's four positions, in f32 and f16, with the bias and without.
-        block = self.model.layers[0].mixer
-        conv = block.conv1d
-        for shape in ((1, 16 + 3, 64), (3, 4, 64)):
-            for dtype, tol in ((mx.float32, 1e-5), (mx.float16, 2e-3)):
-                with self.subTest(shape=shape, dtype=dtype):
-                    x = mx.random.normal(shape).astype(dtype)
-                    w = conv.weight.astype(dtype)
-                    b = conv.bias.astype(dtype)
-                    want = (mx.conv1d(x.astype(mx.float32), w.astype(mx.float32), groups=64) + b.astype(mx.float32))
-                    got = mlx_lm_mamba._shifted_conv(x, w, b)
-                    self.assertEqual(got.shape, (shape[0], shape[1] - 3, 64))
-                    self.assertEqual(got.dtype, dtype)
-                    self.assertLess(float(mx.abs(got.astype(mx.float32) - want).max()), tol * (1 + float(mx.abs(want).max())))
-                    unbiased = mlx_lm_mamba._shifted_conv(x, w, mx.zeros_like(b))
-                    self.assertLess(float(mx.abs(unbiased.astype(mx.float32) - (want - b.astype(mx.float32))).max()), tol * (1 + float(mx.abs(want).max())))
-        # Installed with conv="mlx", a block computes mlx-lm's Conv1d: the same logits either way.
-        prompt = [[int(t) for t in mx.random.randint(0, 96, (32,)).tolist()]]
-        mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step, conv="mlx")
-        with_mlx = self.logits(prompt)
-        mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step)
-        shifted = self.logits(prompt)
-        self.assertLess(float(mx.abs(with_mlx - shifted).max()), 1e-4 * (1 + float(mx.abs(with_mlx).max())))
-        with self.assertRaisesRegex(ValueError, "conv is"):
-            mlx_lm_mamba.install(self.model, conv="cudnn")
 
     def test_a_and_d_are_computed_at_install_and_again_for_new_weights(self):
         mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step)

@@ -157,7 +157,8 @@ class DirectContender:
             vals.append(float(views[key][i]))
         return vals
 
-    def fetch(self, pool, sets, call):
+    def fetch(self, pool, sets, call, views=False):
+        """Copies of call `call`'s outputs (`views` is the torch backend's)."""
         t = broken_guard(pool.layout, self.pools[pool.id].map, sets[call])
         if t is not None:
             raise BadOutput(f"while timed, wrote outside the bounds of output {t}")

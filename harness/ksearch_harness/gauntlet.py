@@ -49,7 +49,7 @@ def compare(spec, got, expected, tol):
     chunks (COMPARE_CHUNK elements of numpy arrays; TORCH_COMPARE_CHUNK of PyTorch tensors, on
     their device: both arguments tensors), in float64."""
     name = spec["name"]
-    if _is_tensor(got) and _is_tensor(expected):
+    if is_tensor(got) and is_tensor(expected):
         import torch
 
         if got.shape != expected.shape:
@@ -105,7 +105,7 @@ def compare(spec, got, expected, tol):
 TORCH_COMPARE_CHUNK = 1 << 24
 
 
-def _is_tensor(x):
+def is_tensor(x):
     return type(x).__module__.startswith("torch") and hasattr(x, "device")
 
 

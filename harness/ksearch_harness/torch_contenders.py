@@ -422,10 +422,15 @@ class TorchContender:
             vals[picked] = self.arrays.to_numpy(got).astype(np.float64).reshape(-1)
         return vals.tolist()
 
-    def fetch(self, pool, sets, call):
+    def fetch(self, pool, sets, call, views=False):
+        """The outputs of call `call`: copies in host memory, or (`views`, on the GPU) tensors of
+        the slot itself, to compare on the device before the slot is used again (a whole
+        KernelBench output copied to the host and compared there took seconds a round)."""
         name = self._guard(pool, sets[call])
         if name is not None:
             raise BadOutput(f"while timed, wrote outside the bounds of `{name}`")
+        if views and self.arrays.target == "cuda":
+            return pool.output_views(self.outs[pool.id].bytes, sets[call])
         return self.outputs(pool, sets[call])
 
     def stop(self):

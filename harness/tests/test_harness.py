@@ -569,6 +569,42 @@ class DirectRunner(unittest.TestCase):
 
 
 class Pausing(unittest.TestCase):
+    def test_a_paused_runner_is_continued_before_its_batch_is_timed(self):
+        from ksearch_harness import link
+
+        c = direct(REF)
+        pool = contenders.Pool(TASK, WORKLOAD, 1)
+        events = []
+        runner = c.runner
+        resume = runner._resume
+        clock = link.time.time_ns
+
+        def resuming():
+            events.append(("resume", runner.paused))
+            resume()
+
+        def stamped():
+            events.append(("clock", runner.paused))
+            return clock()
+        try:
+            pool.fill(TASK, WORKLOAD, 0, 1)
+            c.map_pool(pool)
+            self.assertTrue(runner.pause())
+            runner._resume = resuming
+            link.time.time_ns = stamped
+            try:
+                c.call(pool, [0], True)
+            finally:
+                link.time.time_ns = clock
+            # The runner was continued while paused, and the clock started after that.
+            self.assertEqual(events[0], ("resume", True))
+            self.assertIn(("clock", False), events)
+            self.assertNotIn(("clock", True), events)
+            c.drop_pool(pool)
+        finally:
+            pool.close()
+            c.stop()
+
     def test_a_paused_runner_runs_nothing_until_the_judge_turns_to_it(self):
         # A module whose thread counts while nobody calls it: paused, it counts nothing.
         text = ("import threading, time\nimport numpy as np\n_n = [0]\n"
@@ -705,6 +741,34 @@ class TorchJudgeArrays(unittest.TestCase):
         self.assertEqual(max_calls_for(gpu(80 << 30), TASK, large, 1024, 3, 1), budget // (6 * set_bytes))
         # No trusted contender: no trusted copy.
         self.assertEqual(max_calls_for(gpu(80 << 30), TASK, large, 1024, 2, 2), budget // (5 * set_bytes))
+
+    def test_a_whole_timed_output_is_compared_as_the_runner_gives_it(self):
+        # verify_round asks direct runners for views of the slots; a torch runner on the GPU
+        # gives tensors, compared on their device (here CPU tensors stand in for them).
+        import torch
+
+        class Stub:
+            def __init__(self, out, trusted):
+                self.out, self.trusted, self.asked = out, trusted, []
+
+            def fetch(self, pool, sets, call, views=False):
+                self.asked.append(views)
+                return [self.out]
+
+            def sample(self, pool, sets, positions):
+                return []
+
+        want = torch.arange(15, dtype=torch.float32).reshape(3, 5)
+        for got, fails in ((want.clone(), False), (want + 0.5, True)):
+            runs = [Stub(got, False), Stub(want, True)]
+            args = (TASK, WORKLOAD, TOL, runs, 1, [1, 1], [([], []), None], np.random.default_rng(0), True, False, None, [[0], [0]], (0, 1),
+                    lambda i, f, *a, **k: f(*a, **k))
+            if fails:
+                with self.assertRaisesRegex(timing.TimedIncorrect, "compared with the baseline"):
+                    timing.verify_round(*args)
+            else:
+                timing.verify_round(*args)
+            self.assertEqual([r.asked for r in runs], [[True], [True]])
 
     def test_outputs_reach_numpy_exactly_without_widening_what_numpy_holds(self):
         import torch
@@ -1043,6 +1107,17 @@ class TimingArithmetic(unittest.TestCase):
             self.assertGreater(s["median_ms"], 0.0)
             self.assertLessEqual(s["p10_ms"], s["median_ms"])
             self.assertLessEqual(s["median_ms"], s["p90_ms"])
+
+    def test_every_contender_runs_in_every_place_equally_often(self):
+        for n in (1, 2, 3, 4):
+            rounds = [timing.round_order(r, n) for r in range(2 * n)]
+            for order in rounds:
+                self.assertEqual(sorted(order), list(range(n)))
+            for place in range(n):
+                firsts = [order[place] for order in rounds]
+                self.assertEqual(sorted(firsts), sorted(list(range(n)) * 2), (n, place))
+        # Two contenders still alternate.
+        self.assertEqual([timing.round_order(r, 2) for r in range(2)], [[0, 1], [1, 0]])
 
     def test_a_workload_whose_sets_fit_once_is_timed_one_call_a_batch(self):
         # KernelBench's RMSNorm: 7.5 GB in and out; three contenders' sets come to 52.5 GB, so
