@@ -948,7 +948,7 @@ class TimingArithmetic(unittest.TestCase):
         self.assertEqual(timing.graph_round_calls(task, large, 64), timing.GRAPH_ROUND_BYTES // per_set)
         self.assertLess(timing.graph_round_calls(task, large, 64), 64)
         huge = {"b": 64, "h": 32, "n": 4096, "d": 128}
-        self.assertEqual(timing.graph_round_calls(task, huge, 64), 2)
+        self.assertEqual(timing.graph_round_calls(task, huge, 64), 1)
 
     @unittest.skipUnless(importlib.util.find_spec("mlx") is not None, "needs MLX (pip install \"mlx[cpu]\")")
     def test_a_graph_round_gives_every_call_its_own_inputs_of_the_declared_shapes(self):
@@ -1180,6 +1180,22 @@ class TimingArithmetic(unittest.TestCase):
                 timing.time_workload(TASK, WORKLOAD, plan, TOL, [FakeGraph(False, drift), FakeGraph(True)], 1, truth=FakeTruth())
             self.assertEqual(e.exception.index, 0)
             self.assertIn("compared with the reference", e.exception.message)
+
+    def test_a_graph_round_of_one_set_times_one_call_a_batch(self):
+        # A set larger than a graph round's bytes: every round holds one set, every batch one
+        # call, and the timing still checks what it kept.
+        class Counted(FakeGraph):
+            def round(self, workload, seed, count, window=None):
+                self.counts = getattr(self, "counts", []) + [count]
+                super().round(workload, seed, count, window)
+        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
+        runs = [Counted(False), Counted(True)]
+        out = timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1, truth=FakeTruth(), round_bytes=1)
+        for r in runs:
+            self.assertEqual(set(r.counts), {1})
+        for s in out:
+            self.assertEqual(s["calls_per_sample"], 1)
+            self.assertGreaterEqual(s["runs"], 3)
 
     def test_kept_calls_are_as_many_as_the_judges_memory_allows(self):
         self.assertEqual(timing.kept_slots(TASK, {"r": 3, "c": 5}, 2, True), timing.KEPT_CALLS)

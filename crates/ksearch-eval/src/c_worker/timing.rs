@@ -1,4 +1,4 @@
-//! Timing, measured by the judge: contenders interleaved round by round (order alternating), each
+//! Timing, measured by the judge: contenders interleaved round by round (order rotating), each
 //! a batch of calls between the doorbell's `go` and the runner's `done`.
 //!
 //! Every timed call sees inputs no earlier call saw: before each round the judge changes every
@@ -274,12 +274,7 @@ pub(crate) fn time_workload(
             }
         });
         let mut snapshots: Vec<Vec<Sample>> = vec![Vec::new(); n];
-        let turn: Vec<usize> = if round % 2 == 0 {
-            (0..n).collect()
-        } else {
-            (0..n).rev().collect()
-        };
-        for i in turn {
+        for i in round_order(round, n) {
             let k = batch[i].0;
             // The untrusted others are idle while this batch is timed (asleep on their sockets):
             // their CPU from its start to its end must stay at about nothing.
@@ -421,8 +416,33 @@ fn map(contenders: &mut [Timed<'_>], pool: &Pool) -> Result<(), TimingStop> {
     Ok(())
 }
 
+/// The order of `n` contenders in round `round`: rotated a place each round, so that every
+/// contender runs in every place equally often (the harness's `timing.round_order`).
+fn round_order(round: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |j| (round + j) % n)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_contender_runs_in_every_place_equally_often() {
+        for n in 1..5 {
+            for place in 0..n {
+                let mut at: Vec<usize> = (0..n)
+                    .map(|round| super::round_order(round, n).nth(place).unwrap())
+                    .collect();
+                at.sort_unstable();
+                assert_eq!(
+                    at,
+                    (0..n).collect::<Vec<_>>(),
+                    "{n} contenders, place {place}"
+                );
+            }
+        }
+        let two: Vec<Vec<usize>> = (0..2).map(|r| super::round_order(r, 2).collect()).collect();
+        assert_eq!(two, vec![vec![0, 1], vec![1, 0]]);
+    }
+
     use super::*;
 
     #[test]
