@@ -451,9 +451,8 @@ class Runner:
         the kernel's stamp of the runner's "done" on the clock socket (or, without stamps, to
         its arrival here); to the answer's arrival when the answer comes late."""
         # A paused runner is continued before the clock starts: waking a stopped process (a
-        # CUDA process's driver threads among it) is the judge's cost, not the batch's. Inside
-        # the window it cost an untrusted torch runner 3-7% of a 20 ms call on an H100, where
-        # the trusted baseline, never paused, paid nothing.
+        # CUDA process's driver threads among it) is the judge's cost, not the batch's, and a
+        # trusted baseline, never paused, would not pay it.
         self._resume()
         # Clock bytes left over from an earlier batch say nothing about this one.
         while True:

@@ -1,7 +1,7 @@
 """Timing, measured by the judge's clock around each batch a runner runs: contenders interleaved
-round by round, the order rotating (`round_order`). On MLX one synchronisation costs a fixed host overhead (about
-0.15-0.2 ms on the CUDA backend, measured on an H200), so a batch lasts at least MIN_BATCH_MS
-where MAX_CALLS calls (GRAPH_MAX_CALLS for a graph runner) allow it.
+round by round, the order rotating (`round_order`). On MLX one synchronisation costs a fixed
+host overhead (about 0.15-0.2 ms on the CUDA backend, measured on an H200), so a batch lasts at
+least MIN_BATCH_MS where MAX_CALLS calls (GRAPH_MAX_CALLS for a graph runner) allow it.
 
 Every timed call sees inputs no earlier call saw: each round draws fresh inputs for every call
 (from seeds the runner cannot predict). Each contender runs its own number of calls a batch. The
@@ -183,7 +183,7 @@ def time_workload(task, workload, plan, tolerances, contenders, baseline, new_po
                     guarded(i, c.round, workload, seed(), count)
                 return
             release(contenders, pool)
-            pool = None
+            pool = None  # released once: `finally` has nothing left if new_pool fails
             pool = new_pool(task, workload, count)
             for s in range(count):
                 pool.fill(task, workload, s, seed())

@@ -40,9 +40,10 @@ QUIET_LIMIT_S = 2.0
 # Memory a workload's input sets and output slots may take on the GPU, the pool's own and every
 # contender's copy together, at most a third of the device's; the batch size is capped to fit.
 GPU_POOL_BUDGET = 24 << 30
-# A timed call's inputs kept for the check against the reference stay on the GPU up to this size;
-# larger ones wait in host memory (the check runs once the pool and its copies are let go).
-KEPT_ON_DEVICE_BYTES = 1 << 30
+# A GPU input set larger than this is a large one: a timed call's inputs kept for the check
+# against the reference wait in host memory (the check runs once the pool and its copies are let
+# go), and the judge gives its cached memory back after drawing each such set.
+LARGE_SET_BYTES = 1 << 30
 
 
 # Bytes summed at a time by `byte_sum`: its int64 scratch is eight times this.
@@ -128,9 +129,9 @@ class TorchPool:
 
     def input_arrays(self, s):
         """A copy of set `s`'s inputs: in host memory where they take more than
-        KEPT_ON_DEVICE_BYTES of a GPU (`Truth.outputs` moves them back)."""
+        LARGE_SET_BYTES of a GPU (`Truth.outputs` moves them back)."""
         views = self.input_views(s)
-        if self.arrays.target == "cuda" and sum(v.numel() * v.element_size() for v in views) > KEPT_ON_DEVICE_BYTES:
+        if self.arrays.target == "cuda" and sum(v.numel() * v.element_size() for v in views) > LARGE_SET_BYTES:
             return [v.to("cpu") for v in views]
         return [v.clone() for v in views]
 
@@ -142,7 +143,7 @@ class TorchPool:
         self._draw(task, workload, s, seed)
         if self.arrays.target == "cuda":
             self.sums[s] = self.checksums(s)
-            if self.layout.in_stride > KEPT_ON_DEVICE_BYTES:
+            if self.layout.in_stride > LARGE_SET_BYTES:
                 # What the draw left in the judge's cache (the made tensors, a set's size or
                 # more, all gone with `_draw`'s frame) goes back to the device, which the runners
                 # share.

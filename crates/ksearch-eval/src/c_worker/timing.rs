@@ -424,12 +424,14 @@ fn round_order(round: usize, n: usize) -> impl Iterator<Item = usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn every_contender_runs_in_every_place_equally_often() {
         for n in 1..5 {
             for place in 0..n {
                 let mut at: Vec<usize> = (0..n)
-                    .map(|round| super::round_order(round, n).nth(place).unwrap())
+                    .map(|round| round_order(round, n).nth(place).unwrap())
                     .collect();
                 at.sort_unstable();
                 assert_eq!(
@@ -439,11 +441,9 @@ mod tests {
                 );
             }
         }
-        let two: Vec<Vec<usize>> = (0..2).map(|r| super::round_order(r, 2).collect()).collect();
+        let two: Vec<Vec<usize>> = (0..2).map(|r| round_order(r, 2).collect()).collect();
         assert_eq!(two, vec![vec![0, 1], vec![1, 0]]);
     }
-
-    use super::*;
 
     #[test]
     fn cache_sizes_parse() {

@@ -51,7 +51,7 @@ fn the_mlx_lm_mamba_adapter_tests_pass() {
     let (ok, text) = unittest_discover("adapters/tests", &[]);
     assert!(ok, "{text}");
     assert!(
-        text.contains("Ran 5 tests") && text.contains("OK"),
+        text.contains("Ran 6 tests") && text.contains("OK"),
         "{text}"
     );
 }
