@@ -103,13 +103,34 @@ mod torch_harness_cpu_only {
         ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
     )]
     fn answers_remembered_by_address_are_caught_while_timed() {
-        let f = TorchCpuFixture::new();
-        let e = f.evaluate_text(
-            "candidate.py",
+        caught_while_timed(
             include_str!("../fixtures/hostile/remembers_by_address.py"),
+            "REMEMBERED by address",
         );
+    }
+
+    /// Checks and timed calls told apart by the input's storage (a checked call's fresh copy
+    /// against a timed call's view of the round's shared sets), and the work skipped when
+    /// timed: the timed outputs, sampled and compared with the baseline's, give it away.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn work_skipped_when_the_inputs_storage_says_timed_is_caught() {
+        caught_while_timed(
+            include_str!("../fixtures/hostile/tells_checks_by_their_storage.py"),
+            "TIMED by storage",
+        );
+    }
+
+    /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
+    /// found its timed outputs wrong.
+    fn caught_while_timed(text: &str, marker: &str) {
+        let f = TorchCpuFixture::new();
+        let e = f.evaluate_text("candidate.py", text);
         let out = printed(&e);
-        assert!(out.contains("REMEMBERED by address"), "{out}");
+        assert!(out.contains(marker), "{out}");
         assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
         assert!(
             e.result.message.contains("while timed"),
