@@ -11,6 +11,8 @@
 #                       space's seed values; WORKLOADS (names, spaces between) limits each
 #                       evaluation to those workloads; TAG names the output (pins-TASK-TAG);
 #                       AGAINST (a file) is timed beside each point as well (`eval --against`)
+#   files TASK          evaluate module files as `pins` evaluates its points: FILES holds their
+#                       paths (spaces between); WORKLOADS, TAG and AGAINST as for `pins`
 #   graphs TASK         `pins` twice, for the same POINTS: with MLX's CUDA graphs off, as the
 #                       evaluator runs its executors, then on (MLX_USE_CUDA_GRAPHS=1), under
 #                       which a batch's independent calls may overlap on the GPU
@@ -49,6 +51,17 @@ case "$step" in
   graphs)
     TAG=graphs-off bash "$0" pins "$task"
     MLX_USE_CUDA_GRAPHS=1 TAG=graphs-on bash "$0" pins "$task"
+    ;;
+  files)
+    for f in ${FILES:?FILES names the module files}; do
+      s=$(date +%s%N)
+      wl=()
+      for w in ${WORKLOADS:-}; do wl+=(--workload "$w"); done
+      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" "${wl[@]}" ${AGAINST:+--against "$AGAINST"} > "${f%.py}.json" 2> "${f%.py}.err"
+      ms=$(( ($(date +%s%N) - s) / 1000000 ))
+      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
+        || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
+    done | tee "$OUTDIR/files-$task${TAG:+-$TAG}.txt"
     ;;
   pins)
     pts="$OUTDIR/pins-$task${TAG:+-$TAG}"

@@ -443,7 +443,9 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
     // The state update: one to sixteen threads per channel, scalar and 2- and 4-wide vector loads.
     // Attention: FMAs, and tensor cores (mma.sync, ldmatrix and cp.async emulated warp-wide as the
     // PTX ISA lays out the fragments) with per-element and ldmatrix fragments, one and two
-    // 16-row tiles a warp, one to eight warps, causal or not, head dimensions 128 and 64.
+    // 16-row tiles a warp, one to eight warps, causal or not, head dimensions 128 and 64; and
+    // Hopper's warpgroup products (wgmma, one and two warpgroups, 64- and 128-key tiles), their
+    // shared-memory operands read through descriptors as the emulator reads the PTX ISA.
     let cases = [
         (
             "selective_scan",
@@ -481,6 +483,16 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
             &[
                 "mma=1 warps=8 block_n=16 ldmatrix=1 rows=32 vload=1",
                 "mma=1 warps=1 block_n=16 cp_async=1 exp2=1",
+                "mma=1 wgmma=1 warps=4 block_n=128 cp_async=1",
+            ][..],
+        ),
+        (
+            "attention",
+            r#"{"batch": 1, "heads": 2, "seq": 256, "dim": 128, "causal": 1}"#,
+            &[
+                "mma=1 wgmma=1 warps=4 block_n=64 cp_async=1 skip=1 exp2=1",
+                "mma=1 wgmma=1 warps=8 block_n=128 cp_async=1 skip=1",
+                "mma=1 wgmma=1 warps=8 block_n=64 cp_async=1 skip=0",
             ][..],
         ),
     ];
@@ -531,6 +543,46 @@ fn the_emulator_tells_a_misplaced_tensor_core_fragment_from_a_right_one() {
     let lines: Vec<_> = stdout.lines().collect();
     assert!(lines[0].starts_with("ok  "), "{stdout}");
     assert!(lines[1].starts_with("BAD wrong.py: o: "), "{stdout}");
+}
+
+#[test]
+#[cfg_attr(
+    not(all(has_mlx, has_gxx)),
+    ignore = "needs python3 with MLX, and g++ (`.ci/run` installs them)"
+)]
+fn the_emulator_tells_swapped_warpgroup_descriptor_strides_from_right_ones() {
+    // A descriptor's two strides (between 8×8 blocks along K, and along M or N) swapped gives
+    // wrong tiles, not an error: for Q·Kᵀ (both operands K-major) and for P·V (V transposed), the
+    // emulated wgmma must give wrong outputs, or the passing warpgroup points above would prove
+    // nothing about the layout. (Which reading the hardware has is checked on a GPU:
+    // bench/attention_wgmma_check.py.)
+    let (_tmp, files) = rendered(
+        "mlx/attention",
+        &["mma=1 wgmma=1 warps=4 block_n=64 cp_async=1"],
+    );
+    let right = fs_err::read_to_string(&files[0]).unwrap();
+    let swaps = [
+        ("qk", "BN * 16, 128)", "128, BN * 16)"),
+        ("pv", "8 * 16, BN * 16)", "BN * 16, 8 * 16)"),
+    ];
+    let mut args = vec![files[0].clone()];
+    for (name, from, to) in swaps {
+        assert_eq!(right.matches(from).count(), 1, "{right}");
+        let wrong = files[0].with_file_name(format!("wrong-{name}.py"));
+        fs_err::write(&wrong, right.replace(from, to)).unwrap();
+        args.push(wrong);
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx/attention");
+    let (code, stdout, stderr) = run(std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_emulate/emulate.py"))
+        .arg(dir)
+        .arg(r#"{"batch": 1, "heads": 1, "seq": 128, "dim": 128, "causal": 0}"#)
+        .args(&args));
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let lines: Vec<_> = stdout.lines().collect();
+    assert!(lines[0].starts_with("ok  "), "{stdout}");
+    assert!(lines[1].starts_with("BAD wrong-qk.py: o: "), "{stdout}");
+    assert!(lines[2].starts_with("BAD wrong-pv.py: o: "), "{stdout}");
 }
 
 #[test]

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""What one call costs through MLX's `cuda_kernel` path, against the selective state update's
+memory floor (issue 11: "at least 70% of the memory floor for batch 16").
+
+Times, per call, in batches of CALLS independent calls per `mx.eval` (the evaluator's shape of a
+batch), the median of BATCHES batches, all kinds side by side in alternating batches:
+  empty   a kernel of one block that writes one element: the launch path and nothing else;
+  copy    a kernel that reads the b16 state (16 × 2048 × 16 f32, 2 MiB) and writes a copy: the
+          state update's floor traffic with no arithmetic;
+  ssu_b1, ssu_b16   the exported state update (EXPORT, a `ksearch export` directory) at batch 1
+          and 16.
+Run it with MLX_USE_CUDA_GRAPHS=0 (as the evaluator's executors run) and =1. Under a profiler
+(`nsys profile --stats=true`), the kernels' own GPU times come out of the same run.
+
+    python3 bench/mlx_launch_floor.py --export DIR   (prints one JSON object)
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import mlx.core as mx
+
+CALLS, BATCHES, SETS = 50, 30, 4
+B, DI, DS = 16, 2048, 16
+
+EMPTY = """
+    if (threadIdx.x == 0 && blockIdx.x == 0) o[0] = x[0];
+"""
+COPY = """
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)NV) reinterpret_cast<float4*>(o)[i] = reinterpret_cast<const float4*>(x)[i];
+"""
+
+
+def kinds(export):
+    empty = mx.fast.cuda_kernel(name="floor_empty", input_names=["x"], output_names=["o"], source=EMPTY)
+    copy = mx.fast.cuda_kernel(name="floor_copy", input_names=["x"], output_names=["o"], source=COPY)
+    sys.path.insert(0, export)
+    from selective_state_update import selective_state_update as ssu  # noqa: PLC0415
+
+    def inputs(batch):
+        return [
+            mx.random.normal((batch, DI, DS)).astype(mx.float32),
+            mx.random.normal((batch, DI)).astype(mx.float16),
+            mx.random.uniform(0.001, 0.1, (batch, DI)).astype(mx.float16),
+            mx.random.uniform(-16.0, -1.0, (DI, DS)).astype(mx.float32),
+            mx.random.normal((batch, DS)).astype(mx.float16),
+            mx.random.normal((batch, DS)).astype(mx.float16),
+            mx.random.uniform(0.5, 1.5, (DI,)).astype(mx.float32),
+            mx.random.normal((batch, DI)).astype(mx.float16),
+        ]
+
+    nv = B * DI * DS // 4
+    return {
+        "empty": ([[mx.ones((4,), dtype=mx.float32)] for _ in range(SETS)],
+                  lambda x: empty(inputs=[x], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(4,)],
+                                  output_dtypes=[mx.float32])[0]),
+        "copy": ([[mx.random.normal((B, DI, DS)).astype(mx.float32)] for _ in range(SETS)],
+                 lambda x: copy(inputs=[x], template=[("NV", nv)], grid=(nv, 1, 1), threadgroup=(256, 1, 1),
+                                output_shapes=[(B, DI, DS)], output_dtypes=[mx.float32])[0]),
+        "ssu_b1": ([inputs(1) for _ in range(SETS)], lambda *a: ssu(*a, batch=1, dinner=DI, dstate=DS)),
+        "ssu_b16": ([inputs(B) for _ in range(SETS)], lambda *a: ssu(*a, batch=B, dinner=DI, dstate=DS)),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--export", required=True)
+    args = ap.parse_args()
+    mx.random.seed(0)
+    ks = kinds(args.export)
+    for sets, _ in ks.values():
+        mx.eval(sets)
+
+    def batch(sets, fn):
+        t0 = time.perf_counter()
+        mx.eval([fn(*sets[i % SETS]) for i in range(CALLS)])
+        return (time.perf_counter() - t0) * 1e6 / CALLS
+
+    times = {name: [] for name in ks}
+    for name, (sets, fn) in ks.items():
+        batch(sets, fn)
+        batch(sets, fn)
+    for _ in range(BATCHES):
+        for name, (sets, fn) in ks.items():
+            times[name].append(batch(sets, fn))
+    state_bytes = B * DI * DS * 4
+    out = {
+        "graphs": os.environ.get("MLX_USE_CUDA_GRAPHS"),
+        "calls_a_batch": CALLS,
+        "batches": BATCHES,
+        "us_per_call_median": {n: sorted(t)[len(t) // 2] for n, t in times.items()},
+        "us_per_call_min": {n: min(t) for n, t in times.items()},
+        "b16_state_bytes_read_and_written": 2 * state_bytes,
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
