@@ -406,40 +406,58 @@ impl BuiltinProposer {
 
     /// `point`, or where it breaks a constraint, `point` with the smallest change of one other
     /// knob than `knob` that meets them all: fewest values away, then the cheapest by the cost
-    /// model. It is the step a kernel engineer takes with a change (a larger tile brings more
-    /// warps, a deeper reduction step fewer pipeline stages), without which the change alone
-    /// would never be proposed. `None` when no such change exists.
+    /// model; where no one knob does, of two. It is the step a kernel engineer takes with a
+    /// change (a larger tile brings more warps, a deeper reduction step fewer pipeline stages,
+    /// warpgroup products whole warpgroups and one row tile a warp), without which the change
+    /// alone would never be proposed. `None` when no such change exists.
     fn repaired(&self, task: &Task, point: Point, knob: &str) -> Option<Point> {
         if self.family.valid(&point) {
             return Some(point);
         }
-        let mut best: Option<(usize, f64, Point)> = None;
-        for other in self.family.knobs().iter().filter(|k| k.name != knob) {
-            let Some(now) = point.get(&other.name) else {
-                continue;
-            };
-            let Some(i) = other.values.iter().position(|v| v.value == *now) else {
-                continue;
-            };
-            for (j, v) in other.values.iter().enumerate() {
-                if j == i {
-                    continue;
-                }
-                let mut p = point.clone();
-                p.insert(other.name.clone(), v.value);
-                if !self.family.valid(&p) {
-                    continue;
-                }
-                let key = (i.abs_diff(j), self.cycles(task, &p));
-                if best
-                    .as_ref()
-                    .is_none_or(|(d, c, _)| key.0 < *d || (key.0 == *d && key.1 < *c))
-                {
-                    best = Some((key.0, key.1, p));
-                }
+        // Every other value of every other knob, with its distance in values from the point's.
+        let moves: Vec<(usize, &str, i64)> = self
+            .family
+            .knobs()
+            .iter()
+            .filter(|k| k.name != knob)
+            .filter_map(|k| {
+                let now = point.get(&k.name)?;
+                let i = k.values.iter().position(|v| v.value == *now)?;
+                Some(
+                    k.values
+                        .iter()
+                        .enumerate()
+                        .filter(move |(j, _)| *j != i)
+                        .map(move |(j, v)| (i.abs_diff(j), k.name.as_str(), v.value)),
+                )
+            })
+            .flatten()
+            .collect();
+        // The valid one of `candidates` fewest values away, then the cheapest.
+        let pick = |candidates: Vec<(usize, Point)>| -> Option<Point> {
+            candidates
+                .into_iter()
+                .filter(|(_, p)| self.family.valid(p))
+                .map(|(d, p)| (d, self.cycles(task, &p), p))
+                .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
+                .map(|(_, _, p)| p)
+        };
+        let with = |changes: &[&(usize, &str, i64)]| {
+            let mut p = point.clone();
+            for (_, name, value) in changes {
+                p.insert((*name).to_owned(), *value);
             }
-        }
-        best.map(|(_, _, p)| p)
+            (changes.iter().map(|c| c.0).sum(), p)
+        };
+        pick(moves.iter().map(|m| with(&[m])).collect()).or_else(|| {
+            let pairs = moves.iter().enumerate().flat_map(|(i, a)| {
+                moves[i + 1..]
+                    .iter()
+                    .filter(move |b| b.1 != a.1)
+                    .map(move |b| (a, b))
+            });
+            pick(pairs.map(|(a, b)| with(&[a, b])).collect())
+        })
     }
 
     /// The other knobs a step changes with its own (its repair), as labels: ", with 8 warps".

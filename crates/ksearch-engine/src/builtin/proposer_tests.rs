@@ -220,13 +220,80 @@ fn a_change_that_breaks_a_constraint_alone_comes_with_the_smallest_repair() {
         .unwrap();
     assert_eq!(deeper.get("stages"), Some(&4));
     assert_eq!(deeper.get("block_n"), Some(&256));
-    // A valid change is left as it is; one no single other knob can repair is not proposed.
+    // A valid change is left as it is.
     assert_eq!(p.repaired(&task, from.clone(), "warps"), Some(from.clone()));
-    let mut hopeless = from.clone();
-    hopeless.insert("block_m".into(), 256);
-    hopeless.insert("block_n".into(), 256);
-    hopeless.insert("block_k".into(), 128);
+    // Where no single other knob repairs a change, two may: a 256x256 tile with 128 per step
+    // breaks the accumulator's limit and the shared memory's, and only a smaller tile of both
+    // sides (or one side, and fewer stages) meets them.
+    let mut broken = from.clone();
+    broken.insert("block_m".into(), 256);
+    broken.insert("block_n".into(), 256);
+    broken.insert("block_k".into(), 128);
+    let two = p.repaired(&task, broken.clone(), "block_k").unwrap();
+    let changed: Vec<_> = broken
+        .iter()
+        .filter(|(k, v)| two.get(*k) != Some(*v))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(changed.len(), 2, "{two:?}");
+    assert!(!changed.contains(&"block_k"), "{two:?}");
+    // One that needs three is not proposed: the persistent kernel also needs TMA loads.
+    let mut hopeless = broken;
+    hopeless.insert("persistent".into(), 1);
     assert_eq!(p.repaired(&task, hopeless, "block_k"), None);
+}
+
+/// mlx/attention with its template space.
+fn attention() -> Task {
+    task_with_space(
+        "mlx/attention",
+        include_str!("../../../../tasks/mlx/attention/task.toml"),
+        include_str!("../../../../tasks/mlx/attention/space/space.toml"),
+        &[
+            (
+                "module.py.j2",
+                include_str!("../../../../tasks/mlx/attention/space/module.py.j2"),
+            ),
+            (
+                "cuda.cu.j2",
+                include_str!("../../../../tasks/mlx/attention/space/cuda.cu.j2"),
+            ),
+            (
+                "metal.metal.j2",
+                include_str!("../../../../tasks/mlx/attention/space/metal.metal.j2"),
+            ),
+        ],
+    )
+}
+
+#[test]
+fn warpgroup_products_are_proposed_with_the_two_knobs_they_need() {
+    use crate::builtin::families::point_of;
+    let task = attention();
+    let hw = ksearch_eval::knowledge().hardware("h200").unwrap().clone();
+    let p = BuiltinProposer::for_task(&task, machine::generic(), Some(&hw)).unwrap();
+    // The best point of an earlier search: tensor cores with two row tiles a warp, 2 warps.
+    let from = point_of(&[
+        ("mma", 1),
+        ("warps", 2),
+        ("block_n", 32),
+        ("exp2", 0),
+        ("skip", 1),
+        ("cp_async", 1),
+        ("vload", 0),
+        ("ldmatrix", 1),
+        ("rows", 32),
+        ("wgmma", 0),
+    ]);
+    let steps = p.steps(&task, &from, &Default::default(), &Default::default(), 0);
+    let step = steps.iter().find(|s| s.knob == "wgmma").unwrap();
+    assert_eq!(step.value, 1);
+    assert_eq!(step.point.get("rows"), Some(&16));
+    assert_eq!(step.point.get("warps"), Some(&4));
+    assert_eq!(
+        p.new_node(&from, step, &Default::default()).action.title,
+        "warpgroup products: warpgroup products (wgmma), with 16 rows a warp, with 4 warps"
+    );
 }
 
 /// mlx/selective_scan with its template space, which predicts from its values' hints alone.
