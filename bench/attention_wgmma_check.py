@@ -26,8 +26,8 @@ import mlx.core as mx
 
 # The descriptor calls as the template renders them, and the same with the strides swapped.
 SWAPS = {
-    "QK": [("BM * 16, 128)", "128, BM * 16)"), ("BN * 16, 128)", "128, BN * 16)")],
-    "PV": [("8 * 16, BN * 16)", "BN * 16, 8 * 16)")],
+    "QK": [("GQ * 2, 128)", "128, GQ * 2)"), ("GK * 2, 128)", "128, GK * 2)")],
+    "PV": [("8 * 16, GK * 2)", "GK * 2, 8 * 16)")],
 }
 SHAPES = [(1, 4, 512, 128, False), (1, 4, 512, 128, True), (2, 2, 256, 64, False), (1, 2, 1024, 128, True)]
 TOL = 2e-2

@@ -562,8 +562,8 @@ fn the_emulator_tells_swapped_warpgroup_descriptor_strides_from_right_ones() {
     );
     let right = fs_err::read_to_string(&files[0]).unwrap();
     let swaps = [
-        ("qk", "BN * 16, 128)", "128, BN * 16)"),
-        ("pv", "8 * 16, BN * 16)", "BN * 16, 8 * 16)"),
+        ("qk", "GK * 2, 128)", "128, GK * 2)"),
+        ("pv", "8 * 16, GK * 2)", "GK * 2, 8 * 16)"),
     ];
     let mut args = vec![files[0].clone()];
     for (name, from, to) in swaps {
