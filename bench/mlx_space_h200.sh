@@ -36,16 +36,23 @@ mkdir -p "$OUTDIR"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUTDIR/gpu.csv" 2>&1
 # Short but honest timing: every workload, one seed for the check, at least 5 samples.
 QUICK=(--seeds 1 --min-runs 5 --min-time-ms 50 --warmup-ms 20 --max-time-ms 3000 --target cuda)
+# One module file evaluated (WORKLOADS limits it, AGAINST is timed beside it), its JSON beside
+# it, and a summary line with each workload's median ms (the file's, the baseline's, AGAINST's).
+evaluate() {
+  local f=$1 s ms wl=()
+  s=$(date +%s%N)
+  for w in ${WORKLOADS:-}; do wl+=(--workload "$w"); done
+  "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" "${wl[@]}" ${AGAINST:+--against "$AGAINST"} > "${f%.py}.json" 2> "${f%.py}.err"
+  ms=$(( ($(date +%s%N) - s) / 1000000 ))
+  python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), 'vs against', j.get('speedup_vs_against'), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median'), (w.get('against_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
+    || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
+}
 case "$step" in
   points)
     pts="$OUTDIR/points-$task"
     "$K" space check "mlx/$task" --hardware h200 --limit "${LIMIT:-24}" --write "$pts" > "$OUTDIR/space-check-$task.txt"
     for f in "$pts"/*.py; do
-      s=$(date +%s%N)
-      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" > "${f%.py}.json" 2> "${f%.py}.err"
-      ms=$(( ($(date +%s%N) - s) / 1000000 ))
-      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms')" "$(basename "$f" .py)" "$ms" \
-        || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
+      evaluate "$f"
     done | tee "$OUTDIR/points-$task.txt"
     ;;
   graphs)
@@ -54,13 +61,7 @@ case "$step" in
     ;;
   files)
     for f in ${FILES:?FILES names the module files}; do
-      s=$(date +%s%N)
-      wl=()
-      for w in ${WORKLOADS:-}; do wl+=(--workload "$w"); done
-      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" "${wl[@]}" ${AGAINST:+--against "$AGAINST"} > "${f%.py}.json" 2> "${f%.py}.err"
-      ms=$(( ($(date +%s%N) - s) / 1000000 ))
-      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
-        || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
+      evaluate "$f"
     done | tee "$OUTDIR/files-$task${TAG:+-$TAG}.txt"
     ;;
   pins)
@@ -75,14 +76,7 @@ case "$step" in
       f=$(ls "$dir"/*.py | head -1)
       [ -n "$f" ] || { echo "$p: not rendered"; continue; }
       cp "$f" "$pts/"
-      f="$pts/$(basename "$f")"
-      s=$(date +%s%N)
-      wl=()
-      for w in ${WORKLOADS:-}; do wl+=(--workload "$w"); done
-      "$K" eval "mlx/$task" "$f" --json "${QUICK[@]}" "${wl[@]}" ${AGAINST:+--against "$AGAINST"} > "${f%.py}.json" 2> "${f%.py}.err"
-      ms=$(( ($(date +%s%N) - s) / 1000000 ))
-      python3 -c "import json,sys; j=json.load(open('${f%.py}.json')); print(sys.argv[1], j['status'], round(j.get('speedup') or 0, 3), 'vs against', j.get('speedup_vs_against'), (j.get('message') or '')[:160], sys.argv[2] + ' ms'); [print('   ', w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('baseline_latency_ms') or {}).get('median'), (w.get('against_latency_ms') or {}).get('median')) for w in j.get('workloads', [])]" "$(basename "$f" .py)" "$ms" \
-        || echo "$(basename "$f" .py) no result: $(tail -3 "${f%.py}.err")"
+      evaluate "$pts/$(basename "$f")"
     done | tee "$OUTDIR/pins-$task${TAG:+-$TAG}.txt"
     ;;
   search)
