@@ -124,6 +124,21 @@ mod torch_harness_cpu_only {
         );
     }
 
+    /// Checks and timed calls told apart by their rhythm (a timed batch calls back to back, a
+    /// check comes alone), and the work skipped in a burst: the timed outputs, sampled and
+    /// compared with the baseline's, give it away.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn work_skipped_in_back_to_back_calls_is_caught() {
+        caught_while_timed(
+            include_str!("../fixtures/hostile/skips_work_in_bursts.py"),
+            "BURST taken for timed",
+        );
+    }
+
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
     /// found its timed outputs wrong.
     fn caught_while_timed(text: &str, marker: &str) {
