@@ -164,6 +164,47 @@ fn task_with_space(
     }
 }
 
+/// An MLX task of this repository with its template space (module, CUDA and Metal templates).
+macro_rules! mlx_task_with_space {
+    ($name:literal) => {
+        task_with_space(
+            concat!("mlx/", $name),
+            include_str!(concat!("../../../../tasks/mlx/", $name, "/task.toml")),
+            include_str!(concat!(
+                "../../../../tasks/mlx/",
+                $name,
+                "/space/space.toml"
+            )),
+            &[
+                (
+                    "module.py.j2",
+                    include_str!(concat!(
+                        "../../../../tasks/mlx/",
+                        $name,
+                        "/space/module.py.j2"
+                    )),
+                ),
+                (
+                    "cuda.cu.j2",
+                    include_str!(concat!(
+                        "../../../../tasks/mlx/",
+                        $name,
+                        "/space/cuda.cu.j2"
+                    )),
+                ),
+                (
+                    "metal.metal.j2",
+                    include_str!(concat!(
+                        "../../../../tasks/mlx/",
+                        $name,
+                        "/space/metal.metal.j2"
+                    )),
+                ),
+            ],
+        )
+    };
+}
+
 /// torch/gemm_bf16 with its Triton GEMM space, as the task directory holds them.
 fn gemm_bf16() -> Task {
     task_with_space(
@@ -245,25 +286,7 @@ fn a_change_that_breaks_a_constraint_alone_comes_with_the_smallest_repair() {
 
 /// mlx/attention with its template space.
 fn attention() -> Task {
-    task_with_space(
-        "mlx/attention",
-        include_str!("../../../../tasks/mlx/attention/task.toml"),
-        include_str!("../../../../tasks/mlx/attention/space/space.toml"),
-        &[
-            (
-                "module.py.j2",
-                include_str!("../../../../tasks/mlx/attention/space/module.py.j2"),
-            ),
-            (
-                "cuda.cu.j2",
-                include_str!("../../../../tasks/mlx/attention/space/cuda.cu.j2"),
-            ),
-            (
-                "metal.metal.j2",
-                include_str!("../../../../tasks/mlx/attention/space/metal.metal.j2"),
-            ),
-        ],
-    )
+    mlx_task_with_space!("attention")
 }
 
 #[test]
@@ -298,25 +321,7 @@ fn warpgroup_products_are_proposed_with_the_two_knobs_they_need() {
 
 /// mlx/selective_scan with its template space, which predicts from its values' hints alone.
 fn selective_scan() -> Task {
-    task_with_space(
-        "mlx/selective_scan",
-        include_str!("../../../../tasks/mlx/selective_scan/task.toml"),
-        include_str!("../../../../tasks/mlx/selective_scan/space/space.toml"),
-        &[
-            (
-                "module.py.j2",
-                include_str!("../../../../tasks/mlx/selective_scan/space/module.py.j2"),
-            ),
-            (
-                "cuda.cu.j2",
-                include_str!("../../../../tasks/mlx/selective_scan/space/cuda.cu.j2"),
-            ),
-            (
-                "metal.metal.j2",
-                include_str!("../../../../tasks/mlx/selective_scan/space/metal.metal.j2"),
-            ),
-        ],
-    )
+    mlx_task_with_space!("selective_scan")
 }
 
 #[test]

@@ -515,6 +515,37 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
     }
 }
 
+/// The attention `point` rendered, and copies of it with one edit each (`(name, from, to)`: the
+/// only `from` in its source replaced), emulated at `axes`: the point must pass and every copy,
+/// as `wrong-NAME.py`, fail.
+fn emulated_with_wrong_copies(point: &str, axes: &str, edits: &[(&str, &str, &str)]) {
+    let (_tmp, files) = rendered("mlx/attention", &[point]);
+    let right = fs_err::read_to_string(&files[0]).unwrap();
+    let mut args = vec![files[0].clone()];
+    for (name, from, to) in edits {
+        assert_eq!(right.matches(from).count(), 1, "{right}");
+        let wrong = files[0].with_file_name(format!("wrong-{name}.py"));
+        fs_err::write(&wrong, right.replace(from, to)).unwrap();
+        args.push(wrong);
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx/attention");
+    let (code, stdout, stderr) = run(std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_emulate/emulate.py"))
+        .arg(dir)
+        .arg(axes)
+        .args(&args));
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let lines: Vec<_> = stdout.lines().collect();
+    assert_eq!(lines.len(), edits.len() + 1, "{stdout}");
+    assert!(lines[0].starts_with("ok  "), "{stdout}");
+    for ((name, _, _), line) in edits.iter().zip(&lines[1..]) {
+        assert!(
+            line.starts_with(&format!("BAD wrong-{name}.py: o: ")),
+            "{stdout}"
+        );
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(all(has_mlx, has_gxx)),
@@ -523,26 +554,11 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
 fn the_emulator_tells_a_misplaced_tensor_core_fragment_from_a_right_one() {
     // Q's second 16-dim fragment read from 8 dims on instead of 16: the emulated ldmatrix and
     // mma.sync must give wrong outputs for it, or the passing points above would prove nothing.
-    let (_tmp, files) = rendered(
-        "mlx/attention",
-        &["mma=1 warps=2 block_n=32 ldmatrix=1 rows=32"],
+    emulated_with_wrong_copies(
+        "mma=1 warps=2 block_n=32 ldmatrix=1 rows=32",
+        r#"{"batch": 1, "heads": 1, "seq": 128, "dim": 64, "causal": 0}"#,
+        &[("fragment", "kk * 16 + 16);", "kk * 16 + 8);")],
     );
-    let right = fs_err::read_to_string(&files[0]).unwrap();
-    let from = "kk * 16 + 16);";
-    assert_eq!(right.matches(from).count(), 1, "{right}");
-    let wrong = files[0].with_file_name("wrong.py");
-    fs_err::write(&wrong, right.replace(from, "kk * 16 + 8);")).unwrap();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx/attention");
-    let (code, stdout, stderr) = run(std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_emulate/emulate.py"))
-        .arg(dir)
-        .arg(r#"{"batch": 1, "heads": 1, "seq": 128, "dim": 64, "causal": 0}"#)
-        .arg(&files[0])
-        .arg(&wrong));
-    assert_eq!(code, 1, "{stdout}{stderr}");
-    let lines: Vec<_> = stdout.lines().collect();
-    assert!(lines[0].starts_with("ok  "), "{stdout}");
-    assert!(lines[1].starts_with("BAD wrong.py: o: "), "{stdout}");
 }
 
 #[test]
@@ -556,33 +572,14 @@ fn the_emulator_tells_swapped_warpgroup_descriptor_strides_from_right_ones() {
     // emulated wgmma must give wrong outputs, or the passing warpgroup points above would prove
     // nothing about the layout. (Which reading the hardware has is checked on a GPU:
     // bench/attention_wgmma_check.py.)
-    let (_tmp, files) = rendered(
-        "mlx/attention",
-        &["mma=1 wgmma=1 warps=4 block_n=64 cp_async=1"],
+    emulated_with_wrong_copies(
+        "mma=1 wgmma=1 warps=4 block_n=64 cp_async=1",
+        r#"{"batch": 1, "heads": 1, "seq": 128, "dim": 128, "causal": 0}"#,
+        &[
+            ("qk", "GK * 2, 128)", "128, GK * 2)"),
+            ("pv", "8 * 16, GK * 2)", "GK * 2, 8 * 16)"),
+        ],
     );
-    let right = fs_err::read_to_string(&files[0]).unwrap();
-    let swaps = [
-        ("qk", "GK * 2, 128)", "128, GK * 2)"),
-        ("pv", "8 * 16, GK * 2)", "GK * 2, 8 * 16)"),
-    ];
-    let mut args = vec![files[0].clone()];
-    for (name, from, to) in swaps {
-        assert_eq!(right.matches(from).count(), 1, "{right}");
-        let wrong = files[0].with_file_name(format!("wrong-{name}.py"));
-        fs_err::write(&wrong, right.replace(from, to)).unwrap();
-        args.push(wrong);
-    }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx/attention");
-    let (code, stdout, stderr) = run(std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_emulate/emulate.py"))
-        .arg(dir)
-        .arg(r#"{"batch": 1, "heads": 1, "seq": 128, "dim": 128, "causal": 0}"#)
-        .args(&args));
-    assert_eq!(code, 1, "{stdout}{stderr}");
-    let lines: Vec<_> = stdout.lines().collect();
-    assert!(lines[0].starts_with("ok  "), "{stdout}");
-    assert!(lines[1].starts_with("BAD wrong-qk.py: o: "), "{stdout}");
-    assert!(lines[2].starts_with("BAD wrong-pv.py: o: "), "{stdout}");
 }
 
 #[test]
