@@ -20,10 +20,14 @@ step's hundreds of small operations (a few per layer and 48 layers) then cost fa
 launches, which is where an uncompiled decode step's time goes.
 
 A = -exp(A_log) and D in f32 are computed once at `install`, not at every call (a launch per
-layer and step saved; new weights loaded later are noticed). The adapter otherwise computes what
-mlx-lm computes before its scan with mlx-lm's own layers. (A convolution written as fused shifted
-products was measured against MLX's grouped `Conv1d` on an H100 and was slower: 7.4 against
-4.2 ms for a prefill's 48 at L=4096; `bench/RESULTS.md`.)
+layer and step saved; new weights loaded later are noticed). On an NVIDIA or Apple GPU with f16
+weights, a decode step's convolution (the cache and the new token, the bias, SiLU, and the cache
+moved on) is one small kernel of this adapter's own, `_CONV_STEP`, where mlx-lm launches a
+concatenation, a grouped convolution and an activation (`install(..., conv_step=False)` keeps
+mlx-lm's; its Metal source is written, never run: no Apple GPU was available). The adapter
+otherwise computes what mlx-lm computes before its scan with mlx-lm's own layers. (A prefill's
+convolution written as fused shifted products was measured against MLX's grouped `Conv1d` on an
+H100 and was slower: 7.4 against 4.2 ms for a prefill's 48 at L=4096; `bench/RESULTS.md`.)
 
 Contracts (the tasks `mlx/selective_scan` and `mlx/selective_state_update`): the kernels take
 u/x, Δ, B, C, z in f16, A, D and the state in f32, and return y already gated by silu(z) (what
@@ -102,13 +106,16 @@ def stats(model):
     return total
 
 
-def install(model, scan=None, step=None):
+def install(model, scan=None, step=None, conv_step=True):
     """Route every Mamba block of `model` through `scan` (prefill) and `step` (decode), each an
-    `Export` or None (mlx-lm's code for that part). Returns the number of blocks changed."""
+    `Export` or None (mlx-lm's code for that part). With `conv_step`, a decode step's convolution
+    is one kernel of this adapter's (on an NVIDIA or Apple GPU, f16) rather than mlx-lm's
+    concatenation, grouped convolution and SiLU. Returns the number of blocks changed."""
     n = 0
     for block in _blocks(model):
         # Plain attributes, not module members (an nn.Module keeps dicts as parameter trees).
         for name, value in (("_ksearch_scan", scan), ("_ksearch_step", step), ("_ksearch_stats", {}),
+                            ("_ksearch_conv_step", conv_step),
                             ("_ksearch_constants", _constants(block)),
                             ("_ksearch_original", getattr(block, "_ksearch_original", block._process_sequence))):
             object.__setattr__(block, name, value)
@@ -196,12 +203,16 @@ def _process_sequence(self, x, conv_cache, state_cache):
     xz = self.in_proj(x)
     x, z = xz.split(indices_or_sections=2, axis=-1)
     k = self.conv_kernel_size
-    if conv_cache is not None:
-        x_full = mx.concatenate([conv_cache, x], axis=1)
+    stepped = _conv_step(self, conv_cache, x) if decode else None
+    if stepped is not None:
+        x, new_conv_cache = stepped
     else:
-        x_full = mx.pad(x, [(0, 0), (k - 1, 0), (0, 0)])
-    new_conv_cache = x_full[:, -(k - 1):, :]
-    x = nn.silu(self.conv1d(x_full))
+        if conv_cache is not None:
+            x_full = mx.concatenate([conv_cache, x], axis=1)
+        else:
+            x_full = mx.pad(x, [(0, 0), (k - 1, 0), (0, 0)])
+        new_conv_cache = x_full[:, -(k - 1):, :]
+        x = nn.silu(self.conv1d(x_full))
     delta, B, C = mx.split(self.x_proj(x), [self.time_step_rank, self.time_step_rank + self.ssm_state_size], axis=-1)
     delta = nn.softplus(self.dt_proj(delta))
     A, D = _a_and_d(self)
@@ -218,3 +229,71 @@ def _process_sequence(self, x, conv_cache, state_cache):
         _count(self, "scan kernel")
     # y is already gated by silu(z), as mlx-lm's swiglu(z, y) would.
     return self.out_proj(y.astype(x.dtype)), (new_conv_cache, state)
+
+
+# One decode step of a block's causal depthwise convolution, with its bias and SiLU, and the
+# convolution cache moved on by one token: one kernel where mlx-lm launches a concatenation, a
+# grouped convolution and an activation. One thread a (batch, channel); f16 in and out, f32 sums.
+# (The adapter's own code, not an exported kernel: it is what mlx-lm computes before the scan.)
+_CONV_STEP = {
+    "cuda": """
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= BATCH * C) return;
+    const int b = i / C, c = i % C;
+    float acc = HAS_BIAS ? __half2float(bias[c]) : 0.0f;
+    for (int t = 0; t < K; t++) {
+        const __half v = t < K - 1 ? cache[(b * (K - 1) + t) * C + c] : x[b * C + c];
+        acc += __half2float(w[c * K + t]) * __half2float(v);
+        if (t > 0) new_cache[(b * (K - 1) + t - 1) * C + c] = v;
+    }
+    y[i] = __float2half(acc / (1.0f + __expf(-acc)));
+""",
+    "metal": """
+    const int i = thread_position_in_grid.x;
+    if (i >= BATCH * C) return;
+    const int b = i / C, c = i % C;
+    float acc = HAS_BIAS ? float(bias[c]) : 0.0f;
+    for (int t = 0; t < K; t++) {
+        const half v = t < K - 1 ? cache[(b * (K - 1) + t) * C + c] : x[b * C + c];
+        acc += float(w[c * K + t]) * float(v);
+        if (t > 0) new_cache[(b * (K - 1) + t - 1) * C + c] = v;
+    }
+    y[i] = half(acc / (1.0f + metal::exp(-acc)));
+""",
+}
+_conv_kernels = {}
+
+
+def _gpu():
+    """"cuda" or "metal" where MLX runs on such a GPU, else None (the CPU: mlx-lm's own path)."""
+    if mx.default_device() != mx.gpu:
+        return None
+    return "cuda" if mx.cuda.is_available() else ("metal" if mx.metal.is_available() else None)
+
+
+def _conv_step(block, conv_cache, x):
+    """(silu(conv(cache ++ x) + bias), the new cache), or None where the kernel does not apply."""
+    target = _gpu() if block._ksearch_conv_step else None
+    w = block.conv1d.weight  # (C, K, 1): depthwise
+    k = block.conv_kernel_size
+    if (target is None or conv_cache is None or x.shape[1] != 1 or x.dtype != mx.float16
+            or conv_cache.dtype != mx.float16 or w.dtype != mx.float16 or tuple(conv_cache.shape[1:]) != (k - 1, x.shape[2])):
+        return None
+    batch, _, c = x.shape
+    if target not in _conv_kernels:
+        make = mx.fast.cuda_kernel if target == "cuda" else mx.fast.metal_kernel
+        _conv_kernels[target] = make(name="mamba_conv_step", input_names=["cache", "x", "w", "bias"],
+                                     output_names=["y", "new_cache"], source=_CONV_STEP[target])
+    has_bias = "bias" in block.conv1d
+    bias = block.conv1d.bias if has_bias else mx.zeros((1,), dtype=mx.float16)
+    threads = 256
+    y, new_cache = _conv_kernels[target](
+        inputs=[conv_cache, x, w, bias],
+        template=[("BATCH", batch), ("C", c), ("K", k), ("HAS_BIAS", int(has_bias))],
+        grid=((batch * c + threads - 1) // threads * threads, 1, 1),
+        threadgroup=(threads, 1, 1),
+        output_shapes=[(batch, 1, c), (batch, k - 1, c)],
+        output_dtypes=[mx.float16, mx.float16],
+    )
+    _count(block, "conv step kernel")
+    return y, new_cache

@@ -9,7 +9,7 @@
 
 Before timing, (b) is checked against (a): logits of a prompt of the shortest verified length
 (the kernels run on verified shapes only) and greedy decoding of 32 tokens. Decode is timed four
-ways for (a) and (b): eager or compiled steps, each token read before the next step is built or
+ways for (a), (b) and (b) without the adapter's one-kernel convolution step: eager or compiled steps, each token read before the next step is built or
 pipelined as mlx-lm's own generation loop is (each checked for the same 32 greedy tokens). mlx-lm is imported
 without its package __init__ (which imports the hub client). `--tiny` uses a 2-layer model (for a
 quick run on MLX's CPU device); its numbers mean nothing."""
@@ -227,10 +227,13 @@ def main():
     if paths.get("scan kernel", 0) == 0 or paths.get("step kernel", 0) == 0:
         raise SystemExit(f"the kernels did not run (paths {paths}): the export's verified shapes do not cover this model")
 
-    for name, (s, t) in (("mlx_lm", (None, None)), ("mlx_lm_kernels", (scan, step))):
-        mlx_lm_mamba.install(model, scan=s, step=t)
+    # (b) once more without the adapter's convolution kernel for a decode step: its decode beside
+    # (b)'s (a prefill does not use it).
+    for name, (s, t), conv in (("mlx_lm", (None, None), True), ("mlx_lm_kernels", (scan, step), True),
+                               ("mlx_lm_kernels_without_conv_step", (scan, step), False)):
+        mlx_lm_mamba.install(model, scan=s, step=t, conv_step=conv)
         side = {"prefill_tokens_per_s": {}}
-        for n in lengths:
+        for n in ([] if name.endswith("without_conv_step") else lengths):
             tokens = mx.random.randint(0, config["vocab_size"], (1, n))
             side["prefill_tokens_per_s"][str(n)] = n / timed(lambda: mlx_prefill(model, tokens), args.reps)
         p = mx.random.randint(0, config["vocab_size"], (1, args.prompt))

@@ -7,6 +7,7 @@ without its dependencies: only its model code is imported)."""
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,46 @@ class Adapter(unittest.TestCase):
         self.assertEqual(len(self.scan_calls), 2)
         self.assertEqual(len(self.step_calls), 2 * 8)
         self.assertEqual(mlx_lm_mamba.stats(self.model), {"scan kernel": 2, "step kernel": 16})
+
+    @unittest.skipUnless(shutil.which("g++"), "needs g++ to emulate the CUDA kernel on the CPU")
+    def test_a_decode_steps_convolution_is_one_kernel_that_matches_mlx_lm(self):
+        # The convolution's CUDA kernel emulated on the CPU (the project's emulator of MLX's
+        # cuda_kernel, tests/fixtures/cuda_emulate), in an f16 model as the bench runs it.
+        sys.path.insert(0, os.path.join(ROOT, "crates", "ksearch", "tests", "fixtures", "cuda_emulate"))
+        from emulate import Emulator
+
+        self.model.set_dtype(mx.float16)
+        prompt = [[int(t) for t in mx.random.randint(0, 96, (32,)).tolist()]]
+
+        def generate():
+            cache = self.model.make_cache()
+            out = self.logits(prompt, cache)
+            outs, tokens = [], []
+            for _ in range(8):
+                tokens.append(int(mx.argmax(out[0, -1]).item()))
+                out = self.logits([[tokens[-1]]], cache)
+                outs.append(out)
+            return outs, tokens, cache
+
+        want, want_tokens, want_cache = generate()
+        mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step)
+        gpu, kernel = mlx_lm_mamba._gpu, mx.fast.cuda_kernel
+        with tempfile.TemporaryDirectory() as work:
+            try:
+                mlx_lm_mamba._gpu = lambda: "cuda"
+                mx.fast.cuda_kernel = Emulator(work).cuda_kernel
+                mlx_lm_mamba._conv_kernels.clear()
+                got, got_tokens, got_cache = generate()
+            finally:
+                mlx_lm_mamba._gpu, mx.fast.cuda_kernel = gpu, kernel
+                mlx_lm_mamba._conv_kernels.clear()
+        self.assertEqual(got_tokens, want_tokens)
+        for g, w in zip(got, want):
+            self.assertLess(float(mx.abs(g - w).max()), 2e-2 * float(mx.abs(w).max()))
+        # The caches moved on alike (the kernel writes the new one; mlx-lm slices its concatenation).
+        for g, w in zip(got_cache, want_cache):
+            self.assertLess(float(mx.abs(g[0].astype(mx.float32) - w[0].astype(mx.float32)).max()), 1e-2)
+        self.assertEqual(mlx_lm_mamba.stats(self.model), {"scan kernel": 2, "step kernel": 16, "conv step kernel": 16})
 
     def test_a_compiled_decode_step_matches_the_model_and_updates_the_cache(self):
         mlx_lm_mamba.install(self.model, scan=self.scan, step=self.step)

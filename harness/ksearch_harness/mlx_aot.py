@@ -196,12 +196,16 @@ class Compiler:
 
 def usage(log):
     """What ptxas said the kernel uses (`--ptxas-options=-v`): static shared memory a block,
-    registers a thread and the stack frame a thread spills them to."""
+    registers a thread, the stack frame a thread spills them to, and how often ptxas said it
+    serialized the warpgroup products."""
     regs = re.search(r"Used (\d+) registers", log)
     smem = re.search(r"(\d+) bytes smem", log)
     stack = re.search(r"(\d+) bytes stack frame", log)
+    # "Potential Performance Loss: wgmma.mma_async instructions are serialized due to ...": the
+    # products run one after another, waited for each time (correct, and slow).
+    serialized = len(re.findall(r"wgmma\.mma_async instructions are serialized", log))
     return {"shared": int(smem.group(1)) if smem else 0, "registers": int(regs.group(1)) if regs else None,
-            "spilled": int(stack.group(1)) if stack else None}
+            "spilled": int(stack.group(1)) if stack else None, "serialized": serialized}
 
 
 if __name__ == "__main__":

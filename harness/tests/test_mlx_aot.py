@@ -82,6 +82,35 @@ class AheadOfTime(unittest.TestCase):
         self.assertEqual([k["shared"] for k in fits[0]["kernels"]], [512 + 65536] * 2, fits)
         self.assertEqual(over[0]["error"], "CUDA kernel `twice` declares 66048 bytes of shared memory on workload `small`; a block may have 49152")
 
+    def test_warpgroup_products_ptxas_serialized_are_counted(self):
+        # Two m64n8k16 products from shared memory (compute capability 9.0) into one accumulator,
+        # read after the wait; and the same with the accumulator read between the products, which
+        # makes ptxas run them one at a time and say so.
+        body = """
+            __shared__ __align__(128) __half ab[64 * 16 + 8 * 16];
+            ab[threadIdx.x] = __float2half(tile[0]);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            __syncthreads();
+            const unsigned sa = (unsigned)__cvta_generic_to_shared(ab);
+            const unsigned long long da = (unsigned long long)((sa & 0x3FFFF) >> 4) | (8ull << 16) | (8ull << 32);
+            const unsigned long long db = (unsigned long long)(((sa + 2048) & 0x3FFFF) >> 4) | (8ull << 16) | (8ull << 32);
+            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, early = 0.0f;
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            for (int k = 0; k < 2; k++) {
+                asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, 1, 1, 1, 0, 0;"
+                             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "l"(da + 2 * k), "l"(db + 2 * k));
+                EARLY
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            if (i < N) y[i] = __float2half(c[0] + c[1] + c[2] + c[3] + early);
+        """
+        waited = module(body=body.replace("EARLY", ""))
+        early = module(body=body.replace("EARLY", 'asm volatile("add.f32 %0, %0, %1;" : "+f"(early) : "f"(c[0]));'))
+        ok, serialized = self.check([waited, early])
+        self.assertEqual([k["serialized"] for k in ok["kernels"]], [0, 0], ok)
+        self.assertTrue(all(k["serialized"] > 0 for k in serialized["kernels"]), serialized)
+
     def test_a_kernel_with_integer_inputs_gets_the_fixed_width_types(self):
         # MLX's signatures name int32_t and friends, which its own headers declare.
         indexed = (

@@ -30,6 +30,10 @@ pub struct CompiledKernel {
     pub tma: Option<u32>,
     #[serde(default)]
     pub wgmma: Option<u32>,
+    /// ptxas's notes that it serialized the kernel's `wgmma` instructions (a register of a product
+    /// in flight read or written, or a product issued on a divergent path: correct, and slow).
+    #[serde(default)]
+    pub serialized: Option<u32>,
 }
 
 /// What compiling one module's kernels ahead of time found.
@@ -58,6 +62,8 @@ pub struct CompiledPoints {
     kernels: Vec<CompiledKernel>,
     /// Points with a kernel that spills registers.
     spilling: Vec<String>,
+    /// Points with a kernel whose warpgroup products ptxas serialized.
+    serializing: Vec<String>,
     /// Points whose module could not be run without a GPU, and the first reason.
     unchecked: usize,
     why_unchecked: Option<String>,
@@ -73,6 +79,9 @@ impl CompiledPoints {
             AheadOfTime::Compiled(k) => {
                 if k.iter().any(|c| c.spilled.unwrap_or(0) > 0) {
                     self.spilling.push(point.to_owned());
+                }
+                if k.iter().any(|c| c.serialized.unwrap_or(0) > 0) {
+                    self.serializing.push(point.to_owned());
                 }
                 self.kernels.extend(k);
             }
@@ -126,12 +135,17 @@ impl CompiledPoints {
             range(&|c| Some(c.shared)),
             k.iter().filter(|c| c.spilled.unwrap_or(0) > 0).count(),
         );
-        if let Some(first) = self.spilling.first() {
-            out.push_str(&format!(
-                "(spilling registers: {}, {first}{})\n",
-                counted(self.spilling.len(), "point"),
-                if self.spilling.len() > 1 { "; ..." } else { "" }
-            ));
+        for (points, what) in [
+            (&self.spilling, "spilling registers"),
+            (&self.serializing, "wgmma serialized by ptxas"),
+        ] {
+            if let Some(first) = points.first() {
+                out.push_str(&format!(
+                    "({what}: {}, {first}{})\n",
+                    counted(points.len(), "point"),
+                    if points.len() > 1 { "; ..." } else { "" }
+                ));
+            }
         }
         if let Some(why) = &self.why_unchecked {
             out.push_str(&format!(

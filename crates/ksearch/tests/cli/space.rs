@@ -444,8 +444,9 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
     // Attention: FMAs, and tensor cores (mma.sync, ldmatrix and cp.async emulated warp-wide as the
     // PTX ISA lays out the fragments) with per-element and ldmatrix fragments, one and two
     // 16-row tiles a warp, one to eight warps, causal or not, head dimensions 128 and 64; and
-    // Hopper's warpgroup products (wgmma, one and two warpgroups, 64- and 128-key tiles), their
-    // shared-memory operands read through descriptors as the emulator reads the PTX ISA.
+    // Hopper's warpgroup products (wgmma, one and two warpgroups, 64- and 128-key tiles, one
+    // product at a time or the next Q·Kᵀ overlapping P·V), their shared-memory operands read
+    // through descriptors as the emulator reads the PTX ISA.
     let cases = [
         (
             "selective_scan",
@@ -484,6 +485,7 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
                 "mma=1 warps=8 block_n=16 ldmatrix=1 rows=32 vload=1",
                 "mma=1 warps=1 block_n=16 cp_async=1 exp2=1",
                 "mma=1 wgmma=1 warps=4 block_n=128 cp_async=1",
+                "mma=1 wgmma=1 pipeline=1 warps=8 block_n=128 cp_async=1",
             ][..],
         ),
         (
@@ -493,6 +495,8 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
                 "mma=1 wgmma=1 warps=4 block_n=64 cp_async=1 skip=1 exp2=1",
                 "mma=1 wgmma=1 warps=8 block_n=128 cp_async=1 skip=1",
                 "mma=1 wgmma=1 warps=8 block_n=64 cp_async=1 skip=0",
+                "mma=1 wgmma=1 pipeline=1 warps=8 block_n=64 cp_async=1 skip=1 exp2=1",
+                "mma=1 wgmma=1 pipeline=1 warps=4 block_n=128 cp_async=1 skip=0",
             ][..],
         ),
     ];
