@@ -6,8 +6,8 @@ The warpgroup (wgmma) kernel reads its shared-memory tiles through matrix descri
 strides (between 8×8 blocks along the reduction dimension, and along M or N) are easy to swap by
 mistake, and a swap gives wrong numbers, not an error. So each point is run as rendered and with
 the strides of Q·Kᵀ, of P·V, or both swapped; a variant is `ok` when every element of every
-shape is within tolerance (once a variant passes, later points try only the variants that
-passed). Variants that pass are written to --out (as `NAME.py`, or
+shape is within tolerance (once a variant passes, later points with the same swaps try only
+the variants that passed). Variants that pass are written to --out (as `NAME.py`, or
 `NAME.swapped-QK.py` and so on) for `ksearch eval`. Then each passing variant and
 `mx.fast.scaled_dot_product_attention` are timed at N = 4096, D = 128, causal and not: batches of
 CALLS calls on rotating inputs per `mx.eval`, the median per call of BATCHES batches, the two
@@ -28,6 +28,8 @@ import mlx.core as mx
 SWAPS = {
     "QK": [("GQ * 2, 128)", "128, GQ * 2)"), ("GK * 2, 128)", "128, GK * 2)")],
     "PV": [("8 * 16, GK * 2)", "GK * 2, 8 * 16)")],
+    # The 128-byte swizzle's transposed V: its leading (64 dims on) and stride (8 keys on) offsets.
+    "PVs": [("BN * 128, 1024)", "1024, BN * 128)")],
 }
 SHAPES = [(1, 4, 512, 128, False), (1, 4, 512, 128, True), (2, 2, 256, 64, False), (1, 2, 1024, 128, True)]
 TOL = 2e-2
@@ -106,11 +108,15 @@ def main():
     mx.random.seed(0)
     result = {"graphs": os.environ.get("MLX_USE_CUDA_GRAPHS"), "points": {}}
     passing = {}
-    good = set()  # the variants that passed: later points try only those
+    # The variants that passed, by the variants a point has (a layout's swaps): later points of
+    # that layout try only those.
+    good_by_layout = {}
     for path in args.points:
         base = os.path.basename(path)[:-3]
         text = open(path, encoding="utf-8").read()
-        for suffix, source in variants(text):
+        tries = variants(text)
+        good = good_by_layout.setdefault(tuple(suffix for suffix, _ in tries), set())
+        for suffix, source in tries:
             if good and suffix not in good:
                 continue
             name = f"{base}.{suffix}" if suffix else base

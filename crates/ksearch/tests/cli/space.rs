@@ -445,8 +445,9 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
     // PTX ISA lays out the fragments) with per-element and ldmatrix fragments, one and two
     // 16-row tiles a warp, one to eight warps, causal or not, head dimensions 128 and 64; and
     // Hopper's warpgroup products (wgmma, one and two warpgroups, 64- and 128-key tiles, one
-    // product at a time or the next Q·Kᵀ overlapping P·V), their shared-memory operands read
-    // through descriptors as the emulator reads the PTX ISA.
+    // product at a time or the next Q·Kᵀ overlapping P·V, tiles without swizzle or with the
+    // 128-byte swizzle), their shared-memory operands read through descriptors as the emulator
+    // reads the PTX ISA.
     let cases = [
         (
             "selective_scan",
@@ -486,6 +487,7 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
                 "mma=1 warps=1 block_n=16 cp_async=1 exp2=1",
                 "mma=1 wgmma=1 warps=4 block_n=128 cp_async=1",
                 "mma=1 wgmma=1 pipeline=1 warps=8 block_n=128 cp_async=1",
+                "mma=1 wgmma=1 swizzle=1 pipeline=1 warps=4 block_n=64 cp_async=1",
             ][..],
         ),
         (
@@ -497,6 +499,8 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
                 "mma=1 wgmma=1 warps=8 block_n=64 cp_async=1 skip=0",
                 "mma=1 wgmma=1 pipeline=1 warps=8 block_n=64 cp_async=1 skip=1 exp2=1",
                 "mma=1 wgmma=1 pipeline=1 warps=4 block_n=128 cp_async=1 skip=0",
+                "mma=1 wgmma=1 swizzle=1 warps=8 block_n=128 cp_async=1 skip=1",
+                "mma=1 wgmma=1 swizzle=1 pipeline=1 warps=8 block_n=64 cp_async=1 skip=1",
             ][..],
         ),
     ];
@@ -570,7 +574,7 @@ fn the_emulator_tells_a_misplaced_tensor_core_fragment_from_a_right_one() {
     not(all(has_mlx, has_gxx)),
     ignore = "needs python3 with MLX, and g++ (`.ci/run` installs them)"
 )]
-fn the_emulator_tells_swapped_warpgroup_descriptor_strides_from_right_ones() {
+fn the_emulator_tells_wrong_warpgroup_layouts_from_right_ones() {
     // A descriptor's two strides (between 8×8 blocks along K, and along M or N) swapped gives
     // wrong tiles, not an error: for Q·Kᵀ (both operands K-major) and for P·V (V transposed), the
     // emulated wgmma must give wrong outputs, or the passing warpgroup points above would prove
@@ -582,6 +586,16 @@ fn the_emulator_tells_swapped_warpgroup_descriptor_strides_from_right_ones() {
         &[
             ("qk", "GK * 2, 128)", "128, GK * 2)"),
             ("pv", "8 * 16, GK * 2)", "GK * 2, 8 * 16)"),
+        ],
+    );
+    // The same for the 128-byte swizzle: tiles stored without the XOR the descriptors name, and
+    // V's two offsets swapped, must fail.
+    emulated_with_wrong_copies(
+        "mma=1 wgmma=1 swizzle=1 warps=4 block_n=64 cp_async=1",
+        r#"{"batch": 1, "heads": 1, "seq": 128, "dim": 128, "causal": 0}"#,
+        &[
+            ("xor", "((c8 % 8) ^ (r % 8)) * 8", "(c8 % 8) * 8"),
+            ("pv", "BN * 128, 1024)", "1024, BN * 128)"),
         ],
     );
 }
