@@ -275,7 +275,8 @@ impl BuiltinProposer {
         (0.4 + 0.5 * evidence * (-c.error).exp() - 0.15 * f64::from(c.failures)).clamp(0.05, 0.95)
     }
 
-    /// Single-knob changes from `from` not yet taken, best predicted first, one per knob.
+    /// Single-knob changes from `from` not yet taken, best predicted first, one per knob. A knob
+    /// `from` lacks (a point stored before its space gained the knob) takes its seed value.
     fn steps(
         &self,
         task: &Task,
@@ -284,6 +285,7 @@ impl BuiltinProposer {
         corr: &BTreeMap<String, Correction>,
         seed: u64,
     ) -> Vec<Step> {
+        let from = &self.completed(from);
         let base = self.cycles(task, from);
         let mut best_per_knob: BTreeMap<String, Step> = BTreeMap::new();
         for knob in self.family.knobs() {
@@ -328,7 +330,17 @@ impl BuiltinProposer {
         steps
     }
 
+    /// `from` with every knob it lacks at its seed value.
+    fn completed(&self, from: &Point) -> Point {
+        let mut point = from.clone();
+        for (knob, value) in self.family.seed() {
+            point.entry(knob).or_insert(value);
+        }
+        point
+    }
+
     fn new_node(&self, from: &Point, step: &Step, corr: &BTreeMap<String, Correction>) -> NewNode {
+        let from = &self.completed(from);
         let knob = self
             .family
             .knobs()

@@ -295,7 +295,8 @@ fn warpgroup_products_are_proposed_with_the_two_knobs_they_need() {
     let task = attention();
     let hw = ksearch_eval::knowledge().hardware("h200").unwrap().clone();
     let p = BuiltinProposer::for_task(&task, machine::generic(), Some(&hw)).unwrap();
-    // The best point of an earlier search: tensor cores with two row tiles a warp, 2 warps.
+    // The best point of an earlier search: tensor cores with two row tiles a warp, 2 warps,
+    // stored before the space gained `pipeline` and `swizzle` (which take their seed values).
     let from = point_of(&[
         ("mma", 1),
         ("warps", 2),
@@ -316,6 +317,31 @@ fn warpgroup_products_are_proposed_with_the_two_knobs_they_need() {
     assert_eq!(
         p.new_node(&from, step, &Default::default()).action.title,
         "warpgroup products: warpgroup products (wgmma), with 16 rows a warp, with 4 warps"
+    );
+    // From there, the swizzled layout and the overlapped softmax (which need wgmma, and nothing
+    // else) are each one knob away, and come before the other steps.
+    let next = p.steps(
+        &task,
+        &step.point,
+        &Default::default(),
+        &Default::default(),
+        0,
+    );
+    for knob in ["swizzle", "pipeline"] {
+        let s = next.iter().find(|s| s.knob == knob).unwrap();
+        assert_eq!(s.value, 1);
+        let changed: Vec<&String> = s
+            .point
+            .iter()
+            .filter(|(k, v)| step.point.get(*k) != Some(*v))
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(changed, [knob], "{next:?}");
+    }
+    let first: Vec<&str> = next.iter().take(2).map(|s| s.knob.as_str()).collect();
+    assert!(
+        first.contains(&"swizzle") && first.contains(&"pipeline"),
+        "{first:?}"
     );
 }
 
