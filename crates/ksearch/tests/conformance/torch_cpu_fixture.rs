@@ -139,6 +139,21 @@ mod torch_harness_cpu_only {
         );
     }
 
+    /// Checks and timed calls told apart by reading the runner's own variables up the call
+    /// stack (the candidate runs in the runner's process), and the work skipped when timed: the
+    /// timed outputs, sampled and compared with the baseline's, give it away.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn work_skipped_when_the_runners_frame_says_timed_is_caught() {
+        caught_while_timed(
+            include_str!("../fixtures/hostile/reads_the_runners_frame.py"),
+            "TIMED by the runner's frame",
+        );
+    }
+
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
     /// found its timed outputs wrong.
     fn caught_while_timed(text: &str, marker: &str) {
