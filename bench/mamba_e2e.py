@@ -233,7 +233,7 @@ def main():
                                ("mlx_lm_kernels_without_conv_step", (scan, step), False)):
         mlx_lm_mamba.install(model, scan=s, step=t, conv_step=conv)
         side = {"prefill_tokens_per_s": {}}
-        for n in ([] if name.endswith("without_conv_step") else lengths):
+        for n in (lengths if conv else []):
             tokens = mx.random.randint(0, config["vocab_size"], (1, n))
             side["prefill_tokens_per_s"][str(n)] = n / timed(lambda: mlx_prefill(model, tokens), args.reps)
         p = mx.random.randint(0, config["vocab_size"], (1, args.prompt))
