@@ -96,16 +96,23 @@ mod torch_harness_cpu_only {
     /// A memoiser keyed by where its input lies, not by what it holds: the judge refills the
     /// same sets every round (and, for a workload whose set fits the device once, times every
     /// call on one set), so once it answers from memory it returns the last round's answer for
-    /// this round's inputs, which the judge compares with the baseline's.
+    /// this round's inputs, which the judge compares with the baseline's. Mostly that is while
+    /// timed; when the allocator hands a check's fresh copy an address the memoiser has seen
+    /// three times (one CI run of 2026-12-06), the check catches it first.
     #[test]
     #[cfg_attr(
         not(has_torch),
         ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
     )]
-    fn answers_remembered_by_address_are_caught_while_timed() {
-        caught_while_timed(
+    fn answers_remembered_by_address_are_caught() {
+        let e = caught(
             include_str!("../fixtures/hostile/remembers_by_address.py"),
             "REMEMBERED by address",
+        );
+        let m = &e.result.message;
+        assert!(
+            m.contains("while timed") || m.contains("but the reference gives"),
+            "{m}"
         );
     }
 
@@ -157,15 +164,22 @@ mod torch_harness_cpu_only {
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
     /// found its timed outputs wrong.
     fn caught_while_timed(text: &str, marker: &str) {
-        let f = TorchCpuFixture::new();
-        let e = f.evaluate_text("candidate.py", text);
-        let out = printed(&e);
-        assert!(out.contains(marker), "{out}");
-        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        let e = caught(text, marker);
         assert!(
             e.result.message.contains("while timed"),
             "{}",
             e.result.message
         );
+    }
+
+    /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
+    /// found it incorrect.
+    fn caught(text: &str, marker: &str) -> ksearch_eval::Evaluation {
+        let f = TorchCpuFixture::new();
+        let e = f.evaluate_text("candidate.py", text);
+        let out = printed(&e);
+        assert!(out.contains(marker), "{out}");
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        e
     }
 }
