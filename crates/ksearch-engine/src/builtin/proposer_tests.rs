@@ -164,9 +164,10 @@ fn task_with_space(
     }
 }
 
-/// An MLX task of this repository with its template space (module, CUDA and Metal templates).
+/// An MLX task of this repository with its template space (module, CUDA and Metal templates, and
+/// the other templates its space includes).
 macro_rules! mlx_task_with_space {
-    ($name:literal) => {
+    ($name:literal $(, $include:literal)*) => {
         task_with_space(
             concat!("mlx/", $name),
             include_str!(concat!("../../../../tasks/mlx/", $name, "/task.toml")),
@@ -200,6 +201,10 @@ macro_rules! mlx_task_with_space {
                         "/space/metal.metal.j2"
                     )),
                 ),
+                $((
+                    $include,
+                    include_str!(concat!("../../../../tasks/mlx/", $name, "/space/", $include)),
+                ),)*
             ],
         )
     };
@@ -286,7 +291,7 @@ fn a_change_that_breaks_a_constraint_alone_comes_with_the_smallest_repair() {
 
 /// mlx/attention with its template space.
 fn attention() -> Task {
-    mlx_task_with_space!("attention")
+    mlx_task_with_space!("attention", "cuda_wgmma.cu.j2", "cuda_pipelined.cu.j2")
 }
 
 #[test]
@@ -318,8 +323,11 @@ fn warpgroup_products_are_proposed_with_the_two_knobs_they_need() {
         p.new_node(&from, step, &Default::default()).action.title,
         "warpgroup products: warpgroup products (wgmma), with 16 rows a warp, with 4 warps"
     );
-    // From there, the swizzled layout and the overlapped softmax (which need wgmma, and nothing
-    // else) are each one knob away, and come before the other steps.
+    // The step lands on the swizzled layout, the seed's value of `swizzle`, which the point
+    // stored before the knob existed takes.
+    assert_eq!(step.point.get("swizzle"), Some(&1));
+    // From there, the overlapped softmax (which needs wgmma, and nothing else) is one knob away
+    // and comes first; the unswizzled layout is one knob away too, predicted slower.
     let next = p.steps(
         &task,
         &step.point,
@@ -327,9 +335,9 @@ fn warpgroup_products_are_proposed_with_the_two_knobs_they_need() {
         &Default::default(),
         0,
     );
-    for knob in ["swizzle", "pipeline"] {
+    for (knob, value) in [("pipeline", 1), ("swizzle", 0)] {
         let s = next.iter().find(|s| s.knob == knob).unwrap();
-        assert_eq!(s.value, 1);
+        assert_eq!(s.value, value);
         let changed: Vec<&String> = s
             .point
             .iter()
@@ -338,11 +346,9 @@ fn warpgroup_products_are_proposed_with_the_two_knobs_they_need() {
             .collect();
         assert_eq!(changed, [knob], "{next:?}");
     }
-    let first: Vec<&str> = next.iter().take(2).map(|s| s.knob.as_str()).collect();
-    assert!(
-        first.contains(&"swizzle") && first.contains(&"pipeline"),
-        "{first:?}"
-    );
+    assert_eq!(next[0].knob, "pipeline", "{next:?}");
+    let unswizzled = next.iter().find(|s| s.knob == "swizzle").unwrap();
+    assert!(unswizzled.predicted < 1.0, "{unswizzled:?}");
 }
 
 /// mlx/selective_scan with its template space, which predicts from its values' hints alone.
