@@ -95,6 +95,7 @@ class Compiler:
         self.arch = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
         self.mx = mx
         self.compiled = []
+        self.cubins = []
         # Kernels compile on threads of their own (NVRTC runs without Python's lock), each text
         # once: a workload's or a point's that another already made is not compiled again.
         self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
@@ -118,7 +119,7 @@ class Compiler:
                 mx.int8: "int8_t", mx.int16: "int16_t", mx.uint16: "uint16_t", mx.bool_: "bool"}[dtype]
 
     def build(self, name, input_names, output_names, source, header, inputs, output_dtypes, template):
-        """The kernel wrapped, and its compile under way: (name, a future of (what it uses or None, NVRTC's log))."""
+        """The kernel wrapped, and its compile under way: (name, a future of (what it uses or None, NVRTC's log, the cubin or None))."""
         params = [f"const {self.ctype(x.dtype)}* {n}" for n, x in zip(input_names, inputs)]
         params += [f"{self.ctype(d)}* {n}" for n, d in zip(output_names, output_dtypes)]
         kinds, values = [], []
@@ -145,7 +146,7 @@ class Compiler:
         lib = self.nvrtc
         prog = ctypes.c_void_p()
         if lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), filename.encode(), 0, None, None) != 0:
-            return None, "nvrtcCreateProgram failed"
+            return None, "nvrtcCreateProgram failed", None
         try:
             opts = [f"--gpu-architecture={self.arch}", f"-I{self.include}", "--std=c++17", "-default-device",
                     "--ptxas-options=-v"]
@@ -157,8 +158,12 @@ class Compiler:
             lib.nvrtcGetProgramLog(prog, log)
             text = log.value.decode(errors="replace")
             if status != 0:
-                return None, text
-            return usage(text), ""
+                return None, text, None
+            size = ctypes.c_size_t()
+            lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+            cubin = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetCUBIN(prog, cubin)
+            return usage(text), "", cubin.raw
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
@@ -185,8 +190,14 @@ class Compiler:
         except (CandidateError, CompileError) as e:
             return {"unchecked": last_line(str(e))}
         kernels = []
+        # (kernel, workload, cubin) of each distinct kernel compiled for this module, for `--keep`.
+        self.cubins = []
+        kept = set()
         for name, workload, build, dynamic in made:
-            used, log = build.result()
+            used, log, cubin = build.result()
+            if cubin is not None and id(build) not in kept:
+                kept.add(id(build))
+                self.cubins.append((name, workload, cubin))
             if used is None:
                 return {"error": f"CUDA kernel `{name}` does not compile for {self.arch} on workload `{workload}`:\n{first_lines(log, 12)}"}
             # A block's shared memory: the static that ptxas counted and the dynamic it asks for.

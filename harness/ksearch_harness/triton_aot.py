@@ -1,13 +1,14 @@
 """The Triton kernels of a torch module compiled ahead of time for an NVIDIA GPU that this machine
 need not have (`ksearch space check` of a torch task's template space):
 
-    python3 -m ksearch_harness.triton_aot --capability 9.0 --shared-limit BYTES --task TASK.json
+    python3 -m ksearch_harness.triton_aot --capability 9.0 --shared-limit BYTES --task TASK.json [--keep]
 
 Module paths come on stdin, one a line; for each, one JSON line on stdout:
 `{"kernels": [...]}` (each compiled kernel: name, workload, warps, stages, shared memory bytes,
 registers a thread, bytes of stack frame it spills registers to, TMA and wgmma instructions in its PTX),
 `{"error": "..."}` (a kernel did not compile, or needs more shared memory than `--shared-limit`),
-or `{"unchecked": "..."}` (the module could not be run this way; nothing is known).
+or `{"unchecked": "..."}` (the module could not be run this way; nothing is known). With `--keep`,
+each kernel's SASS is written beside the module first (`keep`).
 
 Each module's `run` (or `ModelNew`) is called once per workload on `meta` tensors (shapes and
 dtypes, no data), as the torch backend calls it, with a Triton driver that compiles each launch
@@ -36,6 +37,9 @@ def serve(prog, make_compiler, unavailable):
     ap.add_argument("--capability", required=True, help="the NVIDIA compute capability, e.g. 9.0")
     ap.add_argument("--shared-limit", type=int, required=True, help="shared memory a block may use, in bytes")
     ap.add_argument("--task", required=True, help="the task as JSON (its inputs and workloads)")
+    ap.add_argument("--keep", action="store_true",
+                    help="write each kernel's machine code beside its module: MODULE.KERNEL.WORKLOAD.sass "
+                         "(by the nvdisasm Triton ships; the .cubin where there is none)")
     args = ap.parse_args()
     with open(args.task) as f:
         task = json.load(f)
@@ -47,7 +51,44 @@ def serve(prog, make_compiler, unavailable):
     for line in sys.stdin:
         path = line.strip()
         if path:
-            print(json.dumps(compiler.check(path, task, args.shared_limit)), flush=True)
+            answered = compiler.check(path, task, args.shared_limit)
+            if args.keep:
+                for kernel, workload, cubin in compiler.cubins:
+                    keep(path, kernel, workload, cubin)
+            print(json.dumps(answered), flush=True)
+
+
+def nvidia_tool(name):
+    """A CUDA binary tool Triton's wheel ships (`nvdisasm`, `cuobjdump`), found without importing
+    Triton; None where there is none."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    if not spec or not spec.submodule_search_locations:
+        return None
+    tool = os.path.join(spec.submodule_search_locations[0], "backends", "nvidia", "bin", name)
+    return tool if os.access(tool, os.X_OK) else None
+
+
+def keep(path, kernel, workload, cubin):
+    """A kernel's cubin disassembled beside the module at `path` (`--keep`), as
+    MODULE.KERNEL.WORKLOAD.sass, or kept as the .cubin where nvdisasm cannot be run."""
+    stem = f"{os.path.splitext(path)[0]}.{kernel}.{workload}"
+    tool = nvidia_tool("nvdisasm")
+    if tool:
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(cubin)
+            f.flush()
+            try:
+                done = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.SubprocessError):
+                done = None
+        if done and done.returncode == 0:
+            with open(stem + ".sass", "w", encoding="utf-8") as out:
+                out.write(done.stdout)
+            return
+    with open(stem + ".cubin", "wb") as out:
+        out.write(cubin)
 
 
 def main():
@@ -110,6 +151,7 @@ class Compiler:
 
         jit.JITFunction.run = compile_only
         self.tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+        self.cubins = []
 
     def check(self, path, task, shared_limit):
         torch = self.torch
@@ -117,6 +159,8 @@ class Compiler:
 
         with open(path, encoding="utf-8") as f:
             source = {"file": os.path.basename(path), "text": f.read()}
+        # (kernel, workload, cubin) of each kernel compiled for this module, for `--keep`.
+        self.cubins = []
         meta = torch.device("meta")
         dtypes = torch_dtypes(torch)
         kernels = []
@@ -139,6 +183,8 @@ class Compiler:
                         return {"unchecked": f"run raised on meta tensors before any Triton launch: {last_line(trimmed_traceback(2))}"}
                 for name, k in self.compiled:
                     kernels.append(self.describe(name, w["name"], k))
+                    if k.asm.get("cubin"):
+                        self.cubins.append((name, w["name"], k.asm["cubin"]))
         except (CandidateError, CompileError) as e:
             return {"unchecked": last_line(str(e))}
         return answer(kernels, shared_limit, "Triton kernel `{name}` needs", "run launched no Triton kernel")

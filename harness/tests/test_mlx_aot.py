@@ -70,6 +70,14 @@ class AheadOfTime(unittest.TestCase):
         self.assertIn("undeclared", bad["error"])
         self.assertEqual(none, {"unchecked": "run made no CUDA kernel"})
 
+    def test_with_keep_each_kernels_machine_code_is_written_beside_its_module(self):
+        kept = {}
+        [got] = compile_modules("mlx_aot", TASK, [module()], 232448, keep=kept.update)
+        self.assertEqual(len(got["kernels"]), 2)
+        # One kernel a workload (N is a template argument), each disassembled.
+        self.assertEqual(sorted(kept), ["m0.twice.large.sass", "m0.twice.small.sass"])
+        self.assertIn(b"BAR.SYNC", kept["m0.twice.small.sass"])
+
     def test_a_kernel_over_the_devices_shared_memory_fails(self):
         [got] = self.check([module(tile=16384)], shared_limit=49152)
         self.assertEqual(got["error"], "CUDA kernel `twice` declares 65536 bytes of shared memory on workload `small`; a block may have 49152")

@@ -66,6 +66,14 @@ class AheadOfTime(unittest.TestCase):
         self.assertEqual(none, {"unchecked": "run launched no Triton kernel"})
         self.assertIn("ValueError: only on a GPU", early["unchecked"])
 
+    def test_with_keep_each_kernels_machine_code_is_written_beside_its_module(self):
+        kept = {}
+        [got] = compile_modules("triton_aot", TASK, [module(bk="64")], 232448, keep=kept.update)
+        self.assertEqual(len(got["kernels"]), 1)
+        self.assertEqual(list(kept), ["m0._tile.small.sass"])
+        # Hopper's warpgroup product, as nvdisasm spells it.
+        self.assertIn(b"HGMMA", kept["m0._tile.small.sass"])
+
     def test_a_kernel_over_the_devices_shared_memory_fails(self):
         [got] = self.check([module(bk="64")], shared_limit=8192)
         self.assertRegex(got["error"], r"Triton kernel `_tile` needs \d+ bytes of shared memory on workload `small`; a block may have 8192")

@@ -183,12 +183,15 @@ impl KernelCompiler {
 
     /// Start compiling a `backend` task's kernels for `hw` (an NVIDIA device with a compute
     /// capability and a shared-memory limit); `Err` says why it cannot (not such a device, no
-    /// Python, no Triton or NVRTC).
+    /// Python, no Triton or NVRTC). With `keep`, each kernel's machine code is written beside
+    /// the module it came from, as `MODULE.KERNEL.WORKLOAD.sass` (disassembled by the `nvdisasm`
+    /// Triton's wheel ships; the `.cubin` where there is none).
     pub fn start(
         backend: BackendKind,
         python: &Path,
         spec: &TaskSpec,
         hw: &Hardware,
+        keep: bool,
     ) -> Result<Self, String> {
         let module = match backend {
             BackendKind::Torch => "ksearch_harness.triton_aot",
@@ -229,6 +232,7 @@ impl KernelCompiler {
             .arg(shared.to_string())
             .arg("--task")
             .arg(task.path())
+            .args(keep.then_some("--keep"))
             .env("PYTHONPATH", &harness)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

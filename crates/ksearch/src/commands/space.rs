@@ -100,6 +100,7 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
             std::path::Path::new("python3"),
             &task.spec,
             h,
+            write.is_some(),
         )),
         _ => None,
     };
@@ -126,10 +127,16 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
     let mut unchecked = vec![0usize; others.len()];
     let mut compiled = CompiledPoints::default();
     let report = family.check(*limit as usize, &pinned, |config, source| {
+        let mut file = tmp.path().join(format!("point.{extension}"));
         if let Some(dir) = write {
             let name = knobs_of(config).replace([' ', '='], "_");
-            let file = dir.join(format!("{name}.{extension}"));
-            fs_err::write(&file, source).map_err(|e| e.to_string())?;
+            let written = dir.join(format!("{name}.{extension}"));
+            fs_err::write(&written, source).map_err(|e| e.to_string())?;
+            // A Python module is compiled where it was written, so that its GPU kernels'
+            // machine code lands beside it (a C point's library stays out of the directory).
+            if kernels.is_some() {
+                file = written;
+            }
         }
         let mut skip = Vec::new();
         for (i, (target, other, _)) in others.iter().enumerate() {
@@ -142,7 +149,6 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         if *no_compile {
             return Ok(());
         }
-        let file = tmp.path().join(format!("point.{extension}"));
         ksearch_eval::build_only(task.spec.backend, source, &file)?;
         match compiler
             .as_mut()
@@ -166,7 +172,8 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         if *n > 0 {
             writeln!(
                 out,
-                "({n} of these points carry `{target}` kernels that the space excludes on {device}: those kernels were not checked against the `{target}` rules)"
+                "({n} of these points {} `{target}` kernels that the space excludes on {device}: those kernels were not checked against the `{target}` rules)",
+                if *n == 1 { "carries" } else { "carry" }
             )?;
         }
     }
@@ -176,6 +183,13 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
     {
         Some(h) => {
             write!(out, "{}", compiled.render(kernels.unwrap_or("kernels"), h))?;
+            if let Some(dir) = write.as_ref().filter(|_| compiled.points > 0) {
+                writeln!(
+                    out,
+                    "(each compiled kernel's machine code is beside its point in {}: POINT.KERNEL.WORKLOAD.sass, or .cubin where no nvdisasm was found)",
+                    dir.display()
+                )?;
+            }
             if task.spec.backend == ksearch_core::task::BackendKind::Mlx {
                 writeln!(
                     out,

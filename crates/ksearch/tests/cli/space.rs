@@ -656,6 +656,85 @@ fn the_emulator_tells_wrong_warpgroup_layouts_from_right_ones() {
     );
 }
 
+/// The pipelined warpgroup attention kernel as ptxas schedules it, read from the machine code
+/// `space check --write` puts beside the point: in every key-tile loop, the wait for the next
+/// tile's scores (`WARPGROUP.DEPBAR.LE gsb0, 0x1`) is followed by the tile's 64 exponentials
+/// before the wait for P·V (`... 0x0`), so the softmax runs under P·V. (ptxas hoisted that wait
+/// above the exponentials once the branch that pins it tested something it could decide.)
+#[test]
+#[cfg_attr(
+    not(all(has_mlx, has_torch)),
+    ignore = "needs python3 with MLX and PyTorch's CUDA wheel, whose NVRTC compiles and whose Triton ships nvdisasm (`.ci/run` installs them)"
+)]
+fn the_pipelined_attention_kernel_computes_its_exponentials_while_p_v_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let mut args = vec![
+        "space",
+        "check",
+        "mlx/attention",
+        "--hardware",
+        "h200",
+        "--limit",
+        "1",
+        "--write",
+        dir,
+    ];
+    for kv in [
+        "mma=1",
+        "wgmma=1",
+        "pipeline=1",
+        "swizzle=1",
+        "cp_async=1",
+        "exp2=1",
+        "skip=1",
+        "vload=1",
+        "ldmatrix=1",
+        "warps=8",
+        "block_n=128",
+    ] {
+        args.extend(["--set", kv]);
+    }
+    let (code, stdout, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("machine code is beside its point in"),
+        "{stdout}"
+    );
+    let mut sass: Vec<PathBuf> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sass"))
+        .collect();
+    sass.sort();
+    // One kernel a workload: 7 workloads, causal and not, head dimensions 128 and 64.
+    assert_eq!(sass.len(), 7, "{sass:?}");
+    for file in &sass {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut between = None;
+        let mut loops = 0;
+        for line in text.lines() {
+            if line.contains("WARPGROUP.DEPBAR.LE gsb0, 0x1") {
+                between = Some(0);
+            } else if line.contains("WARPGROUP.DEPBAR.LE gsb0, 0x0") {
+                if let Some(n) = between.take() {
+                    assert!(
+                        n >= 64,
+                        "{}: {n} exponentials between the two waits",
+                        file.display()
+                    );
+                    loops += 1;
+                }
+            } else if line.contains("MUFU.EX2")
+                && let Some(n) = between.as_mut()
+            {
+                *n += 1;
+            }
+        }
+        assert!(loops > 0, "{}: no pipelined loop", file.display());
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(all(has_mlx, has_torch)),
