@@ -25,6 +25,12 @@ import traceback
 import numpy as np
 
 from . import link
+
+# What a runner checks a candidate's inputs with, taken before any candidate code runs: the
+# candidate shares this interpreter, and the module attributes are its to replace (a candidate
+# that wrote its inputs replaced `torch.equal` with one that always agreed). What the runner
+# itself does remains reachable from candidate code; the judge's own checks are what hold.
+_ARRAY_EQUAL = np.array_equal
 from .candidates import CandidateError, CompileError, describe_itself, load_module, load_namespace, module_run
 
 
@@ -130,7 +136,7 @@ def direct(sock, target):
                     if not checked:
                         continue
                     for name, x, b in zip(names["inputs"], ins, before):
-                        if not np.array_equal(x, b, equal_nan=True):
+                        if not _ARRAY_EQUAL(x, b, equal_nan=True):
                             flat = int(np.flatnonzero(~((x == b) | (np.isnan(x) & np.isnan(b))))[0]) if x.dtype.kind == "f" else int(np.flatnonzero(x != b)[0])
                             idx = "".join(f"[{i}]" for i in np.unravel_index(flat, x.shape))
                             raise CandidateError(f"modified input `{name}` (first at {name}{idx}); inputs must not be written")
@@ -160,6 +166,8 @@ def torch_direct(sock, target):
     from .torch_arrays import STORAGE, torch_dtypes
     from .torch_modules import Entry, check_output, outputs_of
 
+    # Taken before any candidate code runs (see _ARRAY_EQUAL).
+    equal, clone = torch.equal, torch.Tensor.clone
     # Read-only shared inputs are what the judge means: no warning about them.
     warnings.filterwarnings("ignore", message=".*not writable.*")
     device = torch.device(target)
@@ -240,8 +248,8 @@ def torch_direct(sock, target):
                     ins = in_views[s]
                     if checked:
                         # Writable copies: a candidate that writes its inputs is told so.
-                        ins = [x.clone() for x in ins]
-                        before = [x.clone() for x in ins]
+                        ins = [clone(x) for x in ins]
+                        before = [clone(x) for x in ins]
                     with torch.no_grad():
                         outs = outputs_of(torch, fn(*ins), names["outputs"])
                     for name, d, o in zip(names["outputs"], out_views[s], outs):
@@ -254,7 +262,7 @@ def torch_direct(sock, target):
                     if cuda:
                         torch.cuda.synchronize()
                     for name, x, b in zip(names["inputs"], ins, before):
-                        if not torch.equal(x, b):
+                        if not equal(x, b):
                             raise CandidateError(f"modified input `{name}`; inputs must not be written")
                 if cuda:
                     torch.cuda.synchronize()

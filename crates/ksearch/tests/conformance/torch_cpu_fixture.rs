@@ -161,6 +161,27 @@ mod torch_harness_cpu_only {
         );
     }
 
+    /// A candidate that writes its input wherever the memory allows (a check's writable copy;
+    /// in a user's program, the caller's tensor) and replaces what the runner compares inputs
+    /// with (`torch.equal`) so that the check agrees: the runner holds its own references to
+    /// what it checks with, taken before any candidate code runs.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn inputs_written_under_a_silenced_check_are_caught() {
+        let e = caught(
+            include_str!("../fixtures/hostile/silences_the_input_check.py"),
+            "WROTE the input, and the runner's check agreed",
+        );
+        assert!(
+            e.result.message.contains("modified input `x`"),
+            "{}",
+            e.result.message
+        );
+    }
+
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
     /// found its timed outputs wrong.
     fn caught_while_timed(text: &str, marker: &str) {
@@ -178,7 +199,12 @@ mod torch_harness_cpu_only {
         let f = TorchCpuFixture::new();
         let e = f.evaluate_text("candidate.py", text);
         let out = printed(&e);
-        assert!(out.contains(marker), "{out}");
+        assert!(
+            out.contains(marker),
+            "{out}\n{:?}: {}",
+            e.result.status,
+            e.result.message
+        );
         assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
         e
     }
