@@ -171,6 +171,8 @@ class Compiler:
         mx = self.mx
         with open(path, encoding="utf-8") as f:
             source = {"file": os.path.basename(path), "text": f.read()}
+        # (kernel, workload, cubin) of each distinct kernel compiled for this module, for `--keep`.
+        self.cubins = []
         made = []
         try:
             ns = load_namespace(source, "cuda")
@@ -190,8 +192,6 @@ class Compiler:
         except (CandidateError, CompileError) as e:
             return {"unchecked": last_line(str(e))}
         kernels = []
-        # (kernel, workload, cubin) of each distinct kernel compiled for this module, for `--keep`.
-        self.cubins = []
         kept = set()
         for name, workload, build, dynamic in made:
             used, log, cubin = build.result()

@@ -25,13 +25,13 @@ import traceback
 import numpy as np
 
 from . import link
+from .candidates import CandidateError, CompileError, describe_itself, load_module, load_namespace, module_run
 
 # What a runner checks a candidate's inputs with, taken before any candidate code runs: the
 # candidate shares this interpreter, and the module attributes are its to replace (a candidate
 # that wrote its inputs replaced `torch.equal` with one that always agreed). What the runner
 # itself does remains reachable from candidate code; the judge's own checks are what hold.
 _ARRAY_EQUAL = np.array_equal
-from .candidates import CandidateError, CompileError, describe_itself, load_module, load_namespace, module_run
 
 
 def reply(sock, header, payload=b""):
