@@ -14,6 +14,8 @@ mod kernels;
 mod libraries;
 mod limits;
 mod space;
+mod space_compiled;
+mod space_emulated;
 mod task_build;
 mod unprivileged;
 
