@@ -13,5 +13,6 @@ mod model_bounds;
 mod replay;
 mod run_dir;
 mod scripted;
+mod space_landscape;
 mod support;
 mod unusable_model;
