@@ -24,7 +24,9 @@
 #                       device call ends in time; the next `search` resumes it. SEARCH_ARGS
 #                       adds arguments to a new run (e.g. "--workload L4096 --window 1");
 #                       AGAINST_SEED=1 then evaluates the exported best --against the task's
-#                       naive seed (on WORKLOAD only, when set), as one evaluation
+#                       naive seed (on WORKLOAD only, when set), as one evaluation;
+#                       PROFILE=1 has the judge write where each evaluation's time went
+#                       (bench/judge_profile) to $OUT/judge-profile.jsonl
 # Usage: bash bench/mlx_space_h200.sh STEP TASK [ITERS]   (results in $OUT)
 set -uo pipefail
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
@@ -81,6 +83,9 @@ case "$step" in
     ;;
   search)
     iters=$3
+    if [ -n "${PROFILE:-}" ]; then
+      export JUDGE_PROFILE_OUT="$OUTDIR/judge-profile.jsonl" PYTHONPATH="$PWD/bench/judge_profile:$PYTHONPATH"
+    fi
     rd=${RUNS:-.device/runs}/space-$task
     if [ -f "$rd/run.sqlite" ]; then
       timeout -s INT "${BUDGET_S:-480}" "$K" resume "$rd" --iterations "$iters" --time "${SEARCH_TIME:-7m}" --json > "$OUTDIR/search-$task.json" 2> "$OUTDIR/search-$task.err"
