@@ -131,6 +131,32 @@ mod mlx_harness_numpy_only {
         );
     }
 
+    /// A module that writes its input wherever the memory allows (a check's writable copy; in
+    /// a user's program, the caller's array) and replaces what the runner compares inputs with
+    /// (`np.array_equal`) so that the check agrees: the runner holds its own reference to it,
+    /// taken before any candidate code runs.
+    #[test]
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+    )]
+    fn inputs_written_under_a_silenced_check_are_caught() {
+        let f = NumpyFixture::new();
+        let text = include_str!("../fixtures/hostile/silences_the_numpy_input_check.py");
+        let e = f.evaluate_text("candidate.py", text);
+        let out = printed(&e);
+        assert!(
+            out.contains("WROTE the input, and the runner's check agreed"),
+            "{out}"
+        );
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        assert!(
+            e.result.message.contains("modified input `x`"),
+            "{}",
+            e.result.message
+        );
+    }
+
     /// The runner copies each output into the judge's memory with numpy's `copyto`, in the
     /// interpreter the candidate shares: this one replaces it with a copy of nothing once it
     /// believes it is timed, and skips its own work. The slots it never wrote were poisoned.
