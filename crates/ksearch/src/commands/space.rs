@@ -45,7 +45,8 @@ pub(crate) enum SpaceCommand {
         #[arg(long)]
         no_compile: bool,
         /// Also write each rendered point to this directory, named by its knobs, to read or
-        /// to try by hand (`ksearch eval TASK FILE`).
+        /// to try by hand (`ksearch eval TASK FILE`), and beside it the machine code of each
+        /// GPU kernel compiled for it (`POINT.KERNEL.WORKLOAD.sass`).
         #[arg(long, value_name = "DIR")]
         write: Option<std::path::PathBuf>,
         /// Hold a knob at one of its values in every point checked (repeatable), e.g.
