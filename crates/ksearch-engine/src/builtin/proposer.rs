@@ -6,7 +6,8 @@
 //!   from measurements: the geometric mean of measured/predicted over the tactic's solved nodes,
 //!   shrunk towards 1 while evidence is thin. Confidence grows with accurate evidence.
 //! - Improve rounds try the neighbouring values of the knob the action changed (tile sizes,
-//!   widths); debug rounds try the nearest other value; each returns `None` when nothing is left.
+//!   widths), or, for a switch, of the sizes its repair moved; debug rounds try the nearest
+//!   other value; each returns `None` when nothing is left.
 //! - After a pass it proposes up to three next tactics from the new point (one per
 //!   knob), and revises the predictions of open actions whose tactic it has just measured.
 //!
@@ -627,62 +628,101 @@ impl Proposer for BuiltinProposer {
             c.insert(plan.knob.clone(), value);
             self.repaired(ctx.task, c.clone(), &plan.knob).unwrap_or(c)
         };
-        let pick = |values: Vec<i64>| -> Option<(i64, Point)> {
-            let mut options: Vec<(i64, Point)> = values
+        // The cheapest by the cost model of the valid, untried options (knob, value, point).
+        let cheapest = |options: Vec<(String, i64, Point)>| -> Option<(String, i64, Point)> {
+            let mut options: Vec<(String, i64, Point)> = options
                 .into_iter()
-                .map(|v| (v, with(v)))
-                .filter(|(_, c)| self.family.valid(c) && !tried.contains(c) && fresh(c))
+                .filter(|(_, _, c)| self.family.valid(c) && !tried.contains(c) && fresh(c))
                 .collect();
             options.sort_by(|a, b| {
-                self.cycles(ctx.task, &a.1)
-                    .total_cmp(&self.cycles(ctx.task, &b.1))
+                self.cycles(ctx.task, &a.2)
+                    .total_cmp(&self.cycles(ctx.task, &b.2))
             });
             options.into_iter().next()
+        };
+        let pick = |values: Vec<i64>| {
+            cheapest(
+                values
+                    .into_iter()
+                    .map(|v| (plan.knob.clone(), v, with(v)))
+                    .collect(),
+            )
+        };
+        let ordered = |knob: &str| {
+            self.family
+                .knobs()
+                .iter()
+                .any(|k| k.name == knob && k.ordered)
         };
         let chosen = match req.kind {
             AttemptKind::Implement => [with(plan.value), plan.point.clone()]
                 .into_iter()
                 .find(|c| self.family.valid(c) && fresh(c))
-                .map(|c| (plan.value, c)),
+                .map(|c| (plan.knob.clone(), plan.value, c)),
             AttemptKind::Improve => {
-                let from = req
+                let best = req
                     .best
                     .and_then(|b| {
                         serde_json::from_value::<AttemptPlan>(b.attempt.payload.clone()).ok()
                     })
-                    .and_then(|p| p.point.get(&plan.knob).copied())
+                    .map(|p| p.point);
+                let from = best
+                    .as_ref()
+                    .and_then(|p| p.get(&plan.knob).copied())
                     .unwrap_or(plan.value);
-                let ordered = self
-                    .family
-                    .knobs()
-                    .iter()
-                    .any(|k| k.name == plan.knob && k.ordered);
-                if ordered {
-                    // Only the two nearest values: a neighbourhood, not a sweep.
-                    pick(
+                if ordered(&plan.knob) {
+                    // Only the two nearest values: a neighbourhood, not a sweep; from the
+                    // cycle's best, so that what a repair moved with the action stays moved
+                    // (from the parent, a repaired action's neighbour was the parent again).
+                    let best = best.unwrap_or_else(|| plan.point.clone());
+                    cheapest(
                         self.neighbours(&plan.knob, from)
                             .into_iter()
                             .take(2)
+                            .map(|v| {
+                                let mut c = best.clone();
+                                c.insert(plan.knob.clone(), v);
+                                let c = self.repaired(ctx.task, c.clone(), &plan.knob).unwrap_or(c);
+                                (plan.knob.clone(), v, c)
+                            })
                             .collect(),
                     )
                 } else {
-                    None
+                    // A switch has no neighbours. The sizes its repair moved (to the nearest
+                    // value that meets the constraints, whatever it costs) have: their two
+                    // nearest values, from the cycle's best.
+                    let best = best.unwrap_or_else(|| plan.point.clone());
+                    let mut options = Vec::new();
+                    for (knob, value) in &plan.point {
+                        if knob == &plan.knob
+                            || !ordered(knob)
+                            || parent_point.get(knob) == Some(value)
+                        {
+                            continue;
+                        }
+                        let at = best.get(knob).copied().unwrap_or(*value);
+                        for v in self.neighbours(knob, at).into_iter().take(2) {
+                            let mut c = best.clone();
+                            c.insert(knob.clone(), v);
+                            options.push((knob.clone(), v, c));
+                        }
+                    }
+                    cheapest(options)
                 }
             }
             AttemptKind::Debug => pick(self.neighbours(&plan.knob, plan.value)),
             AttemptKind::Seed => None,
         };
         chosen
-            .map(|(value, point)| {
+            .map(|(knob, value, point)| {
                 let from = parent_point
-                    .get(&plan.knob)
-                    .map_or_else(|| "default".into(), |v| self.label(&plan.knob, *v));
+                    .get(&knob)
+                    .map_or_else(|| "default".into(), |v| self.label(&knob, *v));
                 let note = format!(
-                    "{:?}: `{}` {from} → {}{}",
+                    "{:?}: `{knob}` {from} → {}{}",
                     req.kind,
-                    plan.knob,
-                    self.label(&plan.knob, value),
-                    self.along(&parent_point, &plan.knob, &point)
+                    self.label(&knob, value),
+                    self.along(&parent_point, &knob, &point)
                 )
                 .to_lowercase();
                 self.candidate(req.node, point, note)

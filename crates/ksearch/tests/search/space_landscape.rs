@@ -148,7 +148,8 @@ impl Evaluator for Landscape {
 /// Where every tactic gains what the space's hints say, 60 rounds from the naive seed reach the
 /// landscape's optimum, or come within the smallest hint of it: the warpgroup kernel, swizzled,
 /// its softmax overlapped, with every large tactic stacked. (What the tactics gain on a GPU is
-/// for the GPU to say; this is the search's part: that it goes deep enough, not wide.)
+/// for the GPU to say; this is the search's part: that it goes deep enough, not wide, and tries
+/// the sizes a step moved.)
 #[test]
 fn sixty_rounds_reach_the_deepest_attention_point_when_every_tactic_gains_its_hint() {
     let task = ksearch_tasks::load_builtin("mlx/attention").unwrap();
@@ -210,6 +211,23 @@ fn sixty_rounds_reach_the_deepest_attention_point_when_every_tactic_gains_its_hi
         .iter()
         .map(|id| tree.get(*id).unwrap().action.title.clone())
         .collect();
+    // A switch whose repair moved a size tries that size's neighbours in its improve rounds:
+    // the step to warpgroup products, which moved 2 warps to 4, tries 8.
+    let snap = ksearch_store::RunStore::open(&dir.path().join("run"))
+        .unwrap()
+        .snapshot()
+        .unwrap();
+    let wgmma_nodes: Vec<ksearch_core::tree::NodeId> = snap
+        .attempts
+        .iter()
+        .filter(|a| a.note.starts_with("implement: `wgmma`") && a.note.contains("with 4 warps"))
+        .map(|a| a.node)
+        .collect();
+    assert!(
+        snap.attempts.iter().any(|a| wgmma_nodes.contains(&a.node)
+            && a.note.starts_with("improve: `warps` 2 warps → 8 warps")),
+        "{wgmma_nodes:?}"
+    );
     // The optimum by the hints: every switch on, 4 warps and 64-key tiles (their best hints),
     // 16 rows a warp (the warpgroup products' constraint); a point the space allows.
     let optimum: Point = [
