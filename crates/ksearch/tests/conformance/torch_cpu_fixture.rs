@@ -131,6 +131,22 @@ mod torch_harness_cpu_only {
         );
     }
 
+    /// Checks and timed calls told apart by whether the input's memory may be written (a
+    /// check's copy may, the timed calls' shared inputs are mapped read-only), and the work
+    /// skipped when timed: the timed outputs, sampled and compared with the baseline's, give it
+    /// away.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn work_skipped_when_the_input_is_read_only_is_caught() {
+        caught_while_timed(
+            include_str!("../fixtures/hostile/tells_checks_by_writability.py"),
+            "TIMED by a read-only input",
+        );
+    }
+
     /// Checks and timed calls told apart by their rhythm (a timed batch calls back to back, a
     /// check comes alone), and the work skipped in a burst: the timed outputs, sampled and
     /// compared with the baseline's, give it away.
