@@ -17,6 +17,7 @@ the `ptxas` it ships; no GPU, CUDA driver or toolkit is needed. The module is th
 template: it runs in this process, unsandboxed, as a build would."""
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -58,6 +59,7 @@ def serve(prog, make_compiler, unavailable):
             print(json.dumps(answered), flush=True)
 
 
+@functools.lru_cache(maxsize=None)
 def nvidia_tool(name):
     """A CUDA binary tool Triton's wheel ships (`nvdisasm`, `cuobjdump`), found without importing
     Triton; None where there is none."""
@@ -150,7 +152,6 @@ class Compiler:
             return kernel
 
         jit.JITFunction.run = compile_only
-        self.tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
         self.cubins = []
 
     def check(self, path, task, shared_limit):
@@ -207,13 +208,14 @@ class Compiler:
     def resources(self, cubin):
         """Registers and stack frame of a cubin's kernel, by Triton's own cuobjdump: a Triton
         kernel has no stack of its own, so its stack frame holds registers spilled by ptxas."""
-        if not cubin:
+        tool = nvidia_tool("cuobjdump")
+        if not cubin or not tool:
             return {}
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(cubin)
             f.flush()
             try:
-                out = subprocess.run([os.path.join(self.tools, "cuobjdump"), "-res-usage", f.name],
+                out = subprocess.run([tool, "-res-usage", f.name],
                                      capture_output=True, text=True, timeout=60).stdout
             except (OSError, subprocess.SubprocessError):
                 return {}

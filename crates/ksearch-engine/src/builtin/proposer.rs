@@ -660,38 +660,40 @@ impl Proposer for BuiltinProposer {
                 .find(|c| self.family.valid(c) && fresh(c))
                 .map(|c| (plan.knob.clone(), plan.value, c)),
             AttemptKind::Improve => {
+                // From the cycle's best, so that what a repair moved with the action stays
+                // moved (from the parent, a repaired action's neighbour was the parent again).
                 let best = req
                     .best
                     .and_then(|b| {
                         serde_json::from_value::<AttemptPlan>(b.attempt.payload.clone()).ok()
                     })
-                    .map(|p| p.point);
-                let from = best
-                    .as_ref()
-                    .and_then(|p| p.get(&plan.knob).copied())
-                    .unwrap_or(plan.value);
+                    .map_or_else(|| plan.point.clone(), |p| p.point);
+                // Each of the two nearest values of `knob`: a neighbourhood, not a sweep.
+                let near = |knob: &String, at: i64| -> Vec<(String, i64, Point)> {
+                    self.neighbours(knob, at)
+                        .into_iter()
+                        .take(2)
+                        .map(|v| {
+                            let mut c = best.clone();
+                            c.insert(knob.clone(), v);
+                            (knob.clone(), v, c)
+                        })
+                        .collect()
+                };
                 if ordered(&plan.knob) {
-                    // Only the two nearest values: a neighbourhood, not a sweep; from the
-                    // cycle's best, so that what a repair moved with the action stays moved
-                    // (from the parent, a repaired action's neighbour was the parent again).
-                    let best = best.unwrap_or_else(|| plan.point.clone());
+                    let from = best.get(&plan.knob).copied().unwrap_or(plan.value);
                     cheapest(
-                        self.neighbours(&plan.knob, from)
+                        near(&plan.knob, from)
                             .into_iter()
-                            .take(2)
-                            .map(|v| {
-                                let mut c = best.clone();
-                                c.insert(plan.knob.clone(), v);
-                                let c = self.repaired(ctx.task, c.clone(), &plan.knob).unwrap_or(c);
-                                (plan.knob.clone(), v, c)
+                            .map(|(k, v, c)| {
+                                let c = self.repaired(ctx.task, c.clone(), &k).unwrap_or(c);
+                                (k, v, c)
                             })
                             .collect(),
                     )
                 } else {
                     // A switch has no neighbours. The sizes its repair moved (to the nearest
-                    // value that meets the constraints, whatever it costs) have: their two
-                    // nearest values, from the cycle's best.
-                    let best = best.unwrap_or_else(|| plan.point.clone());
+                    // value that meets the constraints, whatever it costs) have.
                     let mut options = Vec::new();
                     for (knob, value) in &plan.point {
                         if knob == &plan.knob
@@ -700,12 +702,7 @@ impl Proposer for BuiltinProposer {
                         {
                             continue;
                         }
-                        let at = best.get(knob).copied().unwrap_or(*value);
-                        for v in self.neighbours(knob, at).into_iter().take(2) {
-                            let mut c = best.clone();
-                            c.insert(knob.clone(), v);
-                            options.push((knob.clone(), v, c));
-                        }
+                        options.extend(near(knob, best.get(knob).copied().unwrap_or(*value)));
                     }
                     cheapest(options)
                 }
