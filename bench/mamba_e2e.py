@@ -5,13 +5,14 @@
 (c) mamba.py on PyTorch (CUDA, f16; skipped and said so where torch or CUDA is missing).
 
     python3 bench/mamba_e2e.py (--scan EXPORT_DIR --step EXPORT_DIR | --only-mamba-py) --out OUT.json
-        [--lengths 512,1024,2048,4096] [--decode 128] [--prompt 512] [--reps 3] [--tiny] [--decode-only]
+        [--lengths 512,1024,2048,4096] [--decode 128] [--prompt 512] [--reps 3] [--max-point-s 60] [--tiny] [--decode-only]
 
 Before timing, (b) is checked against (a): logits of a prompt of the shortest verified length
 (the kernels run on verified shapes only) and greedy decoding of 32 tokens. Decode is timed four
 ways for (a), (b) and (b) without the adapter's one-kernel convolution step: eager or compiled steps, each token read before the next step is built or
 pipelined as mlx-lm's own generation loop is (each checked for the same 32 greedy tokens). mlx-lm is imported
-without its package __init__ (which imports the hub client). `--tiny` uses a 2-layer model (for a
+without its package __init__ (which imports the hub client). The columns run in the order (b), (c),
+(a), each written to OUT.json as it comes: (a)'s prefill is the slow one. `--tiny` uses a 2-layer model (for a
 quick run on MLX's CPU device); its numbers mean nothing."""
 
 import argparse
@@ -101,17 +102,28 @@ def mlx_decode(model, prompt, n, step=None, pipelined=False):
     return out, time.perf_counter() - t0
 
 
-def timed(f, reps, min_s=2.0):
-    """Median seconds of one call of f: after a warm-up call (which compiles kernels), at least
+def timed(f, reps, min_s=2.0, max_s=None):
+    """Median seconds of one call of f (`samples` below says how many and which)."""
+    return statistics.median(samples(f, reps, min_s, max_s))
+
+
+def samples(f, reps, min_s=2.0, max_s=None):
+    """Seconds of each timed call of f: after a warm-up call (which compiles kernels), at least
     `reps` calls and at least `min_s` seconds of them, so that a 30 ms prefill is timed many
-    times and a 30 s one once or twice."""
+    times. With `max_s`, a call begins only while the time spent so far (the warm-up's too) and
+    the last call's time together stay within it, and one call always runs: mlx-lm's own prefill
+    of 4096 tokens takes about 40 s a call, and four of them leave the rest of the table no time
+    in a 10-minute device call."""
+    t0 = time.perf_counter()
     f()
+    spent = time.perf_counter() - t0
     ts = []
-    while len(ts) < reps or sum(ts) < min_s:
+    while not ts or (len(ts) < reps or sum(ts) < min_s) and (max_s is None or spent + ts[-1] <= max_s):
         t0 = time.perf_counter()
         f()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        spent += ts[-1]
+    return ts
 
 
 def torch_side(config, lengths, prompt_len, decode, reps):
@@ -188,6 +200,8 @@ def main():
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--max-point-s", type=float, default=60.0,
+                    help="seconds one prefill length may take, its warm-up included (one timed call always runs)")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--decode-only", action="store_true",
                     help="(a) and (b)'s decodes alone: no prefill, breakdown or mamba.py (to compare MLX settings)")
@@ -227,15 +241,20 @@ def main():
     if paths.get("scan kernel", 0) == 0 or paths.get("step kernel", 0) == 0:
         raise SystemExit(f"the kernels did not run (paths {paths}): the export's verified shapes do not cover this model")
 
-    # (b) once more without the adapter's convolution kernel for a decode step: its decode beside
-    # (b)'s (a prefill does not use it).
-    for name, (s, t), conv in (("mlx_lm", (None, None), True), ("mlx_lm_kernels", (scan, step), True),
-                               ("mlx_lm_kernels_without_conv_step", (scan, step), False)):
+    # The columns, each saved as it comes: (b), (b) once more without the adapter's convolution
+    # kernel for a decode step (its decode beside (b)'s; a prefill does not use it), (c), and (a)
+    # last, whose prefill steps through the tokens one at a time: at the table's lengths it takes
+    # most of the run, and a run cut short by its time limit loses only the end of that column.
+    def mlx_side(name, s, t, conv):
         mlx_lm_mamba.install(model, scan=s, step=t, conv_step=conv)
-        side = {"prefill_tokens_per_s": {}}
+        side = {"prefill_tokens_per_s": {}, "prefill_samples_s": {}}
         for n in (lengths if conv else []):
             tokens = mx.random.randint(0, config["vocab_size"], (1, n))
-            side["prefill_tokens_per_s"][str(n)] = n / timed(lambda: mlx_prefill(model, tokens), args.reps)
+            ts = samples(lambda: mlx_prefill(model, tokens), args.reps, max_s=args.max_point_s)
+            side["prefill_tokens_per_s"][str(n)] = n / statistics.median(ts)
+            side["prefill_samples_s"][str(n)] = ts
+            result[name] = side
+            save(args.out, result)
         p = mx.random.randint(0, config["vocab_size"], (1, args.prompt))
         # Each decode: eager or with each step one mx.compile'd function (the adapter's
         # compile_decode); reading each token before the next step, or pipelined as mlx-lm's
@@ -257,15 +276,19 @@ def main():
         side["paths"] = mlx_lm_mamba.stats(model)
         result[name] = side
         print(name, json.dumps(side), flush=True)
+        save(args.out, result)
+
     result["mlx_env"] = {k: v for k, v in os.environ.items() if k.startswith("MLX_")}
-    save(args.out, result)
+    result["order"] = ["mlx_lm_kernels", "mlx_lm_kernels_without_conv_step"] + ([] if args.decode_only else ["mamba_py"]) + ["mlx_lm"]
+    mlx_side("mlx_lm_kernels", scan, step, True)
+    mlx_side("mlx_lm_kernels_without_conv_step", scan, step, False)
+    if not args.decode_only:
+        result["mamba_py"] = torch_side(config, lengths, args.prompt, args.decode, args.reps)
+        print("mamba_py", json.dumps(result["mamba_py"]), flush=True)
+        save(args.out, result)
+    mlx_side("mlx_lm", None, None, True)
     if args.decode_only:
         return
-    # The table's third column before the breakdowns, each saved as it comes: a breakdown that
-    # fails is recorded as its error and loses nothing measured before it.
-    result["mamba_py"] = torch_side(config, lengths, args.prompt, args.decode, args.reps)
-    print("mamba_py", json.dumps(result["mamba_py"]), flush=True)
-    save(args.out, result)
     sections = [("decode_breakdown", lambda: decode_breakdown(model, step, config, args.prompt))]
     if lengths:
         sections.append(("prefill_breakdown", lambda: prefill_breakdown(model, scan, config, max(lengths), args.reps)))

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -220,8 +221,33 @@ class Adapter(unittest.TestCase):
             self.assertGreater(prefill[key], 0, key)
         self.assertEqual(prefill["real_inputs_nonfinite"], 0)
         # The third column is written before the breakdowns, so that a failing breakdown
-        # cannot lose it.
+        # cannot lose it; mlx-lm's own column, whose prefill is the slow one, comes last.
         self.assertLess(list(result).index("mamba_py"), list(result).index("decode_breakdown"))
+        self.assertEqual(result["order"], ["mlx_lm_kernels", "mlx_lm_kernels_without_conv_step", "mamba_py", "mlx_lm"])
+        for side in ("mlx_lm", "mlx_lm_kernels"):
+            for n, ts in result[side]["prefill_samples_s"].items():
+                self.assertGreaterEqual(len(ts), 1, (side, n))
+                self.assertAlmostEqual(result[side]["prefill_tokens_per_s"][n], int(n) / statistics.median(ts))
+
+    def test_a_prefill_length_s_repetitions_stop_at_its_time_budget(self):
+        """bench/mamba_e2e.py's `samples`, on a clock that each call moves on by 10 s: the warm-up
+        and one timed call always run, and no call begins that the budget cannot hold."""
+        spec = importlib.util.spec_from_file_location("mamba_e2e", os.path.join(ROOT, "bench", "mamba_e2e.py"))
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        clock = [0.0]
+        bench.time = types.SimpleNamespace(perf_counter=lambda: clock[0])
+
+        def call():
+            clock[0] += 10.0
+
+        self.assertEqual(bench.samples(call, 3), [10.0] * 3)
+        self.assertEqual(bench.samples(call, 3, max_s=25), [10.0])
+        self.assertEqual(bench.samples(call, 3, max_s=30), [10.0, 10.0])
+        self.assertEqual(bench.samples(call, 3, max_s=5), [10.0])
+        # The least time still holds within the budget: 0.5 s calls until 2 s have passed.
+        clock[0] = 0.0
+        self.assertEqual(len(bench.samples(lambda: clock.__setitem__(0, clock[0] + 0.5), 1, max_s=60)), 4)
 
     def test_shapes_outside_what_was_verified_fall_back_to_mlx_lm(self):
         want = self.logits([[1, 2, 3, 4, 5, 6, 7]])
