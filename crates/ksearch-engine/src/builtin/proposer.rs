@@ -654,20 +654,19 @@ impl Proposer for BuiltinProposer {
                 .iter()
                 .any(|k| k.name == knob && k.ordered)
         };
+        // An improve round starts from the cycle's best, so that what a repair moved with the
+        // action stays moved (from the parent, a repaired action's neighbour was the parent
+        // again); its note says what changed from there.
+        let best = req
+            .best
+            .and_then(|b| serde_json::from_value::<AttemptPlan>(b.attempt.payload.clone()).ok())
+            .map_or_else(|| plan.point.clone(), |p| p.point);
         let chosen = match req.kind {
             AttemptKind::Implement => [with(plan.value), plan.point.clone()]
                 .into_iter()
                 .find(|c| self.family.valid(c) && fresh(c))
                 .map(|c| (plan.knob.clone(), plan.value, c)),
             AttemptKind::Improve => {
-                // From the cycle's best, so that what a repair moved with the action stays
-                // moved (from the parent, a repaired action's neighbour was the parent again).
-                let best = req
-                    .best
-                    .and_then(|b| {
-                        serde_json::from_value::<AttemptPlan>(b.attempt.payload.clone()).ok()
-                    })
-                    .map_or_else(|| plan.point.clone(), |p| p.point);
                 // Each of the two nearest values of `knob`: a neighbourhood, not a sweep.
                 let near = |knob: &String, at: i64| -> Vec<(String, i64, Point)> {
                     self.neighbours(knob, at)
@@ -712,14 +711,18 @@ impl Proposer for BuiltinProposer {
         };
         chosen
             .map(|(knob, value, point)| {
-                let from = parent_point
+                let base = match req.kind {
+                    AttemptKind::Improve => &best,
+                    _ => &parent_point,
+                };
+                let from = base
                     .get(&knob)
                     .map_or_else(|| "default".into(), |v| self.label(&knob, *v));
                 let note = format!(
                     "{:?}: `{knob}` {from} → {}{}",
                     req.kind,
                     self.label(&knob, value),
-                    self.along(&parent_point, &knob, &point)
+                    self.along(base, &knob, &point)
                 )
                 .to_lowercase();
                 self.candidate(req.node, point, note)

@@ -212,7 +212,8 @@ fn sixty_rounds_reach_the_deepest_attention_point_when_every_tactic_gains_its_hi
         .map(|id| tree.get(*id).unwrap().action.title.clone())
         .collect();
     // A switch whose repair moved a size tries that size's neighbours in its improve rounds:
-    // the step to warpgroup products, which moved 2 warps to 4, tries 8.
+    // the step to warpgroup products, which moved 2 warps to 4, tries 8 (the note says what
+    // changed from the cycle's best, where the improve round starts).
     let snap = ksearch_store::RunStore::open(&dir.path().join("run"))
         .unwrap()
         .snapshot()
@@ -225,9 +226,25 @@ fn sixty_rounds_reach_the_deepest_attention_point_when_every_tactic_gains_its_hi
         .collect();
     assert!(
         snap.attempts.iter().any(|a| wgmma_nodes.contains(&a.node)
-            && a.note.starts_with("improve: `warps` 2 warps → 8 warps")),
+            && a.note.starts_with("improve: `warps` 4 warps → 8 warps")),
         "{wgmma_nodes:?}"
     );
+    // An improve round's note names the change from where it starts, the cycle's best: never a
+    // knob set to the value it had (the notes once read "`rows` 16 rows a warp → 16 rows a warp"
+    // for a neighbour of 32 rows, taken from the parent's point).
+    for a in snap
+        .attempts
+        .iter()
+        .filter(|a| a.note.starts_with("improve: `"))
+    {
+        let change = a.note.split('\n').next().unwrap();
+        let (from, to) = change
+            .split_once("` ")
+            .and_then(|(_, rest)| rest.split_once(" → "))
+            .unwrap_or_else(|| panic!("{change}"));
+        let to = to.split(", with").next().unwrap();
+        assert_ne!(from, to, "{change}");
+    }
     // The optimum by the hints: every switch on, 4 warps and 64-key tiles (their best hints),
     // 16 rows a warp (the warpgroup products' constraint); a point the space allows.
     let optimum: Point = [
