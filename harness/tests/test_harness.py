@@ -872,6 +872,38 @@ class Gauntlet(unittest.TestCase):
         with self.assertRaisesRegex(gauntlet.TaskFault, r"y\[4321\]"):
             gauntlet.compare(spec, np.ones(5000), bad, tol)
 
+    def test_each_figure_of_a_comparison_is_the_plain_computation_s(self):
+        """The chunked compare's figures and counts against a direct computation over the whole
+        arrays, without its shortcuts (no masking when all is finite, bounds built in place)."""
+        spec = TASK["outputs"][0]
+        cases = self.comparison_cases()
+        e = np.random.default_rng(4).standard_normal(3000).astype(np.float32)
+        inf = e.copy()
+        inf[[7, 2999]] = [np.inf, -np.inf]
+        cases += [(inf, e), (np.zeros(3000, np.float32), np.zeros(3000, np.float32))]
+        for tol in ({"atol": 1e-3, "rtol": 1e-3, "norm_rtol": 1e-4}, {"atol": 0.0, "rtol": 0.0, "norm_rtol": 0.0},
+                    {"atol": 0.5, "rtol": 0.1, "norm_rtol": 1e-2}):
+            for got, want in cases:
+                c = np.asarray(got, np.float64).reshape(-1)
+                r = np.asarray(want, np.float64).reshape(-1)
+                finite = np.isfinite(c)
+                d = np.abs(np.where(finite, c, 0.0) - r)
+                magnitude = np.abs(r)
+                significant = magnitude > tol["atol"]
+                figures, failure = gauntlet.compare(spec, got, want, tol)
+                self.assertEqual(figures["max_abs_err"], d.max() if d.size else 0.0)
+                self.assertEqual(figures["max_rel_err"], (d[significant] / magnitude[significant]).max() if significant.any() else 0.0)
+                ref_sq, diff_sq = float(r @ r), float(d @ d)
+                want_norm = (diff_sq / ref_sq) ** 0.5 if ref_sq > 0 else (0.0 if diff_sq == 0 else float("inf"))
+                self.assertAlmostEqual(figures["norm_rel_err"], want_norm, delta=1e-12 * max(1.0, want_norm))
+                over = int((d > tol["atol"] + tol["rtol"] * magnitude).sum())
+                if not finite.all():
+                    self.assertIn(f"has {int((~finite).sum())} non-finite value(s)", failure)
+                elif over:
+                    self.assertIn(f"{over} of {r.size} elements of `y` are out of tolerance", failure)
+                else:
+                    self.assertEqual(failure is None, want_norm <= tol["norm_rtol"], failure)
+
     @unittest.skipUnless(importlib.util.find_spec("torch") is not None, "needs PyTorch (pip install torch)")
     def test_comparing_tensors_on_their_device_says_what_numpy_says(self):
         import torch
