@@ -10,9 +10,10 @@ batch), the median of BATCHES batches, all kinds side by side in alternating bat
   ssu_b1, ssu_b16   the exported state update (EXPORT, a `ksearch export` directory) at batch 1
           and 16.
 Run it with MLX_USE_CUDA_GRAPHS=0 (as the evaluator's executors run) and =1. Under a profiler
-(`nsys profile --stats=true`), the kernels' own GPU times come out of the same run.
+the kernels' own GPU times come out of the same run: bench/mlx_kernel_floor.sh runs it under
+Nsight Compute.
 
-    python3 bench/mlx_launch_floor.py --export DIR   (prints one JSON object)
+    python3 bench/mlx_launch_floor.py --export DIR [--batches N] [--calls N]   (prints one JSON object)
 """
 import argparse
 import json
@@ -68,6 +69,8 @@ def kinds(export):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--export", required=True)
+    ap.add_argument("--batches", type=int, default=BATCHES, help="timed batches of each kind (fewer under a profiler)")
+    ap.add_argument("--calls", type=int, default=CALLS, help="calls a batch")
     args = ap.parse_args()
     mx.random.seed(0)
     ks = kinds(args.export)
@@ -76,21 +79,21 @@ def main():
 
     def batch(sets, fn):
         t0 = time.perf_counter()
-        mx.eval([fn(*sets[i % SETS]) for i in range(CALLS)])
-        return (time.perf_counter() - t0) * 1e6 / CALLS
+        mx.eval([fn(*sets[i % SETS]) for i in range(args.calls)])
+        return (time.perf_counter() - t0) * 1e6 / args.calls
 
     times = {name: [] for name in ks}
     for name, (sets, fn) in ks.items():
         batch(sets, fn)
         batch(sets, fn)
-    for _ in range(BATCHES):
+    for _ in range(args.batches):
         for name, (sets, fn) in ks.items():
             times[name].append(batch(sets, fn))
     state_bytes = B * DI * DS * 4
     out = {
         "graphs": os.environ.get("MLX_USE_CUDA_GRAPHS"),
-        "calls_a_batch": CALLS,
-        "batches": BATCHES,
+        "calls_a_batch": args.calls,
+        "batches": args.batches,
         "us_per_call_median": {n: sorted(t)[len(t) // 2] for n, t in times.items()},
         "us_per_call_min": {n: min(t) for n, t in times.items()},
         "b16_state_bytes_read_and_written": 2 * state_bytes,

@@ -1,4 +1,4 @@
-//! The repository's Python unit tests (`harness/tests`, `adapters/tests`), run from `cargo test`
+//! The repository's Python unit tests (`harness/tests`, `adapters/tests`, `bench/tests`), run from `cargo test`
 //! so the one test command covers them.
 
 use std::path::PathBuf;
@@ -52,7 +52,19 @@ fn the_mlx_lm_mamba_adapter_tests_pass() {
     assert!(ok, "{text}");
     // None skipped: the convolution step's test needs g++, which `.ci/run` has.
     assert!(
-        text.contains("Ran 7 tests") && text.contains("OK") && !text.contains("skipped"),
+        text.contains("Ran 8 tests") && text.contains("OK") && !text.contains("skipped"),
+        "{text}"
+    );
+}
+
+/// The bench scripts' parsers (`bench/tests`): the Python standard library is enough.
+#[test]
+#[cfg_attr(not(has_python3), ignore = "needs python3")]
+fn the_bench_scripts_unit_tests_pass() {
+    let (ok, text) = unittest_discover("bench/tests", &[]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("OK") && !text.contains("Ran 0 tests"),
         "{text}"
     );
 }
