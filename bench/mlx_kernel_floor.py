@@ -3,12 +3,14 @@
 DRAM bytes) and says how close the selective state update's own GPU time comes to its memory
 floor at batch 16 (issue 11's target: 70%).
 
-    python3 bench/mlx_kernel_floor.py NCU.csv [RATED_GB_PER_S]   (prints one JSON object)
+    python3 bench/mlx_kernel_floor.py NCU.csv [RATED_GB_PER_S [HBM_MIB]]   (prints one JSON object)
 
 The floor is the batch-16 f32 state read and written once (2 × 16 × 2048 × 16 × 4 bytes; the
 other inputs and the output add 3% and are left out, which makes the floor harder to reach) in
 the time a plain copy of that state takes in the same run (`floor_copy`): the bandwidth a kernel
-of that size reaches on this GPU. With RATED_GB_PER_S, also at the GPU's rated bandwidth. Launches are told apart by kernel name, and the state update's two batches
+of that size reaches on this GPU. With RATED_GB_PER_S, also at the GPU's rated bandwidth. With
+HBM_MIB (the launcher's --hbm-mib), the HBM bandwidth a large copy (`floor_hbm_copy`) reaches:
+the measured bandwidth that other floors (the scan's) are quoted at. Launches are told apart by kernel name, and the state update's two batches
 by the DRAM bytes each moved (batch 16 moves 16 times the state of batch 1).
 Accepts ncu's "details" layout (a row per metric: Metric Name, Metric Unit, Metric Value) and its
 "raw" one (a column per metric), with --print-units base (ns, bytes)."""
@@ -49,12 +51,14 @@ def launches(text):
     return out
 
 
-def summary(found, rated_gb_per_s=None):
+def summary(found, rated_gb_per_s=None, hbm_bytes=None):
     groups = {}
     for launch in found.values():
         if not all(m in launch for m in METRICS):
             continue
-        kind = "copy" if "floor_copy" in launch["name"] else "state_update" if "state_update" in launch["name"] else None
+        name = launch["name"]
+        kind = ("hbm_copy" if "floor_hbm_copy" in name else "copy" if "floor_copy" in name
+                else "state_update" if "state_update" in name else None)
         if kind:
             groups.setdefault(kind, []).append(launch)
     if "copy" not in groups or "state_update" not in groups:
@@ -64,7 +68,8 @@ def summary(found, rated_gb_per_s=None):
     # geometric middle of the least and the most any of them moved.
     least, most = min(map(moved, groups["state_update"])), max(map(moved, groups["state_update"]))
     cut = (least * most) ** 0.5
-    kinds = {"copy": groups["copy"], "state_update_b1": [x for x in groups["state_update"] if moved(x) < cut],
+    kinds = {"copy": groups["copy"], "hbm_copy": groups.get("hbm_copy", []),
+             "state_update_b1": [x for x in groups["state_update"] if moved(x) < cut],
              "state_update_b16": [x for x in groups["state_update"] if moved(x) >= cut]}
     out = {}
     for kind, xs in kinds.items():
@@ -81,6 +86,10 @@ def summary(found, rated_gb_per_s=None):
     floor_ns = out["copy"]["median_ns"]
     out["floor"] = {"bytes": 2 * STATE_BYTES_B16, "floor_ns": floor_ns, "copy_gb_per_s": 2 * STATE_BYTES_B16 / floor_ns,
                     "b16_fraction_of_floor": floor_ns / out["state_update_b16"]["median_ns"]}
+    if "hbm_copy" in out and hbm_bytes:
+        # A copy of hbm_bytes, read and written: the HBM bandwidth a kernel reaches here.
+        out["hbm"] = {"bytes_moved": 2 * hbm_bytes, "median_ns": out["hbm_copy"]["median_ns"],
+                      "gb_per_s": 2 * hbm_bytes / out["hbm_copy"]["median_ns"]}
     if rated_gb_per_s:
         rated_ns = 2 * STATE_BYTES_B16 / rated_gb_per_s
         out["floor"].update(rated_gb_per_s=rated_gb_per_s, rated_floor_ns=rated_ns,
@@ -91,7 +100,9 @@ def summary(found, rated_gb_per_s=None):
 def main():
     with open(sys.argv[1]) as f:
         found = launches(f.read())
-    print(json.dumps(summary(found, float(sys.argv[2]) if len(sys.argv) > 2 else None), indent=1))
+    rated = float(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
+    hbm_bytes = int(sys.argv[3]) * 2**20 if len(sys.argv) > 3 else None
+    print(json.dumps(summary(found, rated, hbm_bytes), indent=1))
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ batch), the median of BATCHES batches, all kinds side by side in alternating bat
   empty   a kernel of one block that writes one element: the launch path and nothing else;
   copy    a kernel that reads the b16 state (16 × 2048 × 16 f32, 2 MiB) and writes a copy: the
           state update's floor traffic with no arithmetic;
+  hbm_copy  with --hbm-mib N, the same kernel copying N MiB, far more than the L2 holds;
   ssu_b1, ssu_b16   the exported state update (EXPORT, a `ksearch export` directory) at batch 1
           and 16.
 Run it with MLX_USE_CUDA_GRAPHS=0 (as the evaluator's executors run) and =1. Under a profiler
 the kernels' own GPU times come out of the same run: bench/mlx_kernel_floor.sh runs it under
 Nsight Compute.
 
-    python3 bench/mlx_launch_floor.py --export DIR [--batches N] [--calls N]   (prints one JSON object)
+    python3 bench/mlx_launch_floor.py --export DIR [--batches N] [--calls N] [--hbm-mib N]   (prints one JSON object)
 """
 import argparse
 import json
@@ -35,9 +36,10 @@ COPY = """
 """
 
 
-def kinds(export):
+def kinds(export, hbm_mib=0):
     empty = mx.fast.cuda_kernel(name="floor_empty", input_names=["x"], output_names=["o"], source=EMPTY)
     copy = mx.fast.cuda_kernel(name="floor_copy", input_names=["x"], output_names=["o"], source=COPY)
+    hbm_copy = mx.fast.cuda_kernel(name="floor_hbm_copy", input_names=["x"], output_names=["o"], source=COPY)
     sys.path.insert(0, export)
     from selective_state_update import selective_state_update as ssu  # noqa: PLC0415
 
@@ -54,7 +56,11 @@ def kinds(export):
         ]
 
     nv = B * DI * DS // 4
-    return {
+    big = hbm_mib * 2**20 // 16  # float4s in the HBM copy
+    hbm = {"hbm_copy": ([[mx.random.normal((big * 4,)).astype(mx.float32)] for _ in range(SETS)],
+                        lambda x: hbm_copy(inputs=[x], template=[("NV", big)], grid=(big, 1, 1), threadgroup=(256, 1, 1),
+                                           output_shapes=[(big * 4,)], output_dtypes=[mx.float32])[0])} if big else {}
+    return hbm | {
         "empty": ([[mx.ones((4,), dtype=mx.float32)] for _ in range(SETS)],
                   lambda x: empty(inputs=[x], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(4,)],
                                   output_dtypes=[mx.float32])[0]),
@@ -71,9 +77,11 @@ def main():
     ap.add_argument("--export", required=True)
     ap.add_argument("--batches", type=int, default=BATCHES, help="timed batches of each kind (fewer under a profiler)")
     ap.add_argument("--calls", type=int, default=CALLS, help="calls a batch")
+    ap.add_argument("--hbm-mib", type=int, default=0,
+                    help="also copy this many MiB (`floor_hbm_copy`, several times the L2): the HBM bandwidth a kernel reaches")
     args = ap.parse_args()
     mx.random.seed(0)
-    ks = kinds(args.export)
+    ks = kinds(args.export, args.hbm_mib)
     for sets, _ in ks.values():
         mx.eval(sets)
 

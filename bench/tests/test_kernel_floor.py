@@ -31,8 +31,9 @@ class KernelFloor(unittest.TestCase):
         runs = ([("custom_kernel_floor_copy_f32", 2000, STATE // 2, STATE // 2)] * 3
                 + [("custom_kernel_state_update_tpc1_v4", 1500, STATE // 32 + 1000, 9000)] * 5
                 + [("custom_kernel_state_update_tpc1_v4", 4000, STATE // 2 + 5000, STATE // 4)] * 5
+                + [("custom_kernel_floor_hbm_copy_f32", 160_000, 2**28, 2**27)] * 3
                 + [("some_other_kernel", 10, 1, 1)])
-        out = floor.summary(floor.launches(details(runs)), rated_gb_per_s=4800.0)
+        out = floor.summary(floor.launches(details(runs)), rated_gb_per_s=4800.0, hbm_bytes=2**28)
         self.assertEqual(out["copy"]["launches"], 3)
         self.assertEqual(out["state_update_b1"]["launches"], 5)
         self.assertEqual(out["state_update_b16"]["launches"], 5)
@@ -40,6 +41,9 @@ class KernelFloor(unittest.TestCase):
         self.assertAlmostEqual(out["floor"]["b16_fraction_of_floor"], 0.5)
         self.assertAlmostEqual(out["floor"]["copy_gb_per_s"], STATE / 2000)
         self.assertAlmostEqual(out["floor"]["b16_fraction_of_rated_floor"], STATE / 4800 / 4000)
+        # The large copy is its own kind (its name holds "floor_" and "copy" too), read and written.
+        self.assertEqual(out["hbm_copy"]["launches"], 3)
+        self.assertAlmostEqual(out["hbm"]["gb_per_s"], 2 * 2**28 / 160_000)
 
     def test_the_raw_layout_reads_the_same(self):
         head = '"ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"'
@@ -49,6 +53,7 @@ class KernelFloor(unittest.TestCase):
         out = floor.summary(floor.launches("\n".join(rows)))
         self.assertAlmostEqual(out["floor"]["b16_fraction_of_floor"], 0.8)
         self.assertNotIn("rated_floor_ns", out["floor"])
+        self.assertNotIn("hbm", out)
 
     def test_a_profile_without_the_copy_or_the_update_says_what_it_found(self):
         with self.assertRaisesRegex(SystemExit, "found kernels.*floor_copy"):
