@@ -32,6 +32,14 @@ from .candidates import CandidateError, CompileError, describe_itself, load_modu
 # that wrote its inputs replaced `torch.equal` with one that always agreed). What the runner
 # itself does remains reachable from candidate code; the judge's own checks are what hold.
 _ARRAY_EQUAL = np.array_equal
+_SHARES_MEMORY = np.may_share_memory
+
+# Why an output that lies in the judge's memory is refused: the runner copies each output into
+# that memory, and numpy and PyTorch skip a copy whose source is its destination, so an answer
+# written there directly (the runner's own variables say where) would be timed without the copy
+# that every other contender's time includes.
+_IN_THE_JUDGES_MEMORY = ("output `{}` lies in the memory the runner copies outputs into; a candidate returns "
+                         "arrays of its own")
 
 
 def reply(sock, header, payload=b""):
@@ -107,13 +115,14 @@ def direct(sock, target):
             out = mmap.mmap(fds[1], layout.output_region(), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             for fd in fds:
                 os.close(fd)
-            pools[h["id"]] = (layout, inp, out, {k: int(v) for k, v in h["axes"].items()}, h["names"])
+            pools[h["id"]] = (layout, inp, out, {k: int(v) for k, v in h["axes"].items()}, h["names"],
+                              np.frombuffer(out, np.uint8))
             reply(sock, {"op": "ready"})
         elif op == "drop":
             pools.pop(h["id"], None)
             reply(sock, {"op": "ready"})
         elif op in ("call", "go"):
-            layout, inp, out, axes, names = pools[h["pool"]]
+            layout, inp, out, axes, names, out_bytes = pools[h["pool"]]
             checked = op == "call"
             try:
                 for s in h["sets"]:
@@ -132,6 +141,8 @@ def direct(sock, target):
                             raise CandidateError(f"output `{name}` has shape {tuple(o.shape)}; the task declares {shape}")
                         if o.dtype != dtype:
                             raise CandidateError(f"output `{name}` has dtype {o.dtype}; the task declares {dtype}")
+                        if _SHARES_MEMORY(o, out_bytes):
+                            raise CandidateError(_IN_THE_JUDGES_MEMORY.format(name))
                         np.copyto(d, o)
                     if not checked:
                         continue
@@ -167,7 +178,15 @@ def torch_direct(sock, target):
     from .torch_modules import Entry, check_output, outputs_of
 
     # Taken before any candidate code runs (see _ARRAY_EQUAL).
-    equal, clone = torch.equal, torch.Tensor.clone
+    equal, clone, data_ptr = torch.equal, torch.Tensor.clone, torch.Tensor.data_ptr
+    storage_of = torch.Tensor.untyped_storage
+
+    def in_region(o, region):
+        """Whether `o`'s storage overlaps the tensor `region`'s bytes (see _IN_THE_JUDGES_MEMORY)."""
+        storage = storage_of(o)
+        start, end = storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+        lo = data_ptr(region)
+        return start < lo + region.numel() and lo < end
     # Read-only shared inputs are what the judge means: no warning about them.
     warnings.filterwarnings("ignore", message=".*not writable.*")
     device = torch.device(target)
@@ -232,7 +251,7 @@ def torch_direct(sock, target):
             # Each set's views, made once: making them per call cost a short kernel's time.
             in_views = [views(in_buf, layout, layout.input_offset, in_specs, s) for s in range(layout.sets)]
             out_views = [views(out_buf, layout, layout.output_offset, out_specs, s) for s in range(layout.sets)]
-            pools[h["id"]] = (layout, inp, in_views, out, out_views, h["names"], fn)
+            pools[h["id"]] = (layout, inp, in_views, out, out_views, h["names"], fn, out_buf)
             reply(sock, {"op": "ready"})
         elif op == "drop":
             p = pools.pop(h["id"], None)
@@ -241,7 +260,7 @@ def torch_direct(sock, target):
                 p[3].close()
             reply(sock, {"op": "ready"})
         elif op in ("call", "go"):
-            _, _, in_views, _, out_views, names, fn = pools[h["pool"]]
+            _, _, in_views, _, out_views, names, fn, out_buf = pools[h["pool"]]
             checked = op == "call"
             try:
                 for s in h["sets"]:
@@ -256,6 +275,8 @@ def torch_direct(sock, target):
                         problem = check_output(torch, name, o, d.shape, d.dtype, device)
                         if problem:
                             raise CandidateError(problem)
+                        if in_region(o, out_buf):
+                            raise CandidateError(_IN_THE_JUDGES_MEMORY.format(name))
                         d.copy_(o)
                     if not checked:
                         continue

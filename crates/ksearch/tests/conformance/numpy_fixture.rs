@@ -157,6 +157,34 @@ mod mlx_harness_numpy_only {
         );
     }
 
+    /// A candidate that computes its answer straight into the memory the runner copies outputs
+    /// into (the runner's variables say where) and returns it: numpy skips a copy onto itself,
+    /// so its time would lack the copy every other contender's includes. The answers are right;
+    /// the runner refuses an output that lies in that memory.
+    #[test]
+    #[cfg_attr(
+        not(has_numpy),
+        ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
+    )]
+    fn answers_written_into_the_runners_output_memory_are_refused() {
+        let f = NumpyFixture::new();
+        let text = include_str!("../fixtures/hostile/answers_in_the_numpy_output_slot.py");
+        let e = f.evaluate_text("candidate.py", text);
+        let out = printed(&e);
+        assert!(
+            out.contains("ANSWERED in the runner's output memory"),
+            "{out}"
+        );
+        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+        assert!(
+            e.result
+                .message
+                .contains("output `y` lies in the memory the runner copies outputs into"),
+            "{}",
+            e.result.message
+        );
+    }
+
     /// The runner copies each output into the judge's memory with numpy's `copyto`, in the
     /// interpreter the candidate shares: this one replaces it with a copy of nothing once it
     /// believes it is timed, and skips its own work. The slots it never wrote were poisoned.

@@ -198,6 +198,29 @@ mod torch_harness_cpu_only {
         );
     }
 
+    /// A candidate that computes its answer straight into the shared memory the runner copies
+    /// outputs into (the runner's variables say where) and returns it: PyTorch skips a copy
+    /// onto itself, so its time would lack the copy every other contender's includes. The
+    /// answers are right; the runner refuses an output that lies in that memory.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn answers_written_into_the_runners_output_memory_are_refused() {
+        let e = caught(
+            include_str!("../fixtures/hostile/answers_in_the_output_slot.py"),
+            "ANSWERED in the runner's output memory",
+        );
+        assert!(
+            e.result
+                .message
+                .contains("output `y` lies in the memory the runner copies outputs into"),
+            "{}",
+            e.result.message
+        );
+    }
+
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
     /// found its timed outputs wrong.
     fn caught_while_timed(text: &str, marker: &str) {
