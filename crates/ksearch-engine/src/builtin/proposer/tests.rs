@@ -12,7 +12,7 @@ use crate::proposer::{GenerateRequest, ProposeContext, Proposer};
 
 fn softmax() -> Task {
     let spec = ksearch_core::parse_task(
-        include_str!("../../../../tasks/cpu/softmax/task.toml"),
+        include_str!("../../../../../tasks/cpu/softmax/task.toml"),
         "task.toml",
     )
     .expect("the softmax task parses");
@@ -170,9 +170,9 @@ macro_rules! mlx_task_with_space {
     ($name:literal $(, $include:literal)*) => {
         task_with_space(
             concat!("mlx/", $name),
-            include_str!(concat!("../../../../tasks/mlx/", $name, "/task.toml")),
+            include_str!(concat!("../../../../../tasks/mlx/", $name, "/task.toml")),
             include_str!(concat!(
-                "../../../../tasks/mlx/",
+                "../../../../../tasks/mlx/",
                 $name,
                 "/space/space.toml"
             )),
@@ -180,7 +180,7 @@ macro_rules! mlx_task_with_space {
                 (
                     "module.py.j2",
                     include_str!(concat!(
-                        "../../../../tasks/mlx/",
+                        "../../../../../tasks/mlx/",
                         $name,
                         "/space/module.py.j2"
                     )),
@@ -188,7 +188,7 @@ macro_rules! mlx_task_with_space {
                 (
                     "cuda.cu.j2",
                     include_str!(concat!(
-                        "../../../../tasks/mlx/",
+                        "../../../../../tasks/mlx/",
                         $name,
                         "/space/cuda.cu.j2"
                     )),
@@ -196,14 +196,14 @@ macro_rules! mlx_task_with_space {
                 (
                     "metal.metal.j2",
                     include_str!(concat!(
-                        "../../../../tasks/mlx/",
+                        "../../../../../tasks/mlx/",
                         $name,
                         "/space/metal.metal.j2"
                     )),
                 ),
                 $((
                     $include,
-                    include_str!(concat!("../../../../tasks/mlx/", $name, "/space/", $include)),
+                    include_str!(concat!("../../../../../tasks/mlx/", $name, "/space/", $include)),
                 ),)*
             ],
         )
@@ -214,11 +214,11 @@ macro_rules! mlx_task_with_space {
 fn gemm_bf16() -> Task {
     task_with_space(
         "torch/gemm_bf16",
-        include_str!("../../../../tasks/torch/gemm_bf16/task.toml"),
-        include_str!("../../../../tasks/torch/gemm/space/space.toml"),
+        include_str!("../../../../../tasks/torch/gemm_bf16/task.toml"),
+        include_str!("../../../../../tasks/torch/gemm/space/space.toml"),
         &[(
             "kernel.py.j2",
-            include_str!("../../../../tasks/torch/gemm/space/kernel.py.j2"),
+            include_str!("../../../../../tasks/torch/gemm/space/kernel.py.j2"),
         )],
     )
 }
