@@ -95,18 +95,21 @@ case "$step" in
     fi
     "$K" tree "$rd" > "$OUTDIR/tree-$task.txt"
     "$K" report "$rd" -o "$OUTDIR/report-$task.html"
-    "$K" export "$rd" -o "$OUTDIR/export-$task" > "$OUTDIR/export-$task.txt" 2>&1
+    # At most 8 files come back from a device call: what the export and the evaluation against
+    # the seed print goes to the search's log.
+    { echo "== ksearch export"; "$K" export "$rd" -o "$OUTDIR/export-$task"; } >> "$OUTDIR/search-$task.err" 2>&1
     if [ -n "${AGAINST_SEED:-}" ] && [ -f "$OUTDIR/export-$task/$task/_candidate.py" ]; then
       # The best kernel timed beside the task's naive seed, in one evaluation.
       "$K" eval "mlx/$task" "$OUTDIR/export-$task/$task/_candidate.py" --against "tasks/mlx/$task/seed.py" --json \
-        "${QUICK[@]}" ${WORKLOAD:+--workload "$WORKLOAD"} > "$OUTDIR/best-vs-seed-$task.json" 2> "$OUTDIR/best-vs-seed-$task.err"
+        "${QUICK[@]}" ${WORKLOAD:+--workload "$WORKLOAD"} > "$OUTDIR/best-vs-seed-$task.json" 2> /tmp/best-vs-seed.err
+      { echo "== best vs seed"; cat /tmp/best-vs-seed.err; } >> "$OUTDIR/search-$task.err"
       python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('best vs the naive seed:', j['status'], j.get('speedup_vs_against'), [(w['name'], (w.get('latency_ms') or {}).get('median'), (w.get('against_latency_ms') or {}).get('median')) for w in j.get('workloads', [])])" \
-        "$OUTDIR/best-vs-seed-$task.json" || tail -3 "$OUTDIR/best-vs-seed-$task.err"
+        "$OUTDIR/best-vs-seed-$task.json" || tail -3 /tmp/best-vs-seed.err
     fi
-    # Few files come back from a device call: the export and the run directory as archives.
+    # The export and the run directory as archives.
     tar czf "$OUTDIR/export-$task.tgz" -C "$OUTDIR" "export-$task" && rm -rf "$OUTDIR/export-$task"
     tar czf "$OUTDIR/run-$task.tgz" "$rd"
-    tail -5 "$OUTDIR/search-$task.err"
+    grep -E '^(round |stopped|exported)' "$OUTDIR/search-$task.err" | tail -4
     ;;
   *)
     echo "unknown step $step" >&2
