@@ -221,6 +221,30 @@ mod torch_harness_cpu_only {
         );
     }
 
+    /// The same answer written into the runner's output memory through a tensor the candidate
+    /// makes itself over that memory (a new storage at the same addresses): the runner's
+    /// refusal goes by addresses, not by which tensor or storage it handed out.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn answers_written_through_an_own_view_of_the_output_memory_are_refused() {
+        let e = caught(
+            include_str!(
+                "../fixtures/hostile/answers_through_its_own_view_of_the_output_memory.py"
+            ),
+            "ANSWERED through a tensor of its own over the runner's output memory",
+        );
+        assert!(
+            e.result
+                .message
+                .contains("output `y` lies in the memory the runner copies outputs into"),
+            "{}",
+            e.result.message
+        );
+    }
+
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
     /// found its timed outputs wrong.
     fn caught_while_timed(text: &str, marker: &str) {
