@@ -51,6 +51,11 @@ def launches(text):
     return out
 
 
+def moved(launch):
+    """DRAM bytes a launch read and wrote."""
+    return launch["dram__bytes_read.sum"] + launch["dram__bytes_write.sum"]
+
+
 def summary(found, rated_gb_per_s=None, hbm_bytes=None):
     groups = {}
     for launch in found.values():
@@ -63,7 +68,6 @@ def summary(found, rated_gb_per_s=None, hbm_bytes=None):
             groups.setdefault(kind, []).append(launch)
     if "copy" not in groups or "state_update" not in groups:
         raise SystemExit(f"need launches of floor_copy and of the state update; found kernels {sorted({v['name'] for v in found.values()})}")
-    moved = lambda launch: launch["dram__bytes_read.sum"] + launch["dram__bytes_write.sum"]  # noqa: E731
     # Batch 16 moves about 16 times batch 1's bytes: split the state update's launches at the
     # geometric middle of the least and the most any of them moved.
     least, most = min(map(moved, groups["state_update"])), max(map(moved, groups["state_update"]))
