@@ -5,12 +5,13 @@
 #                    --target cuda --json`, short timing: against its baselines and comparisons
 #                    (EVAL_TIMEOUT, default 90, is each evaluation's --timeout in seconds;
 #                    EVAL_ARGS adds arguments to each, e.g. "--workload small")
-#   faults           torch/gemm_bf16 candidates from bench/torch_faults/ that must come to a
+#   faults [NAME...] torch/gemm_bf16 candidates from bench/torch_faults/ that must come to a
 #                    stated status (an illegal address, out of memory, a kernel that never ends,
-#                    a written input: the gauntlet on the GPU), answers remembered by set and a
-#                    kernel left spinning after "done" (each: no gain over its honest twin, or
-#                    `incorrect`), a `.cu` through load_cu and a
-#                    load_inline extension (both must pass), and a Triton point of the GEMM space
+#                    a written input: the gauntlet on the GPU), answers remembered by set, a
+#                    kernel left spinning after "done" and kernels left to finish after it
+#                    (each: no gain over its honest twin, or `incorrect`), a `.cu` through
+#                    load_cu and a load_inline extension (both must pass), and a Triton point of
+#                    the GEMM space; with NAMEs (`<expected>--<candidate>`), only those
 #   dobench          the timing cross-check: bench/torch_do_bench.py times the same kernels with
 #                    triton.testing.do_bench and with the harness (agreement within 5% asked on
 #                    kernels of 50 us and more)
@@ -95,27 +96,37 @@ case "$step" in
   faults)
     task=tasks/torch/gemm_bf16
     f=bench/torch_faults
+    # With names (e.g. `faults nogain--spins_after_done`), only those evaluations run.
+    want() { [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" $1 "* ]]; }
+    only=("$@")
     M256=(--workload M256)
-    eval_one faults incorrect--writes_input "$task" "$f/writes_input.py" "${M256[@]}" "${QUICK[@]}" --no-timing
-    eval_one faults runtime_error--out_of_memory "$task" "$f/out_of_memory.py" "${M256[@]}" "${QUICK[@]}" --no-timing
-    eval_one faults crashed--illegal_address "$task" "$f/illegal_address.py" "${M256[@]}" "${QUICK[@]}" --no-timing
+    want incorrect--writes_input && eval_one faults incorrect--writes_input "$task" "$f/writes_input.py" "${M256[@]}" "${QUICK[@]}" --no-timing
+    want runtime_error--out_of_memory && eval_one faults runtime_error--out_of_memory "$task" "$f/out_of_memory.py" "${M256[@]}" "${QUICK[@]}" --no-timing
+    want crashed--illegal_address && eval_one faults crashed--illegal_address "$task" "$f/illegal_address.py" "${M256[@]}" "${QUICK[@]}" --no-timing
     # The evaluation's own limit ends it; the outer one only guards the step.
-    eval_one faults timeout--hang "$task" "$f/hang.py" "${M256[@]}" "${QUICK[@]}" --timeout 45
+    want timeout--hang && eval_one faults timeout--hang "$task" "$f/hang.py" "${M256[@]}" "${QUICK[@]}" --timeout 45
     # After the faults, a fresh evaluation: the seed still passes.
-    eval_one faults passed--seed_after_faults "$task" "" "${M256[@]}" "${QUICK[@]}"
-    eval_one faults passed--load_cu "$task" "$f/load_cu.py" "${M256[@]}" "${QUICK[@]}"
+    want passed--seed_after_faults && eval_one faults passed--seed_after_faults "$task" "" "${M256[@]}" "${QUICK[@]}"
+    want passed--load_cu && eval_one faults passed--load_cu "$task" "$f/load_cu.py" "${M256[@]}" "${QUICK[@]}"
     # Answers remembered by set and a sample of values, against its honest twin: `nogain`.
     sed 's/^HITS = True/HITS = False/' "$f/remembers_answers.py" > "$work/remembers_twin.py"
-    eval_one faults nogain--remembers_answers "$task" "$f/remembers_answers.py" "${M256[@]}" "${QUICK[@]}" \
+    want nogain--remembers_answers && eval_one faults nogain--remembers_answers "$task" "$f/remembers_answers.py" "${M256[@]}" "${QUICK[@]}" \
       --against "$work/remembers_twin.py"
     # A kernel left spinning after "done", against its twin: `nogain` (the judge waits it out).
     sed 's/^SPIN = True/SPIN = False/' "$f/spins_after_done.py" > "$work/spins_twin.py"
-    eval_one faults nogain--spins_after_done "$task" "$f/spins_after_done.py" "${M256[@]}" "${QUICK[@]}" \
+    want nogain--spins_after_done && eval_one faults nogain--spins_after_done "$task" "$f/spins_after_done.py" "${M256[@]}" "${QUICK[@]}" \
       --against "$work/spins_twin.py"
-    "$PY" bench/torch_do_bench.py --render-point "$work/triton_point.py" >> "$summary"
-    eval_one faults passed--triton_point "$task" "$work/triton_point.py" "${QUICK[@]}"
-    LIMIT=240 eval_one faults passed--load_inline "$task" "$f/load_inline.py" "${M256[@]}" "${QUICK[@]}" --timeout 230
-    if [ $((SECONDS - started)) -lt 440 ]; then
+    # Kernels left to finish after "done" (synchronize replaced), against its twin: `nogain` (the
+    # judge counts the time the GPU stays busy after the batch as the batch's), at M256 and M4096.
+    sed 's/^DEFER = True/DEFER = False/' "$f/defers_past_done.py" > "$work/defers_twin.py"
+    for w in M256 M4096; do
+      want nogain--defers_past_done_$w && eval_one faults nogain--defers_past_done_$w "$task" "$f/defers_past_done.py" \
+        --workload $w "${QUICK[@]}" --against "$work/defers_twin.py"
+    done
+    want passed--triton_point && "$PY" bench/torch_do_bench.py --render-point "$work/triton_point.py" >> "$summary"
+    want passed--triton_point && eval_one faults passed--triton_point "$task" "$work/triton_point.py" "${QUICK[@]}"
+    want passed--load_inline && LIMIT=240 eval_one faults passed--load_inline "$task" "$f/load_inline.py" "${M256[@]}" "${QUICK[@]}" --timeout 230
+    if [ $# -eq 0 ] && [ $((SECONDS - started)) -lt 440 ]; then
       timeout -s KILL 60 "$K" space check "$task" --hardware h200 --limit 16 > "$work/space-check.txt" 2>&1
       tail -2 "$work/space-check.txt" | tee -a "$summary"
     fi

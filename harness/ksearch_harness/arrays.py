@@ -152,7 +152,17 @@ class MlxArrays:
         return isinstance(x, self.mx.array)
 
     def describe(self):
-        return f"mlx {self.mx.__version__} on {self.mx.default_device()} ({self.target})"
+        return f"mlx {self.mx.__version__} on {device_name(self.mx)} ({self.target})"
+
+
+def device_name(mx):
+    """The default device's name as MLX reports it (a GPU's model, the CPU's), else MLX's label
+    for it (`Device(gpu, 0)`), which does not say which GPU measured a run."""
+    try:
+        name = mx.device_info().get("device_name")
+    except Exception:  # noqa: BLE001 - an MLX without device_info, or one that cannot tell
+        name = None
+    return name if isinstance(name, str) and name.strip() else str(mx.default_device())
 
 
 def install_hint():

@@ -31,11 +31,12 @@ from .torch_arrays import STORAGE, fill_random, torch_dtypes
 # Scratch written before each timed GPU batch: more than twice the L2 of any current GPU (H100
 # and H200: 50 MiB; B200: 126 MiB).
 L2_FLUSH_BYTES = 256 << 20
-# After an untrusted runner's timed batch on the GPU, the judge's flush of the L2 is timed: one
-# that takes over QUIET_FACTOR times the fastest flush seen (and QUIET_SLACK_MS more) found
-# another context's work on the GPU, which the judge waits out, for at most QUIET_LIMIT_S.
-QUIET_FACTOR = 4.0
-QUIET_SLACK_MS = 0.5
+# After every timed batch on the GPU (and every call of an untrusted runner) the judge times its
+# flush of the L2 by its host clock: one that takes over QUIET_FACTOR times the fastest flush seen
+# (and QUIET_SLACK_MS more) waited for another context's work, and the judge flushes again until
+# one does not, for at most QUIET_LIMIT_S.
+QUIET_FACTOR = 2.0
+QUIET_SLACK_MS = 0.1
 QUIET_LIMIT_S = 2.0
 # Memory a workload's input sets and output slots may take on the GPU, the pool's own and every
 # contender's copy together, at most a third of the device's; the batch size is capped to fit.
@@ -217,30 +218,35 @@ class GpuWatch:
     """The judge's scratch buffer for flushing the L2 before every timed batch, and its clock on
     that flush, which says whether the GPU is quiet. Contexts of different processes share a GPU
     by time slices: while a runner's kernel is still on the GPU (left running after its "done",
-    or started by a thread of it later), the judge's flush waits for a slice of its own and takes
-    far longer than on a quiet GPU. Untrusted runners are paused (SIGSTOP) between their calls,
-    so none can start work while another contender is timed, and after each of their timed
-    batches the judge waits until the GPU is quiet before it goes on: work left running there
-    slows no one timed after it. Work that never ends within QUIET_LIMIT_S is the runner's
-    `incorrect`. One per judge, made (and its flush timed, before any module is loaded) with the
-    first contender."""
+    or started by a thread of it later), the judge's flush waits for a slice of its own, and
+    reaches its end far later than on a quiet GPU. After every timed batch the judge flushes
+    until the GPU is quiet, and the time that took beyond one quiet flush is the batch's: work a
+    runner left on the GPU after "done" is timed as its own and slows no one timed after it.
+    Untrusted runners are paused (SIGSTOP) between their calls, so none can start work while
+    another contender is timed, and after their untimed calls the judge waits for a quiet GPU
+    too. Work that never ends within QUIET_LIMIT_S is the runner's `incorrect`. One per judge,
+    made (and its flush timed, before any module is loaded) with the first contender."""
 
     def __init__(self, torch):
         self.torch = torch
         self.buf = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
         self.fastest = float("inf")
-        for _ in range(3):
+        for _ in range(10):
             self.flush()
 
     def flush(self):
-        """Writes the scratch buffer and waits for it; the milliseconds it took on the GPU."""
-        torch = self.torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        """Writes the scratch buffer and waits for it: the milliseconds from the launch to the
+        write's end, by the judge's host clock. Not by CUDA events: they time the write in the
+        judge's own context from where its time slice began, so a flush that first waited for
+        another context's slice read as fast as on a quiet GPU (an H100, 2026-12-07:
+        bench/torch_faults/spins_after_done.py slowed the contenders timed after it by half, and
+        every flush looked quiet)."""
+        stream = self.torch.cuda.current_stream()
+        stream.synchronize()
+        started = time.perf_counter()
         self.buf.fill_(0x5A)
-        end.record()
-        end.synchronize()
-        ms = start.elapsed_time(end)
+        stream.synchronize()
+        ms = (time.perf_counter() - started) * 1e3
         self.fastest = min(self.fastest, ms)
         return ms
 
@@ -248,7 +254,8 @@ class GpuWatch:
         return ms > max(QUIET_FACTOR * self.fastest, self.fastest + QUIET_SLACK_MS)
 
     def wait_quiet(self, label, clock=None):
-        """Returns once a flush takes its usual time; raises BadOutput for `label` when the GPU
+        """Flushes until a flush takes its usual time; returns the seconds that took beyond one
+        quiet flush (the time the GPU stayed busy). Raises BadOutput for `label` when the GPU
         stays busy for QUIET_LIMIT_S."""
         clock = clock or time.perf_counter
         started = clock()
@@ -257,9 +264,10 @@ class GpuWatch:
             if clock() - started > QUIET_LIMIT_S:
                 raise BadOutput(
                     f"`{label}` left work running on the GPU after it said \"done\": the GPU stayed busy for over "
-                    f"{QUIET_LIMIT_S:g} s after its timed batch (the judge's L2 flush took {ms:.2f} ms, "
+                    f"{QUIET_LIMIT_S:g} s after its batch (the judge's L2 flush took {ms:.2f} ms, "
                     f"{self.fastest:.2f} ms on a quiet GPU)")
             ms = self.flush()
+        return max(0.0, clock() - started - self.fastest / 1e3)
 
 
 def gpu_watch(arrays):
@@ -363,8 +371,11 @@ class TorchContender:
         if not self.trusted:
             # Paused until the judge turns to it again: while others are timed it runs nothing.
             self.runner.pause()
-            if timed and self.watch is not None:
-                self.watch.wait_quiet(self.label)
+        if self.watch is not None and (timed or not self.trusted):
+            # What the GPU still had to do after "done" is the batch's (GpuWatch).
+            lag = self.watch.wait_quiet(self.label)
+            if timed:
+                seconds += lag
         op = reply.get("op")
         if op == "bad_output":
             raise BadOutput(reply["message"])

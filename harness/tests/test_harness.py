@@ -808,15 +808,50 @@ class GpuQuiet(unittest.TestCase):
         w.flush = flush
         return w, left
 
-    def test_work_left_on_the_gpu_is_waited_out(self):
+    def test_work_left_on_the_gpu_is_waited_out_and_counted(self):
         w, left = self.watch([3.0, 2.5, 0.11])
-        w.wait_quiet("candidate.py", clock=iter([0.0, 0.5, 1.0, 1.5]).__next__)
+        lag = w.wait_quiet("candidate.py", clock=iter([0.0, 0.5, 1.0, 1.5]).__next__)
         self.assertEqual(left, [])
+        # From the first flush to the end of the quiet one, less a quiet flush (0.1 ms).
+        self.assertAlmostEqual(lag, 1.5 - 0.0001)
 
     def test_a_flush_a_little_slower_is_quiet(self):
-        w, left = self.watch([0.35, 9.9])
-        w.wait_quiet("candidate.py", clock=iter([0.0]).__next__)
+        w, left = self.watch([0.15, 9.9])
+        lag = w.wait_quiet("candidate.py", clock=iter([0.0, 0.00015]).__next__)
         self.assertEqual(left, [9.9])
+        self.assertAlmostEqual(lag, 0.00005)
+
+    def test_twice_the_fastest_flush_is_busy(self):
+        w, left = self.watch([0.25, 0.1])
+        w.wait_quiet("candidate.py", clock=iter([0.0, 0.0003, 0.0004]).__next__)
+        self.assertEqual(left, [])
+
+    def test_what_the_gpu_still_does_after_done_is_the_batchs(self):
+        # A runner says "done" after 10 ms; the GPU stays busy 4 ms more: the batch took 14 ms.
+        # Untrusted runners' untimed calls wait for a quiet GPU too (counted nowhere); trusted
+        # ones' untimed calls do not wait.
+        from types import SimpleNamespace
+
+        from ksearch_harness.torch_contenders import TorchContender
+
+        waits = []
+        watch = SimpleNamespace(flush=lambda: 0.1, wait_quiet=lambda label: waits.append(label) or 0.004)
+        pool = SimpleNamespace(id=0, copy_to=lambda *a: None, poison=lambda *a: None, modified=lambda *a: None)
+
+        def contender(trusted):
+            c = TorchContender.__new__(TorchContender)
+            c.trusted, c.label, c.watch = trusted, "trusted" if trusted else "candidate", watch
+            c.ins, c.outs = {0: SimpleNamespace(bytes=None)}, {0: SimpleNamespace(bytes=None)}
+            c.torch = SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda: None))
+            c.runner = SimpleNamespace(timed=lambda h: (0.010, {"op": "done"}, []),
+                                       request=lambda h: ({"op": "done"}, []), pause=lambda: None)
+            return c
+        candidate, baseline = contender(False), contender(True)
+        self.assertAlmostEqual(candidate.call(pool, [0], True), 0.014)
+        self.assertAlmostEqual(baseline.call(pool, [0], True), 0.014)
+        self.assertEqual(candidate.call(pool, [0], False), 0.0)
+        self.assertEqual(baseline.call(pool, [0], False), 0.0)
+        self.assertEqual(waits, ["candidate", "trusted", "candidate"])
 
     def test_work_that_never_ends_is_the_runners_fault(self):
         from ksearch_harness import torch_contenders
@@ -826,6 +861,25 @@ class GpuQuiet(unittest.TestCase):
             w.wait_quiet("candidate.py", clock=iter([0.0, 1.0, 2.5]).__next__)
         self.assertIn("`candidate.py` left work running on the GPU", str(e.exception))
         self.assertIn(f"{torch_contenders.QUIET_LIMIT_S:g} s", str(e.exception))
+
+
+class DeviceName(unittest.TestCase):
+    """An MLX evaluation's toolchain line names the device that measured it."""
+
+    def test_the_gpu_is_named_where_mlx_names_it(self):
+        from types import SimpleNamespace
+
+        from ksearch_harness.arrays import device_name
+
+        named = SimpleNamespace(device_info=lambda: {"device_name": "NVIDIA H200", "architecture": "sm_90"},
+                                default_device=lambda: "Device(gpu, 0)")
+        self.assertEqual(device_name(named), "NVIDIA H200")
+
+        def broken():
+            raise RuntimeError("no device info here")
+        for info in (broken, lambda: {}, lambda: {"device_name": " "}):
+            mx = SimpleNamespace(device_info=info, default_device=lambda: "Device(gpu, 0)")
+            self.assertEqual(device_name(mx), "Device(gpu, 0)")
 
 
 class Gauntlet(unittest.TestCase):
