@@ -11,7 +11,9 @@ the time a plain copy of that state takes in the same run (`floor_copy`): the ba
 of that size reaches on this GPU. With RATED_GB_PER_S, also at the GPU's rated bandwidth. With
 HBM_MIB (the launcher's --hbm-mib), the HBM bandwidth a large copy (`floor_hbm_copy`) reaches:
 the measured bandwidth that other floors (the scan's) are quoted at. Launches are told apart by kernel name, and the state update's two batches
-by the DRAM bytes each moved (batch 16 moves 16 times the state of batch 1).
+by the DRAM bytes each moved (batch 16 moves 16 times the state of batch 1). Where the launcher
+also ran points of the task's space (--points), `points` gives each batch-16 kernel, told apart
+by its name (its threads per channel and vector width) and its block size, against the floor.
 Accepts ncu's "details" layout (a row per metric: Metric Name, Metric Unit, Metric Value) and its
 "raw" one (a column per metric), with --print-units base (ns, bytes)."""
 
@@ -40,7 +42,7 @@ def launches(text):
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         if not row.get("ID", "").strip().isdigit():
             continue  # the raw layout's units row
-        launch = out.setdefault(int(row["ID"]), {"name": row["Kernel Name"]})
+        launch = out.setdefault(int(row["ID"]), {"name": row["Kernel Name"], "block": row.get("Block Size", "")})
         if "Metric Name" in row:
             if row["Metric Name"] in METRICS:
                 launch[row["Metric Name"]] = number(row["Metric Value"])
@@ -72,9 +74,13 @@ def summary(found, rated_gb_per_s=None, hbm_bytes=None):
     # geometric middle of the least and the most any of them moved.
     least, most = min(map(moved, groups["state_update"])), max(map(moved, groups["state_update"]))
     cut = (least * most) ** 0.5
-    kinds = {"copy": groups["copy"], "hbm_copy": groups.get("hbm_copy", []),
-             "state_update_b1": [x for x in groups["state_update"] if moved(x) < cut],
-             "state_update_b16": [x for x in groups["state_update"] if moved(x) >= cut]}
+    b1 = [x for x in groups["state_update"] if moved(x) < cut]
+    b16 = [x for x in groups["state_update"] if moved(x) >= cut]
+    # Only the export runs batch 1: with points beside it, its batch-16 launches are those of its
+    # kernel and block size.
+    export = {(x["name"], x["block"]) for x in b1}
+    kinds = {"copy": groups["copy"], "hbm_copy": groups.get("hbm_copy", []), "state_update_b1": b1,
+             "state_update_b16": [x for x in b16 if not export or (x["name"], x["block"]) in export]}
     out = {}
     for kind, xs in kinds.items():
         if not xs:
@@ -94,6 +100,13 @@ def summary(found, rated_gb_per_s=None, hbm_bytes=None):
         # A copy of hbm_bytes, read and written: the HBM bandwidth a kernel reaches here.
         out["hbm"] = {"bytes_moved": 2 * hbm_bytes, "median_ns": out["hbm_copy"]["median_ns"],
                       "gb_per_s": 2 * hbm_bytes / out["hbm_copy"]["median_ns"]}
+    points = {}
+    for x in b16:
+        points.setdefault((x["name"].split("(")[0], x["block"]), []).append(x["gpu__time_duration.sum"])
+    if len(points) > 1:
+        rows = [{"kernel": name, "block": block, "launches": len(ns), "median_ns": statistics.median(ns),
+                 "fraction_of_floor": floor_ns / statistics.median(ns)} for (name, block), ns in points.items()]
+        out["points"] = sorted(rows, key=lambda r: r["median_ns"])
     if rated_gb_per_s:
         rated_ns = 2 * STATE_BYTES_B16 / rated_gb_per_s
         out["floor"].update(rated_gb_per_s=rated_gb_per_s, rated_floor_ns=rated_ns,

@@ -10,15 +10,20 @@ batch), the median of BATCHES batches, all kinds side by side in alternating bat
   hbm_copy  with --hbm-mib N, the same kernel copying N MiB, far more than the L2 holds;
   ssu_b1, ssu_b16   the exported state update (EXPORT, a `ksearch export` directory) at batch 1
           and 16.
+  point:NAME  with --points DIR, each rendered point of the task's space in DIR (`ksearch space
+          check mlx/selective_state_update --write DIR`), at batch 16.
 Run it with MLX_USE_CUDA_GRAPHS=0 (as the evaluator's executors run) and =1. Under a profiler
 the kernels' own GPU times come out of the same run: bench/mlx_kernel_floor.sh runs it under
 Nsight Compute.
 
-    python3 bench/mlx_launch_floor.py --export DIR [--batches N] [--calls N] [--hbm-mib N]   (prints one JSON object)
+    python3 bench/mlx_launch_floor.py --export DIR [--batches N] [--calls N] [--hbm-mib N] [--points DIR]
+    (prints one JSON object)
 """
 import argparse
+import importlib.util
 import json
 import os
+import pathlib
 import sys
 import time
 
@@ -36,7 +41,20 @@ COPY = """
 """
 
 
-def kinds(export, hbm_mib=0):
+def point_kinds(directory, inputs):
+    """{"point:NAME": (sets, fn)} for each rendered point (a module with `run`) in `directory`."""
+    out = {}
+    for path in sorted(pathlib.Path(directory).glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"point_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        module.KSEARCH_TARGET = "cuda"
+        spec.loader.exec_module(module)
+        out[f"point:{path.stem}"] = ([inputs(B) for _ in range(SETS)],
+                                     lambda *a, run=module.run: run(*a, batch=B, dinner=DI, dstate=DS))
+    return out
+
+
+def kinds(export, hbm_mib=0, points=None):
     empty = mx.fast.cuda_kernel(name="floor_empty", input_names=["x"], output_names=["o"], source=EMPTY)
     copy = mx.fast.cuda_kernel(name="floor_copy", input_names=["x"], output_names=["o"], source=COPY)
     hbm_copy = mx.fast.cuda_kernel(name="floor_hbm_copy", input_names=["x"], output_names=["o"], source=COPY)
@@ -60,7 +78,7 @@ def kinds(export, hbm_mib=0):
     hbm = {"hbm_copy": ([[mx.random.normal((big * 4,)).astype(mx.float32)] for _ in range(SETS)],
                         lambda x: hbm_copy(inputs=[x], template=[("NV", big)], grid=(big, 1, 1), threadgroup=(256, 1, 1),
                                            output_shapes=[(big * 4,)], output_dtypes=[mx.float32])[0])} if big else {}
-    return hbm | {
+    return hbm | (point_kinds(points, inputs) if points else {}) | {
         "empty": ([[mx.ones((4,), dtype=mx.float32)] for _ in range(SETS)],
                   lambda x: empty(inputs=[x], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(4,)],
                                   output_dtypes=[mx.float32])[0]),
@@ -79,9 +97,10 @@ def main():
     ap.add_argument("--calls", type=int, default=CALLS, help="calls a batch")
     ap.add_argument("--hbm-mib", type=int, default=0,
                     help="also copy this many MiB (`floor_hbm_copy`, several times the L2): the HBM bandwidth a kernel reaches")
+    ap.add_argument("--points", help="a directory of rendered points of the space, each timed at batch 16")
     args = ap.parse_args()
     mx.random.seed(0)
-    ks = kinds(args.export, args.hbm_mib)
+    ks = kinds(args.export, args.hbm_mib, args.points)
     for sets, _ in ks.values():
         mx.eval(sets)
 

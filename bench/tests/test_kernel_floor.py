@@ -15,10 +15,11 @@ HEAD = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","St
 def details(launches):
     """ncu's details layout: the program's own output and ncu's notes first, a row per metric."""
     rows = ['{"graphs": "0"}', "==PROF== Connected to process 123", HEAD]
-    for i, (name, ns, read, write) in enumerate(launches):
+    for i, (name, ns, read, write, *block) in enumerate(launches):
+        block = block[0] if block else 256
         for metric, unit, value in (("dram__bytes_read.sum", "byte", read), ("dram__bytes_write.sum", "byte", write),
                                     ("gpu__time_duration.sum", "ns", ns)):
-            rows.append(f'"{i}","123","python3","h","{name}","1","7","(256, 1, 1)","(64, 1, 1)","0","9.0",'
+            rows.append(f'"{i}","123","python3","h","{name}","1","7","({block}, 1, 1)","(64, 1, 1)","0","9.0",'
                         f'"Command line profiler metrics","{metric}","{unit}","{value:,}"')
     return "\n".join(rows)
 
@@ -44,6 +45,26 @@ class KernelFloor(unittest.TestCase):
         # The large copy is its own kind (its name holds "floor_" and "copy" too), read and written.
         self.assertEqual(out["hbm_copy"]["launches"], 3)
         self.assertAlmostEqual(out["hbm"]["gb_per_s"], 2 * 2**28 / 160_000)
+
+    def test_points_of_the_space_are_told_apart_by_kernel_and_block(self):
+        # The export (tpc1_v4, 128 threads) and two more points at batch 16; batch 1 is no point.
+        b16 = STATE // 2
+        runs = ([("custom_kernel_floor_copy_131072(const float *, float *)", 4000, b16, b16)] * 3
+                + [("custom_kernel_state_update_tpc1_v4_2048_16(const float *)", 1500, STATE // 32, 9000, 128)] * 3
+                + [("custom_kernel_state_update_tpc1_v4_2048_16(const float *)", 6000, b16, b16, 128)] * 3
+                + [("custom_kernel_state_update_tpc4_v4_2048_16(const float *)", 5000, b16, b16, 128)] * 3
+                + [("custom_kernel_state_update_tpc4_v4_2048_16(const float *)", 5500, b16, b16, 256)] * 3)
+        out = floor.summary(floor.launches(details(runs)))
+        got = [(p["kernel"], p["block"], p["median_ns"], p["launches"]) for p in out["points"]]
+        self.assertEqual(got, [("custom_kernel_state_update_tpc4_v4_2048_16", "(128, 1, 1)", 5000, 3),
+                               ("custom_kernel_state_update_tpc4_v4_2048_16", "(256, 1, 1)", 5500, 3),
+                               ("custom_kernel_state_update_tpc1_v4_2048_16", "(128, 1, 1)", 6000, 3)])
+        self.assertAlmostEqual(out["points"][0]["fraction_of_floor"], 0.8)
+        # The headline is the export's: its kernel and block size, as at batch 1.
+        self.assertEqual(out["state_update_b16"]["median_ns"], 6000)
+        self.assertEqual(out["state_update_b16"]["launches"], 3)
+        # Without other points there is no table.
+        self.assertNotIn("points", floor.summary(floor.launches(details(runs[:9]))))
 
     def test_the_raw_layout_reads_the_same(self):
         head = '"ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"'
