@@ -68,6 +68,17 @@ pub fn busy_machine(load: &HostLoad) -> Option<String> {
     })
 }
 
+/// The caveat of an evaluation measured with another toolchain than the run's seed (the
+/// compiler's or the library's description, which names the device on a GPU: a run resumed on
+/// another GPU), if it was.
+pub fn other_toolchain(now: &str, seed: &str) -> Option<String> {
+    (now != seed).then(|| {
+        format!(
+            "other toolchain: measured with `{now}`, where this run's seed was measured with `{seed}`; each speedup is against the baseline of its own evaluation, but the tree now holds speedups from both"
+        )
+    })
+}
+
 /// How much of a machine's peak a baseline reached on one workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeakFraction {
@@ -165,5 +176,18 @@ mod tests {
             None
         );
         assert_eq!(weak_baseline("BLAS", "m", &[]), None);
+    }
+
+    #[test]
+    fn a_round_measured_with_another_toolchain_than_the_seed_says_both() {
+        let h200 = "mlx 0.32.4 on NVIDIA H200 (cuda)";
+        let h100 = "mlx 0.32.4 on NVIDIA H100 80GB HBM3 (cuda)";
+        let said = other_toolchain(h100, h200).unwrap();
+        assert!(
+            said.contains(&format!("measured with `{h100}`"))
+                && said.contains(&format!("seed was measured with `{h200}`")),
+            "{said}"
+        );
+        assert_eq!(other_toolchain(h200, h200), None);
     }
 }

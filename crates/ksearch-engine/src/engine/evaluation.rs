@@ -30,8 +30,9 @@ impl<'e> Engine<'e> {
         let result = self.timed_evaluate(source, contenders);
         self.state.evaluating = None;
         match result {
-            Ok(evaluation) => {
+            Ok(mut evaluation) => {
                 self.judge_failures = 0;
+                self.note_other_toolchain(round, &mut evaluation);
                 self.admit(round, evaluation)
             }
             // A later round's judge that fails (its harness, or the task's own code beside this
@@ -56,6 +57,32 @@ impl<'e> Engine<'e> {
                 let _ = self.commit(&[], &[]);
                 Err(e)
             }
+        }
+    }
+
+    /// An evaluation measured with another toolchain than the seed (a run resumed on another
+    /// GPU, or after the compiler changed) carries a caveat saying both; the first of a session
+    /// is also shown as it comes.
+    fn note_other_toolchain(&mut self, round: u64, evaluation: &mut Evaluation) {
+        let seed = self
+            .attempts
+            .iter()
+            .find(|a| a.round == 0)
+            .and_then(|a| a.evaluation.as_ref())
+            .and_then(|e| e.result.compile.as_ref());
+        let now = evaluation.result.compile.as_ref();
+        let Some(caveat) = seed.zip(now).filter(|_| round > 0).and_then(|(seed, now)| {
+            ksearch_core::caveats::other_toolchain(&now.compiler, &seed.compiler)
+        }) else {
+            return;
+        };
+        evaluation.caveats.push(caveat);
+        if !self.told_other_toolchain {
+            self.told_other_toolchain = true;
+            self.observer.progress(&Progress::Caveats {
+                round,
+                caveats: std::slice::from_ref(evaluation.caveats.last().expect("just pushed")),
+            });
         }
     }
 

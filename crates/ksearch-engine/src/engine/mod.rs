@@ -142,6 +142,8 @@ pub struct Engine<'e> {
     target: Option<SessionEnd>,
     /// Rounds in a row, this session, whose judge failed.
     judge_failures: u32,
+    /// This session said that its evaluations' toolchain is not the seed's (once is enough).
+    told_other_toolchain: bool,
 }
 
 /// What one step came to.
@@ -322,6 +324,7 @@ impl<'e> Engine<'e> {
             uncommitted_calls: Vec::new(),
             target: None,
             judge_failures: 0,
+            told_other_toolchain: false,
         }
     }
 

@@ -559,3 +559,76 @@ fn a_round_whose_judge_fails_is_that_candidates_failure_until_the_judge_is_plain
         2
     );
 }
+
+/// Measures the seed as it is, and every later round as though the compiler (on a GPU: the
+/// device) had changed, as a run resumed on another machine is.
+struct OtherToolchain {
+    inner: LocalEvaluator,
+    calls: usize,
+}
+
+impl ksearch_eval::Evaluator for OtherToolchain {
+    fn evaluate(
+        &mut self,
+        task: &Task,
+        candidate: &Source,
+        contenders: ksearch_eval::Contenders<'_>,
+        options: &ksearch_eval::EvalOptions,
+    ) -> Result<ksearch_core::record::Evaluation, ksearch_eval::EvalError> {
+        let mut e = self.inner.evaluate(task, candidate, contenders, options)?;
+        self.calls += 1;
+        if self.calls > 1
+            && let Some(c) = e.result.compile.as_mut()
+        {
+            c.compiler = "another compiler on another GPU".into();
+        }
+        Ok(e)
+    }
+}
+
+/// Rounds measured with another toolchain than the seed's carry a caveat naming both; the
+/// seed's does not.
+#[test]
+fn rounds_measured_with_another_toolchain_than_the_seed_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let mut evaluator = OtherToolchain {
+        inner: c_evaluator(),
+        calls: 0,
+    };
+    run_good_kernels_with(&mut evaluator, &rd, 2).unwrap();
+    let snap = ksearch_store::RunStore::open(&rd)
+        .unwrap()
+        .snapshot()
+        .unwrap();
+    let caveats = |a: &ksearch_core::record::AttemptRecord| -> Vec<String> {
+        let e = a.evaluation.as_ref().unwrap();
+        e.caveats
+            .iter()
+            .filter(|c| c.starts_with("other toolchain"))
+            .cloned()
+            .collect()
+    };
+    let seed_compiler = snap.attempts[0]
+        .evaluation
+        .as_ref()
+        .unwrap()
+        .result
+        .compile
+        .as_ref()
+        .unwrap()
+        .compiler
+        .clone();
+    assert!(caveats(&snap.attempts[0]).is_empty());
+    assert_eq!(snap.attempts.len(), 3);
+    for a in &snap.attempts[1..] {
+        let said = caveats(a);
+        assert_eq!(said.len(), 1, "round {}: {said:?}", a.round);
+        assert!(
+            said[0].contains("measured with `another compiler on another GPU`")
+                && said[0].contains(&format!("seed was measured with `{seed_compiler}`")),
+            "{}",
+            said[0]
+        );
+    }
+}
