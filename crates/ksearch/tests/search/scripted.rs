@@ -382,14 +382,24 @@ fn a_rejected_edit_goes_back_to_the_proposer_with_the_error() {
     assert_eq!(kinds, ["edit_rejected", "edit"]);
 }
 
-/// Passes every evaluation through, but from the second on reports what a forged or broken
-/// result would: an infinite speedup, then a time of zero.
-struct Forging {
+/// Passes every evaluation through `rewrite`, with how many it has seen (1 for the seed's).
+struct Rewriting {
     inner: LocalEvaluator,
     calls: usize,
+    rewrite: fn(usize, &mut ksearch_core::record::Evaluation),
 }
 
-impl ksearch_eval::Evaluator for Forging {
+impl Rewriting {
+    fn new(rewrite: fn(usize, &mut ksearch_core::record::Evaluation)) -> Self {
+        Self {
+            inner: c_evaluator(),
+            calls: 0,
+            rewrite,
+        }
+    }
+}
+
+impl ksearch_eval::Evaluator for Rewriting {
     fn evaluate(
         &mut self,
         task: &Task,
@@ -399,15 +409,21 @@ impl ksearch_eval::Evaluator for Forging {
     ) -> Result<ksearch_core::record::Evaluation, ksearch_eval::EvalError> {
         let mut e = self.inner.evaluate(task, candidate, contenders, options)?;
         self.calls += 1;
-        match self.calls {
-            1 => {}
-            2 => e.speedup.as_mut().unwrap().geomean = f64::INFINITY,
-            _ => {
-                let t = &mut e.result.workloads[0].timings[0].stats;
-                t.samples_ms[0] = 0.0;
-            }
-        }
+        (self.rewrite)(self.calls, &mut e);
         Ok(e)
+    }
+}
+
+/// From the second evaluation on, what a forged or broken result would report: an infinite
+/// speedup, then a time of zero.
+fn forged(calls: usize, e: &mut ksearch_core::record::Evaluation) {
+    match calls {
+        1 => {}
+        2 => e.speedup.as_mut().unwrap().geomean = f64::INFINITY,
+        _ => {
+            let t = &mut e.result.workloads[0].timings[0].stats;
+            t.samples_ms[0] = 0.0;
+        }
     }
 }
 
@@ -415,10 +431,7 @@ impl ksearch_eval::Evaluator for Forging {
 fn an_evaluation_with_a_non_finite_or_impossible_number_is_rejected_and_never_stored() {
     let dir = tempfile::tempdir().unwrap();
     let rd = dir.path().join("run");
-    let mut evaluator = Forging {
-        inner: c_evaluator(),
-        calls: 0,
-    };
+    let mut evaluator = Rewriting::new(forged);
     let summary = run_good_kernels_with(&mut evaluator, &rd, 2).unwrap();
     assert_eq!(summary.rounds, 2);
 
@@ -560,29 +573,13 @@ fn a_round_whose_judge_fails_is_that_candidates_failure_until_the_judge_is_plain
     );
 }
 
-/// Measures the seed as it is, and every later round as though the compiler (on a GPU: the
-/// device) had changed, as a run resumed on another machine is.
-struct OtherToolchain {
-    inner: LocalEvaluator,
-    calls: usize,
-}
-
-impl ksearch_eval::Evaluator for OtherToolchain {
-    fn evaluate(
-        &mut self,
-        task: &Task,
-        candidate: &Source,
-        contenders: ksearch_eval::Contenders<'_>,
-        options: &ksearch_eval::EvalOptions,
-    ) -> Result<ksearch_core::record::Evaluation, ksearch_eval::EvalError> {
-        let mut e = self.inner.evaluate(task, candidate, contenders, options)?;
-        self.calls += 1;
-        if self.calls > 1
-            && let Some(c) = e.result.compile.as_mut()
-        {
-            c.compiler = "another compiler on another GPU".into();
-        }
-        Ok(e)
+/// Every evaluation after the seed's as though the compiler (on a GPU: the device) had changed,
+/// as in a run resumed on another machine.
+fn on_another_toolchain(calls: usize, e: &mut ksearch_core::record::Evaluation) {
+    if calls > 1
+        && let Some(c) = e.result.compile.as_mut()
+    {
+        c.compiler = "another compiler on another GPU".into();
     }
 }
 
@@ -592,10 +589,7 @@ impl ksearch_eval::Evaluator for OtherToolchain {
 fn rounds_measured_with_another_toolchain_than_the_seed_say_so() {
     let dir = tempfile::tempdir().unwrap();
     let rd = dir.path().join("run");
-    let mut evaluator = OtherToolchain {
-        inner: c_evaluator(),
-        calls: 0,
-    };
+    let mut evaluator = Rewriting::new(on_another_toolchain);
     run_good_kernels_with(&mut evaluator, &rd, 2).unwrap();
     let snap = ksearch_store::RunStore::open(&rd)
         .unwrap()
