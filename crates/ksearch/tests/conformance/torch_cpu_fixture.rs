@@ -221,6 +221,21 @@ mod torch_harness_cpu_only {
         );
     }
 
+    /// An answer of a tensor subclass whose `__torch_function__` turns the runner's own copy of
+    /// it into the judge's memory into nothing where the call looks timed: the judge's samples
+    /// of the slots, read once the runner says "done", find them unwritten.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn the_runners_copy_skipped_by_an_answers_subclass_is_caught() {
+        caught_while_timed(
+            include_str!("../fixtures/hostile/skips_the_runners_copy_through_a_subclass.py"),
+            "COPY into the judge's memory skipped",
+        );
+    }
+
     /// The same answer written into the runner's output memory through a tensor the candidate
     /// makes itself over that memory (a new storage at the same addresses): the runner's
     /// refusal goes by addresses, not by which tensor or storage it handed out.
