@@ -208,16 +208,9 @@ mod torch_harness_cpu_only {
         ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
     )]
     fn answers_written_into_the_runners_output_memory_are_refused() {
-        let e = caught(
+        refused_in_the_output_memory(
             include_str!("../fixtures/hostile/answers_in_the_output_slot.py"),
             "ANSWERED in the runner's output memory",
-        );
-        assert!(
-            e.result
-                .message
-                .contains("output `y` lies in the memory the runner copies outputs into"),
-            "{}",
-            e.result.message
         );
     }
 
@@ -245,12 +238,18 @@ mod torch_harness_cpu_only {
         ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
     )]
     fn answers_written_through_an_own_view_of_the_output_memory_are_refused() {
-        let e = caught(
+        refused_in_the_output_memory(
             include_str!(
                 "../fixtures/hostile/answers_through_its_own_view_of_the_output_memory.py"
             ),
             "ANSWERED through a tensor of its own over the runner's output memory",
         );
+    }
+
+    /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the runner
+    /// refused its output as lying in the memory it copies outputs into.
+    fn refused_in_the_output_memory(text: &str, marker: &str) {
+        let e = caught(text, marker);
         assert!(
             e.result
                 .message
