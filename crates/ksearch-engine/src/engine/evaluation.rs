@@ -65,10 +65,7 @@ impl<'e> Engine<'e> {
     /// is also shown as it comes.
     fn note_other_toolchain(&mut self, round: u64, evaluation: &mut Evaluation) {
         let seed = self
-            .attempts
-            .iter()
-            .find(|a| a.round == 0)
-            .and_then(|a| a.evaluation.as_ref())
+            .seed_evaluation()
             .and_then(|e| e.result.compile.as_ref());
         let now = evaluation.result.compile.as_ref();
         let Some(caveat) = seed.zip(now).filter(|_| round > 0).and_then(|(seed, now)| {
@@ -86,6 +83,14 @@ impl<'e> Engine<'e> {
         }
     }
 
+    /// The seed's evaluation, once measured: every later one is read beside it.
+    fn seed_evaluation(&self) -> Option<&Evaluation> {
+        self.attempts
+            .iter()
+            .find(|a| a.round == 0)
+            .and_then(|a| a.evaluation.as_ref())
+    }
+
     /// The outcome of an evaluation that killed the orchestrator every time it ran.
     pub(super) fn lost_evaluation(&self, times: u32) -> Evaluation {
         self.unevaluated(
@@ -99,10 +104,7 @@ impl<'e> Engine<'e> {
     /// An evaluation that measured nothing, with its status and why.
     pub(super) fn unevaluated(&self, status: Status, message: String) -> Evaluation {
         let baseline = self
-            .attempts
-            .iter()
-            .find(|a| a.round == 0)
-            .and_then(|a| a.evaluation.as_ref())
+            .seed_evaluation()
             .map(|e| e.baseline.clone())
             .unwrap_or_default();
         Evaluation {
@@ -183,12 +185,7 @@ impl<'e> Engine<'e> {
     ) -> Result<Evaluation, EngineError> {
         let started = Instant::now();
         // The seed's evaluation sets the limit of every later one (unless the user set it).
-        let seed_wall = self
-            .attempts
-            .iter()
-            .find(|a| a.round == 0)
-            .and_then(|a| a.evaluation.as_ref())
-            .map(|e| e.wall_s);
+        let seed_wall = self.seed_evaluation().map(|e| e.wall_s);
         let (limit, why) = self.config.eval.round_timeout(seed_wall);
         let result = self.evaluator.evaluate(
             &self.task,
