@@ -132,6 +132,9 @@ fn the_mlx_spaces_cuda_kernels_compute_what_their_references_do_when_emulated_on
                 "block=64 tpc=4 vec=4",
                 "block=64 tpc=8 vec=2",
                 "block=64 tpc=16 vec=1",
+                "block=64 tpc=1 vec=4 loads_first=1",
+                "block=64 tpc=4 vec=4 loads_first=1",
+                "block=64 tpc=2 vec=1 loads_first=1",
             ][..],
         ),
         (
