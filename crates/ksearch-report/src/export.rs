@@ -380,7 +380,7 @@ pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Proven
         },
         kernel: KernelInfo {
             node: node.id,
-            title: node.action.title.clone(),
+            title: ksearch_run::solution_title(node, &data.attempts),
             path: data
                 .tree
                 .path(node.id)

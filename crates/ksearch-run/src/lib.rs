@@ -16,4 +16,4 @@ pub use run_config::{
     MAX_TIMEOUT_S, MAX_TIMING_MS, Position, ROUND_TIMEOUT_FACTOR, ROUND_TIMEOUT_FLOOR_S,
     RUN_FORMAT, RunConfig, SessionEnd, StopReason, check_range, round_timeout_s,
 };
-pub use summary::{Best, LlmTotals, RunSummary, asked_again, summarize};
+pub use summary::{Best, LlmTotals, RunSummary, asked_again, kept_note, solution_title, summarize};

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ksearch_core::calibration::{Calibration, calibration};
-use ksearch_core::record::{AttemptRecord, CycleRecord, LlmCallRecord};
+use ksearch_core::record::{AttemptKind, AttemptRecord, CycleRecord, LlmCallRecord};
 use ksearch_core::task::Task;
-use ksearch_core::tree::{NodeId, Tree};
+use ksearch_core::tree::{Node, NodeId, Tree};
 use serde::{Deserialize, Serialize};
 
 use crate::run_config::{EngineState, RunConfig, StopReason};
@@ -105,6 +105,33 @@ pub fn asked_again(empty: u64, truncated: u64) -> String {
     }
 }
 
+/// What a solved node kept where that is not its action as written: a later attempt of its
+/// cycle (improving on it, or fixing it) became its solution, so its kernel is that attempt's.
+/// The attempt's round and its note, on one line.
+pub fn kept_note(node: &Node, attempts: &[AttemptRecord]) -> Option<(u64, String)> {
+    let s = node.solution.as_ref()?;
+    let a = attempts
+        .iter()
+        .find(|a| a.round == s.round && a.node == node.id)?;
+    if matches!(a.kind, AttemptKind::Seed | AttemptKind::Implement) {
+        return None;
+    }
+    // One line: a model's note may hold several.
+    Some((
+        a.round,
+        a.note.split_whitespace().collect::<Vec<_>>().join(" "),
+    ))
+}
+
+/// A node's kernel in words: its action's title, and where a later attempt's kernel became its
+/// solution, what that attempt changed (an exported or best kernel is that attempt's).
+pub fn solution_title(node: &Node, attempts: &[AttemptRecord]) -> String {
+    match kept_note(node, attempts) {
+        Some((round, note)) => format!("{} (kept round {round}: {note})", node.action.title),
+        None => node.action.title.clone(),
+    }
+}
+
 #[allow(clippy::too_many_arguments)] // the parts of a stored run, read separately
 pub fn summarize(
     dir: &Path,
@@ -172,7 +199,7 @@ pub fn summarize(
         cycles: cycles.len(),
         best: Best {
             node: best.id,
-            title: best.action.title.clone(),
+            title: solution_title(best, attempts),
             speedup: best_speedup,
             // A ratio that is not a finite number is no speedup at all.
             speedup_vs_seed: best_speedup

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use ksearch_core::record::{AttemptKind, AttemptRecord};
+use ksearch_core::record::AttemptRecord;
 use ksearch_core::tree::{Gate, Node, NodeId, ROOT, Tree};
 use ksearch_run::RunSummary;
 
@@ -28,25 +28,17 @@ fn status(n: &Node) -> String {
     }
 }
 
-/// What a solved node kept, where that is not its action as written: a later attempt of its
-/// cycle (improving on it, or fixing it) became its solution, so its kernel is that attempt's.
+/// What a solved node kept, where that is not its action as written (`kept_note`), cut to a
+/// line of the tree.
 fn kept(n: &Node, attempts: &[AttemptRecord]) -> Option<String> {
-    let s = n.solution.as_ref()?;
-    let a = attempts
-        .iter()
-        .find(|a| a.round == s.round && a.node == n.id)?;
-    if matches!(a.kind, AttemptKind::Seed | AttemptKind::Implement) {
-        return None;
-    }
-    // One line: a model's note may hold several.
-    let whole = a.note.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (round, whole) = ksearch_run::kept_note(n, attempts)?;
     let note: String = whole.chars().take(NOTE_CHARS).collect();
     let more = if whole.chars().count() > NOTE_CHARS {
         "…"
     } else {
         ""
     };
-    Some(format!(" (kept round {}: {note}{more})", a.round))
+    Some(format!(" (kept round {round}: {note}{more})"))
 }
 
 /// The header and the tree, as `ksearch tree` prints them. A node whose solution came from a
@@ -165,6 +157,7 @@ fn walk(
 mod tests {
     use std::collections::BTreeMap;
 
+    use ksearch_core::record::AttemptKind;
     use ksearch_core::tree::{Action, Gate, NewNode, Solution};
     use ksearch_core::tree_edit::{EditOp, EditScript, apply};
     use ksearch_run::{Best, RunSummary};
@@ -298,5 +291,14 @@ mod tests {
             ),
         ];
         insta::assert_snapshot!(render(&summary, &t, &attempts));
+        // The summary's best and an export name a kept node's kernel the same way, whole.
+        assert_eq!(
+            ksearch_run::solution_title(t.get(2).unwrap(), &attempts),
+            "tile k: 64 (kept round 3: improve: `tile_k` none → 32)"
+        );
+        assert_eq!(
+            ksearch_run::solution_title(t.get(5).unwrap(), &attempts),
+            "register block: 4×16"
+        );
     }
 }
