@@ -90,7 +90,7 @@ impl Fixture for TorchCpuFixture {
 /// name takes it with the rest of the torch suite.)
 mod torch_harness_cpu_only {
     use super::*;
-    use crate::support::printed;
+    use crate::support::{passed_and_printed, printed};
     use ksearch_core::protocol::Status;
 
     /// A memoiser keyed by where its input lies, not by what it holds: the judge refills the
@@ -244,6 +244,31 @@ mod torch_harness_cpu_only {
             ),
             "ANSWERED through a tensor of its own over the runner's output memory",
         );
+    }
+
+    /// A candidate that starts a helper process to work while the other contenders are timed
+    /// (out of reach of the pause and of the CPU accounting of the runner's threads), through
+    /// `posix_spawn` and `subprocess` rather than a plain fork: the sandbox refuses both, and
+    /// the evaluation is the honest softmax's.
+    #[test]
+    #[cfg_attr(
+        not(has_torch),
+        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
+    )]
+    fn a_helper_process_started_to_slow_the_others_is_refused() {
+        let f = TorchCpuFixture::new();
+        let e = f.evaluate_text(
+            "candidate.py",
+            include_str!("../fixtures/hostile/starts_a_helper_to_slow_the_others.py"),
+        );
+        let out = passed_and_printed(&e);
+        for how in ["posix_spawn", "subprocess"] {
+            assert!(
+                out.contains(&format!("HELPER via {how}: refused")),
+                "{how}: {out}"
+            );
+        }
+        assert!(!out.contains("STARTED"), "{out}");
     }
 
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the runner
