@@ -73,14 +73,14 @@ impl<'e> Engine<'e> {
         }) else {
             return;
         };
-        evaluation.caveats.push(caveat);
         if !self.told_other_toolchain {
             self.told_other_toolchain = true;
             self.observer.progress(&Progress::Caveats {
                 round,
-                caveats: std::slice::from_ref(evaluation.caveats.last().expect("just pushed")),
+                caveats: std::slice::from_ref(&caveat),
             });
         }
+        evaluation.caveats.push(caveat);
     }
 
     /// The seed's evaluation, once measured: every later one is read beside it.
