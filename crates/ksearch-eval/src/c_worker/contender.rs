@@ -71,7 +71,30 @@ pub(crate) struct Runner {
     /// The CPU clocks of the processes its last timed batch was asked to watch (`timed`), read
     /// as that batch started.
     pub(crate) watched_at_go: Vec<Option<f64>>,
+    /// Its CPU clock when it last answered (`mark_answer`).
+    cpu_mark: Option<f64>,
 }
+
+/// One timed batch as the judge measured it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batch {
+    /// From the judge's `go` to the runner's "done".
+    pub(crate) wall: Duration,
+    /// CPU the runner's process used from its previous answer to `go`: work done before the
+    /// clock started, counted into the batch.
+    pub(crate) before: Duration,
+}
+
+impl Batch {
+    /// What the batch costs: its wall time and the CPU its runner spent before the clock.
+    pub(crate) fn charged(&self) -> Duration {
+        self.wall + self.before
+    }
+}
+
+/// How long a runner may take to arm for a timed batch (an honest one takes microseconds; the
+/// CPU it uses meanwhile is counted into the batch either way).
+pub(crate) const ARM_LIMIT: Duration = Duration::from_secs(2);
 
 impl Runner {
     /// Start a runner for the kernel at `kernel` (a shared object in `kernel_dir`); `describe`
@@ -148,6 +171,7 @@ impl Runner {
             lost: None,
             description: None,
             watched_at_go: Vec::new(),
+            cpu_mark: None,
         };
         match runner.request(
             &ToRunner::Load {
@@ -281,7 +305,9 @@ impl Runner {
         if send(self.sock.as_fd(), msg, fds).is_err() {
             return Err(self.lose("its socket closed"));
         }
-        match recv::<FromRunner>(self.sock.as_fd()) {
+        let answer = recv::<FromRunner>(self.sock.as_fd());
+        self.mark_answer();
+        match answer {
             Ok(Some((reply, _))) => Ok(reply),
             Ok(None) => Err(self.lose("its socket closed")),
             Err(e) => Err(self.stop_for(&format!("a malformed answer: {e}"))),
@@ -352,19 +378,20 @@ impl Runner {
         }
     }
 
-    /// A timed batch: the runner is armed (untimed), then the clock runs from the doorbell's
-    /// `go` to the kernel's timestamp of the runner's "done" message, so neither the judge's
-    /// own scheduling nor the time it takes to read the answer counts.
+    /// A timed batch: the runner is armed, then the clock runs from the doorbell's `go` to the
+    /// kernel's timestamp of the runner's "done" message, so neither the judge's own scheduling
+    /// nor the time it takes to read the answer counts.
+    ///
+    /// Nothing a runner does before `go` is free: the CPU its process used since it last answered
+    /// (asleep between batches, reading the order, arming) is read at `go` and given back as
+    /// [`Batch::before`], which the timing adds to the batch. The sets of the batch reach the
+    /// control page only once the clock runs, so that no code in the runner knows them earlier;
+    /// and a runner that does not arm within [`ARM_LIMIT`] is stopped.
     ///
     /// The CPU clocks of the processes `watch` names are read as the batch starts, while this
     /// runner spins on its CPU (theirs, when it is shared, so none of them is running then and
     /// each clock has counted all it ran): `watched_at_go`.
-    pub(crate) fn timed(
-        &mut self,
-        pool: u32,
-        sets: &[u32],
-        watch: &[i32],
-    ) -> Result<Duration, Lost> {
+    pub(crate) fn timed(&mut self, pool: u32, sets: &[u32], watch: &[i32]) -> Result<Batch, Lost> {
         if let Some(l) = &self.lost {
             return Err(l.clone());
         }
@@ -372,15 +399,6 @@ impl Runner {
         self.silent_between_turns()?;
         self.seq = (self.seq + 1) & SEQ_MASK;
         let seq = self.seq;
-        // SAFETY: the control region holds MAX_BATCH u32s at BATCH_OFFSET; the runner reads
-        // them only after receiving `Arm`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                sets.as_ptr(),
-                self.control.ptr().add(BATCH_OFFSET).cast::<u32>(),
-                sets.len(),
-            );
-        }
         let msg = ToRunner::Arm {
             pool,
             count: sets.len() as u32,
@@ -392,36 +410,72 @@ impl Runner {
         }
         // Start the clock only while the runner spins: if it fell asleep, ring the bell so that
         // it spins again (each ring costs it one short spin).
-        let mut armed = self.await_armed(|v| v & SEQ_MASK == seq, None)?;
-        while armed != seq && self.spin {
+        let arming = Instant::now();
+        let mut armed = self.await_armed(|v| v & SEQ_MASK == seq, Some(ARM_LIMIT))?;
+        while armed != seq && self.spin && arming.elapsed() < ARM_LIMIT {
             let control = self.control();
             control.bell.fetch_add(1, Ordering::AcqRel);
             futex::wake(&control.bell);
             armed = self.await_armed(|v| v == seq, Some(Duration::from_millis(5)))?;
         }
+        if armed & SEQ_MASK != seq {
+            return Err(self.stop_for(&format!(
+                "it was not ready for a timed batch {:.1} s after being told of it",
+                ARM_LIMIT.as_secs_f64()
+            )));
+        }
         self.watched_at_go = watch
             .iter()
             .map(|&pid| super::verify::process_cpu_seconds(pid))
             .collect();
+        let before = self.cpu_since_answer();
         let control = self.control();
         let start = now_ns();
         let started = Instant::now();
+        // SAFETY: the control region holds MAX_BATCH u32s at BATCH_OFFSET; the runner reads
+        // them only after `go`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                sets.as_ptr(),
+                self.control.ptr().add(BATCH_OFFSET).cast::<u32>(),
+                sets.len(),
+            );
+        }
         control.go.store(seq, Ordering::Release);
         control.bell.fetch_add(1, Ordering::AcqRel);
         futex::wake(&control.bell);
-        match recv_stamped::<FromRunner>(self.sock.as_fd()) {
+        let answer = recv_stamped::<FromRunner>(self.sock.as_fd());
+        self.mark_answer();
+        match answer {
             Ok(Some((FromRunner::Done, _, stamp))) => {
                 let ns = stamp.map_or(-1, |s| s - start);
                 // A stamp from before the start (a clock step) falls back to this clock.
-                Ok(if ns > 0 {
+                let wall = if ns > 0 {
                     Duration::from_nanos(ns as u64)
                 } else {
                     started.elapsed()
-                })
+                };
+                Ok(Batch { wall, before })
             }
             Ok(Some((other, _, _))) => Err(self.protocol(&other)),
             Ok(None) => Err(self.lose("its socket closed")),
             Err(e) => Err(self.stop_for(&format!("a malformed answer: {e}"))),
+        }
+    }
+
+    /// The runner's CPU clock now, as the mark its next batch's [`Batch::before`] counts from.
+    pub(crate) fn mark_answer(&mut self) {
+        self.cpu_mark = super::verify::process_cpu_seconds(self.pid());
+    }
+
+    /// CPU the runner used since [`Runner::mark_answer`] (zero where its clock cannot be read).
+    fn cpu_since_answer(&self) -> Duration {
+        match (
+            self.cpu_mark,
+            super::verify::process_cpu_seconds(self.pid()),
+        ) {
+            (Some(a), Some(b)) if b > a => Duration::from_secs_f64(b - a),
+            _ => Duration::ZERO,
         }
     }
 

@@ -40,7 +40,10 @@ impl Pool {
                 inputs.slice_mut(layout.input_slack(s, t)).fill(POISON_BYTE);
             }
         }
+        // The guard pages hold NaN too: a runner may map its own view of one readable again
+        // (`mprotect`), and then a read past an input's end finds NaN rather than numbers.
         for (off, len, _) in layout.input_guards() {
+            inputs.slice_mut(off..off + len).fill(POISON_BYTE);
             inputs.no_access(off, len)?;
         }
         let inputs_ro = inputs.read_only_fd()?;

@@ -25,11 +25,17 @@ use super::gauntlet::TaskFault;
 use super::kernel::Kernel;
 use super::pool::Pool;
 use super::tensors::Stores;
-use super::verify::{Kept, Sample, check_kept, idle_cpu, sample, slots, verify_round};
+use super::verify::{
+    Reservoir, Sample, check_kept, idle_cpu, kept_per_contender, sample, slots, verify_round,
+};
 
 /// Upper bounds on rotation, so tiny workloads do not allocate thousands of sets.
 const MAX_SETS: usize = 64;
-const MAX_ROTATION_BYTES: usize = 2 << 30;
+/// Shared memory a workload's timing pool may take: every set's inputs and every contender's
+/// outputs. A batch holds at most as many calls as the pool has sets (every call gets a set of
+/// its own), so this also bounds what a kernel that claims to be very fast can make the judge
+/// allocate (pools of 2 GiB a contender were seen before this bound).
+pub(crate) const POOL_BYTES: usize = 512 << 20;
 // Sets allowed beyond `MAX_SETS` so that a batch of a very short kernel still sees a fresh set
 // on every call: up to `MAX_BATCH`.
 use super::link::MAX_BATCH;
@@ -40,12 +46,13 @@ const MIN_SAMPLES_FLOOR: usize = 3;
 const WHOLE_CHECK_SHARE: f64 = 0.125;
 /// CPU a runner may use outside its timed calls (waking up, reading its orders, answering): a
 /// fixed amount, a share of the time it was timed, and a little per batch; tight where the
-/// scheduler counts nanoseconds, loose where only clock ticks are known.
+/// scheduler counts nanoseconds, loose where only clock ticks are known. What a runner uses
+/// before a batch's clock starts is counted into that batch as well (`Batch::before`), so work
+/// within this allowance gains nothing; the allowance only says when such work is refused.
 const OUTSIDE_CPU_PRECISE: (f64, f64) = (0.01, 0.05);
 const OUTSIDE_CPU_TICKS: (f64, f64) = (0.05, 0.05);
 /// Per batch: a runner's own work between batches (reading the order, answering the samples)
-/// measured 110-160 µs on an idle 2-core machine and up to about 350 µs under load. Deferred
-/// work is caught anyway by the samples read at "done"; this bounds what might run beside them.
+/// measured 110-160 µs on an idle 2-core machine and up to about 350 µs under load.
 const OUTSIDE_CPU_PER_BATCH_S: f64 = 300e-6;
 
 /// Size of the largest CPU cache, from sysfs; 32 MiB when unknown.
@@ -104,10 +111,18 @@ pub(crate) fn rotation_sets(bytes_per_set: usize, plan: &TimingPlan) -> usize {
         2 * last_level_cache_bytes()
     };
     let per = bytes_per_set.max(1);
-    target
-        .div_ceil(per)
-        .clamp(1, MAX_SETS)
-        .min((MAX_ROTATION_BYTES / per).max(1))
+    target.div_ceil(per).clamp(1, MAX_SETS)
+}
+
+/// The most sets a pool for `contenders` contenders may hold within [`POOL_BYTES`] (at least
+/// one).
+pub(crate) fn pool_sets_within_budget(
+    input_bytes: usize,
+    output_bytes: usize,
+    contenders: usize,
+) -> usize {
+    let per = (input_bytes + output_bytes * contenders.max(1)).max(1);
+    (POOL_BYTES / per).max(1)
 }
 
 /// A contender as the timing sees it.
@@ -149,11 +164,19 @@ pub(crate) fn time_workload(
     let n = contenders.len();
     let set_bytes = spec.bytes_per_call(workload).max(1);
     let internal = |e: std::io::Error| TimingStop::Internal(format!("shared memory: {e}"));
+    let bytes_of = |tensors: &[ksearch_core::task::TensorSpec]| -> usize {
+        tensors
+            .iter()
+            .map(|t| t.numel(&workload.axes) * t.dtype.size_bytes())
+            .sum()
+    };
+    let budget_sets = pool_sets_within_budget(bytes_of(&spec.inputs), bytes_of(&spec.outputs), n);
 
     // Warm up each contender on a few sets, in batches of 1, 2, 4, ... calls (so that a
-    // microsecond kernel is not warmed up one round trip at a time), and size its batches from
-    // the last, largest warm-up batch.
-    let warm_sets = rotation_sets(set_bytes, plan).min(4);
+    // microsecond kernel is not warmed up one round trip at a time), and size its first batches
+    // from the last, largest warm-up batch. Warm-up calls are checked too (outputs poisoned
+    // before each batch, sampled after it): a kernel cannot look fast here by doing nothing.
+    let warm_sets = rotation_sets(set_bytes, plan).min(4).min(budget_sets);
     *next_pool += 1;
     let mut warm = Pool::new(*next_pool, spec, workload, warm_sets).map_err(internal)?;
     warm.fill_all(spec, &workload.name, seed);
@@ -165,10 +188,19 @@ pub(crate) fn time_workload(
             let sets: Vec<u32> = (calls..calls + size)
                 .map(|j| (j % warm_sets) as u32)
                 .collect();
+            let mut slots = slots(c, &warm);
+            for s in 0..warm_sets {
+                slots.poison(s, Stores::Cached);
+            }
             let t = c
                 .runner
                 .timed(warm.id, &sets, &[])
-                .map_err(|lost| TimingStop::Runner { index: i, lost })?;
+                .map_err(|lost| TimingStop::Runner { index: i, lost })?
+                .charged();
+            if !c.trusted {
+                let distinct = &sets[..sets.len().min(warm_sets)];
+                warm_written(spec, workload, c, &warm, distinct, i, &mut secret)?;
+            }
             spent += t;
             calls += size;
             per_call = t.as_secs_f64() * 1e3 / size as f64;
@@ -176,28 +208,16 @@ pub(crate) fn time_workload(
                 size = (size * 2).min(MAX_BATCH);
             }
         }
-        let k = if per_call > 0.0 {
-            (plan.target_sample_ms / per_call).ceil() as usize
-        } else {
-            MAX_BATCH
-        };
-        batch.push((k.clamp(1, MAX_BATCH), per_call));
+        batch.push(calls_for(plan, per_call));
     }
 
     // The timing pool: enough sets that every call of the longest batch gets its own (the
-    // warm-up's own pool when that is enough).
-    let most = batch.iter().map(|b| b.0).max().unwrap_or(1);
-    let sets = rotation_sets(set_bytes, plan)
-        .max(most)
-        .min((MAX_ROTATION_BYTES / set_bytes).max(1));
+    // warm-up's own pool when that is enough), within the pool's memory.
+    let most = batch.iter().copied().max().unwrap_or(1);
+    let sets = rotation_sets(set_bytes, plan).max(most).min(budget_sets);
     for b in &mut batch {
-        b.0 = b.0.min(sets);
+        *b = (*b).min(sets);
     }
-    // A round uses as many sets as the longest batch. Each contender's calls take the first of
-    // them; the baseline's take a window at a secret offset, and an untrusted contender's calls
-    // on the sets of that window are the ones checked against the baseline's outputs (every call
-    // is checked for outputs left unwritten).
-    let round_len = batch.iter().map(|b| b.0).max().unwrap_or(1);
     let mut pool = if sets == warm_sets {
         warm
     } else {
@@ -212,6 +232,9 @@ pub(crate) fn time_workload(
         fresh
     };
     let names: Vec<String> = spec.outputs.iter().map(|t| t.name.clone()).collect();
+    for c in contenders.iter_mut() {
+        c.runner.mark_answer();
+    }
     let cpu_start: Vec<Option<crate::sandbox::CpuTime>> =
         contenders.iter().map(|c| c.runner.cpu_time()).collect();
     let mut timed_s = vec![0.0f64; n];
@@ -225,16 +248,23 @@ pub(crate) fn time_workload(
     // cache waits in the caches of that CPU, as the inputs of a kernel that runs right after
     // the code that made them would; a larger one goes to memory around every cache.
     let place = contenders[baseline].runner.cpus;
-    let round_bytes = round_len * pool.layout.input_sizes.iter().sum::<usize>()
-        + batch.iter().map(|b| b.0).sum::<usize>() * pool.layout.output_sizes.iter().sum::<usize>();
-    let stores = if round_bytes <= last_level_cache_bytes() / 2 {
-        Stores::Cached
-    } else {
-        Stores::Streaming
-    };
-    let mut kept: Option<Kept> = None;
+    let input_bytes: usize = pool.layout.input_sizes.iter().sum();
+    let output_bytes: usize = pool.layout.output_sizes.iter().sum();
+    let untrusted: Vec<usize> = (0..n).filter(|&i| !contenders[i].trusted).collect();
+    let mut kept = Reservoir::new(kept_per_contender(output_bytes, untrusted.len()));
     let mut idle_strike = vec![false; n];
     for round in 0usize.. {
+        // A round uses as many sets as the longest batch. Each contender's calls take the first
+        // of them; the baseline's take a window at a secret offset, and an untrusted contender's
+        // calls on the sets of that window are the ones checked against the baseline's outputs
+        // (every call is checked for outputs left unwritten).
+        let round_len = batch.iter().copied().max().unwrap_or(1);
+        let round_bytes = round_len * input_bytes + batch.iter().sum::<usize>() * output_bytes;
+        let stores = if round_bytes <= last_level_cache_bytes() / 2 {
+            Stores::Cached
+        } else {
+            Stores::Streaming
+        };
         // Consecutive sets from a secret start (in memory order, as a kernel's inputs usually
         // lie, so that prefetching works as it would outside the judge), every one of them
         // with fresh inputs, and poisoned outputs.
@@ -246,7 +276,7 @@ pub(crate) fn time_workload(
         let window = secret.next_u64() as usize % round_len;
         let calls: Vec<Vec<u32>> = (0..n)
             .map(|i| {
-                let k = batch[i].0;
+                let k = batch[i];
                 if i == baseline {
                     (0..k).map(|j| used[(window + j) % round_len]).collect()
                 } else {
@@ -262,9 +292,7 @@ pub(crate) fn time_workload(
             for &s in used {
                 let key = secret.next_u64();
                 pool.perturb(spec, s as usize, key, stores);
-                if let Some(k) = kept.as_mut().filter(|k| k.set == s as usize) {
-                    k.keys.push(key);
-                }
+                kept.perturbed(s as usize, key);
             }
             for (c, sets) in contenders.iter_mut().zip(&calls) {
                 let mut slots = slots(c, &pool);
@@ -274,27 +302,27 @@ pub(crate) fn time_workload(
             }
         });
         let mut snapshots: Vec<Vec<Sample>> = vec![Vec::new(); n];
+        let mut charged = vec![Duration::ZERO; n];
         for i in round_order(round, n) {
-            let k = batch[i].0;
+            let k = batch[i];
             // The untrusted others are idle while this batch is timed (asleep on their sockets):
             // their CPU from its start to its end must stay at about nothing.
-            let watched: Vec<usize> = (0..n)
-                .filter(|&j| j != i && !contenders[j].trusted)
-                .collect();
+            let watched: Vec<usize> = untrusted.iter().copied().filter(|&j| j != i).collect();
             let pids: Vec<i32> = watched
                 .iter()
                 .map(|&j| contenders[j].runner.pid())
                 .collect();
             let c = &mut contenders[i];
-            let t = c
+            let b = c
                 .runner
                 .timed(pool.id, &calls[i], &pids)
                 .map_err(|lost| TimingStop::Runner { index: i, lost })?;
+            let t = b.charged();
             let at_go = std::mem::take(&mut c.runner.watched_at_go);
             // One reading over the allowance is forgiven per runner (a loaded machine once
             // charged an idle, single-threaded runner 382 µs); work done while others are timed
             // shows in batch after batch.
-            if let Err(e) = idle_cpu(contenders, i, t, &watched, &at_go, workload) {
+            if let Err(e) = idle_cpu(contenders, i, b.wall, &watched, &at_go, workload) {
                 match &e {
                     TimingStop::Incorrect { index, .. }
                         if !std::mem::replace(&mut idle_strike[*index], true) => {}
@@ -306,6 +334,7 @@ pub(crate) fn time_workload(
                 snapshots[i] = sample(spec, workload, &slots(c, &pool), &calls[i], &mut secret);
             }
             let ms = t.as_secs_f64() * 1e3;
+            charged[i] = t;
             timed_s[i] += t.as_secs_f64();
             samples[i].push(ms / k as f64);
             measured[i] += ms;
@@ -324,36 +353,21 @@ pub(crate) fn time_workload(
             round == 0 || secret.next_u64() < (WHOLE_CHECK_SHARE * u64::MAX as f64) as u64,
             &mut secret,
         )?;
-        // Every untrusted contender ran the round's first `shortest` sets as its first calls.
-        let shortest = (0..n)
-            .filter(|&i| i != baseline && !contenders[i].trusted)
-            .map(|i| batch[i].0)
-            .min();
-        if let Some(shortest) = shortest
-            && secret.next_u64().is_multiple_of(round as u64 + 1)
-        {
-            let call = secret.next_u64() as usize % shortest;
-            let set = used[call] as usize;
-            kept = Some(Kept {
-                round,
-                call,
-                set,
-                keys: Vec::new(),
-                outputs: contenders
-                    .iter_mut()
-                    .enumerate()
-                    .filter(|(_, c)| !c.trusted)
-                    .map(|(i, c)| {
-                        let mine = slots(c, &pool);
-                        (
-                            i,
-                            (0..names.len())
-                                .map(|t| mine.output(set, t).to_vec())
-                                .collect(),
-                        )
-                    })
-                    .collect(),
+        for &i in &untrusted {
+            kept.offer(round, i, &calls[i], &mut secret, |set| {
+                let mine = slots(&mut contenders[i], &pool);
+                (0..names.len())
+                    .map(|t| mine.output(set, t).to_vec())
+                    .collect()
             });
+        }
+        // A batch shorter than half its target grows to what it asks for (within the pool):
+        // the batch a contender's warm-up asked for is where it starts, not what it keeps.
+        for i in 0..n {
+            let per_call = charged[i].as_secs_f64() * 1e3 / batch[i] as f64;
+            if charged[i].as_secs_f64() * 1e3 * 2.0 < plan.target_sample_ms {
+                batch[i] = batch[i].max(calls_for(plan, per_call)).min(sets);
+            }
         }
         let enough =
             (0..n).all(|i| samples[i].len() >= min_runs && measured[i] >= plan.min_time_ms);
@@ -365,9 +379,7 @@ pub(crate) fn time_workload(
             break;
         }
     }
-    if let Some(kept) = kept {
-        check_kept(spec, workload, tolerances, reference, &kept, &mut pool)?;
-    }
+    check_kept(spec, workload, tolerances, reference, kept, &mut pool)?;
     // Work done outside the timed calls (after "done", or in the background) shows as CPU time
     // the runner used while it was not being timed.
     for (i, c) in contenders.iter().enumerate() {
@@ -403,8 +415,43 @@ pub(crate) fn time_workload(
     Ok(samples
         .into_iter()
         .zip(batch)
-        .map(|(s, (k, _))| TimingStats::from_samples(s, k))
+        .map(|(s, k)| TimingStats::from_samples(s, k))
         .collect())
+}
+
+/// Calls in a batch of a kernel taking `per_call_ms`: enough to last the plan's target.
+fn calls_for(plan: &TimingPlan, per_call_ms: f64) -> usize {
+    let k = if per_call_ms > 0.0 {
+        (plan.target_sample_ms / per_call_ms).ceil() as usize
+    } else {
+        MAX_BATCH
+    };
+    k.clamp(1, MAX_BATCH)
+}
+
+/// The outputs of an untrusted contender's warm-up batch were written: elements sampled from
+/// each of the sets it ran (`used`, poisoned before the batch) must be finite.
+fn warm_written(
+    spec: &TaskSpec,
+    workload: &Workload,
+    c: &mut Timed<'_>,
+    warm: &Pool,
+    used: &[u32],
+    index: usize,
+    secret: &mut Rng,
+) -> Result<(), TimingStop> {
+    let found = sample(spec, workload, &slots(c, warm), used, secret);
+    match found.iter().find(|s| !s.value().is_finite()) {
+        None => Ok(()),
+        Some(s) => Err(TimingStop::Incorrect {
+            index,
+            message: format!(
+                "in warm-up, a call left {} = {} (warm-up calls are checked too: was the work skipped?)",
+                s.place(spec, workload),
+                s.value()
+            ),
+        }),
+    }
 }
 
 fn map(contenders: &mut [Timed<'_>], pool: &Pool) -> Result<(), TimingStop> {
@@ -443,6 +490,25 @@ mod tests {
         }
         let two: Vec<Vec<usize>> = (0..2).map(|r| round_order(r, 2).collect()).collect();
         assert_eq!(two, vec![vec![0, 1], vec![1, 0]]);
+    }
+
+    /// A pool's inputs and every contender's outputs stay within `POOL_BYTES`, one set at least.
+    #[test]
+    fn pools_stay_within_their_memory() {
+        let sets = pool_sets_within_budget(244_000, 244_000, 4);
+        assert!(sets * (244_000 + 4 * 244_000) <= POOL_BYTES);
+        assert!((sets + 1) * (244_000 + 4 * 244_000) > POOL_BYTES);
+        assert_eq!(pool_sets_within_budget(1 << 30, 1 << 30, 3), 1);
+        assert_eq!(pool_sets_within_budget(0, 0, 0), POOL_BYTES);
+    }
+
+    #[test]
+    fn batches_last_about_the_target() {
+        let plan = TimingPlan::DEFAULT;
+        assert_eq!(calls_for(&plan, 0.25), 4);
+        assert_eq!(calls_for(&plan, 3.0), 1);
+        assert_eq!(calls_for(&plan, 0.0), MAX_BATCH);
+        assert_eq!(calls_for(&plan, 1e-9), MAX_BATCH);
     }
 
     #[test]

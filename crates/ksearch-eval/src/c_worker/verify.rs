@@ -22,8 +22,8 @@ const SAMPLED_ELEMENTS: usize = 16;
 const MIN_SAMPLED_ELEMENTS: usize = 2;
 const SAMPLES_PER_BATCH: usize = 1024;
 /// Timed outputs are checked against the baseline's, so both errors add up: this many times the
-/// task's tolerance. (One timed call of each workload, chosen in secret, is held to the
-/// tolerance itself against the reference: see `Kept`.)
+/// task's tolerance. (`KEPT_CALLS` timed calls of each untrusted contender and workload, chosen
+/// in secret, are held to the tolerance itself against the reference: see `Reservoir`.)
 const TIMED_TOLERANCE_FACTOR: f64 = 3.0;
 /// CPU an untrusted runner may use after its batch while other contenders are timed: it is idle
 /// then (asleep on its socket), and only the tail of its answer may spill over. Anything more
@@ -32,24 +32,103 @@ const TIMED_TOLERANCE_FACTOR: f64 = 3.0;
 /// a runner's calls).
 const IDLE_CPU_S: f64 = 100e-6;
 const IDLE_CPU_SHARE: f64 = 0.01;
-/// One timed call of each untrusted contender, kept to be checked against the reference, at the
+/// Timed calls of each untrusted contender kept to be checked against the reference, at the
 /// task's own tolerance, once the workload is timed: a kernel that tells timed calls from the
 /// checked ones could otherwise drift up to the looser tolerance of the comparisons with the
-/// baseline (computing less precisely, and faster) wherever it is timed. Which call is
-/// reservoir-sampled over the rounds, in secret: each round's is kept with chance 1/(round+1),
-/// so the one checked is any round's with the same chance, and a kernel that drifts from some
-/// round on is caught with the chance that the round checked comes after it.
-/// Its inputs are not copied: the set's later perturbations are recorded, and undone once the
-/// workload is timed.
-pub(super) struct Kept {
-    pub(super) round: usize,
-    pub(super) call: usize,
+/// baseline (computing less precisely, and faster) wherever it is timed. A kernel that drifts on
+/// a share p of its timed calls passes them all with chance (1 − p)^KEPT_CALLS.
+pub(super) const KEPT_CALLS: usize = 4;
+/// Judge memory the kept outputs may take; fewer calls are kept where they would take more (at
+/// least one a contender).
+const KEPT_BYTES: usize = 1 << 30;
+
+/// How many calls to keep per untrusted contender.
+pub(super) fn kept_per_contender(output_bytes: usize, untrusted: usize) -> usize {
+    (KEPT_BYTES / (output_bytes.max(1) * untrusted.max(1))).clamp(1, KEPT_CALLS)
+}
+
+/// One kept timed call. Its inputs are not copied: the set's later perturbations are recorded,
+/// and undone once the workload is timed.
+struct Kept {
+    contender: usize,
+    round: usize,
+    call: usize,
     /// The set that call ran on.
-    pub(super) set: usize,
+    set: usize,
+    /// Its place in the reservoir: the largest keys stay.
+    key: f64,
     /// The keys of the set's perturbations since, in order.
-    pub(super) keys: Vec<u64>,
-    /// Per untrusted contender (its index), its outputs of that call.
-    pub(super) outputs: Vec<(usize, Vec<Vec<u8>>)>,
+    perturbed: Vec<u64>,
+    outputs: Vec<Vec<u8>>,
+}
+
+/// The kept calls: for each untrusted contender, up to `per` of its timed calls, each from a
+/// different round, drawn in secret after each round so that every timed call of the contender,
+/// at any position of any batch, has about the same chance (rounds weighted by their batch's
+/// calls, Efraimidis and Spirakis's sampling without replacement; the call uniform in its batch).
+pub(super) struct Reservoir {
+    per: usize,
+    kept: Vec<Kept>,
+}
+
+impl Reservoir {
+    pub(super) fn new(per: usize) -> Self {
+        Self {
+            per,
+            kept: Vec::new(),
+        }
+    }
+
+    /// `set`'s inputs were perturbed with `key`: every call kept on it records that.
+    pub(super) fn perturbed(&mut self, set: usize, key: u64) {
+        for k in self.kept.iter_mut().filter(|k| k.set == set) {
+            k.perturbed.push(key);
+        }
+    }
+
+    /// Contender `contender` ran `sets` in `round`: maybe keep one of those calls, whose
+    /// outputs `outputs` copies.
+    pub(super) fn offer(
+        &mut self,
+        round: usize,
+        contender: usize,
+        sets: &[u32],
+        rng: &mut Rng,
+        outputs: impl FnOnce(usize) -> Vec<Vec<u8>>,
+    ) {
+        if sets.is_empty() || self.per == 0 {
+            return;
+        }
+        // u^(1/w) with u uniform in (0, 1]: the `per` largest keys are a weighted sample.
+        let u = 1.0 - rng.next_f64();
+        let key = u.powf(1.0 / sets.len() as f64);
+        let mine: Vec<usize> = (0..self.kept.len())
+            .filter(|&j| self.kept[j].contender == contender)
+            .collect();
+        let weakest = mine
+            .iter()
+            .copied()
+            .min_by(|&a, &b| self.kept[a].key.total_cmp(&self.kept[b].key));
+        if mine.len() >= self.per {
+            match weakest {
+                Some(w) if self.kept[w].key < key => {
+                    self.kept.swap_remove(w);
+                }
+                _ => return,
+            }
+        }
+        let call = rng.next_u64() as usize % sets.len();
+        let set = sets[call] as usize;
+        self.kept.push(Kept {
+            contender,
+            round,
+            call,
+            set,
+            key,
+            perturbed: Vec::new(),
+            outputs: outputs(set),
+        });
+    }
 }
 
 pub(super) fn slots<'a>(c: &'a mut Timed<'_>, pool: &'a Pool) -> Slots<'a> {
@@ -71,6 +150,17 @@ pub(super) struct Sample {
     output: usize,
     index: usize,
     value: f64,
+}
+
+impl Sample {
+    pub(super) fn value(&self) -> f64 {
+        self.value
+    }
+
+    /// The element's name, as `out[3, 7]`.
+    pub(super) fn place(&self, spec: &TaskSpec, workload: &Workload) -> String {
+        index_name(&spec.outputs[self.output], &workload.axes, self.index)
+    }
 }
 
 pub(super) fn sample(
@@ -226,23 +316,37 @@ pub(super) fn verify_round(
     Ok(())
 }
 
-/// The kept call's outputs against the reference's on its inputs (its set's in `pool`, given
-/// back by undoing the perturbations since), at the task's tolerance. The pool's last use.
+/// The kept calls' outputs against the reference's on their inputs (their sets' in `pool`,
+/// given back by undoing the perturbations since, the latest round first), at the task's
+/// tolerance: one reference call per kept round and set. The pool's last use.
 pub(super) fn check_kept(
     spec: &TaskSpec,
     workload: &Workload,
     tolerances: &BTreeMap<Dtype, Tolerance>,
     reference: &Kernel,
-    kept: &Kept,
+    mut reservoir: Reservoir,
     pool: &mut Pool,
 ) -> Result<(), TimingStop> {
-    for &key in kept.keys.iter().rev() {
-        pool.unperturb(spec, kept.set, key);
-    }
-    let truth =
-        expected(spec, &workload.name, pool, kept.set, reference).map_err(TimingStop::Task)?;
-    for (i, outputs) in &kept.outputs {
-        for ((tensor, got), want) in spec.outputs.iter().zip(outputs).zip(&truth) {
+    let kept = &mut reservoir.kept;
+    kept.sort_by(|a, b| b.round.cmp(&a.round).then(a.set.cmp(&b.set)));
+    // Per set, how many of its latest perturbations are undone: a call kept in a later round
+    // recorded a suffix of what one kept earlier on the same set did.
+    let mut undone: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut truth: Option<((usize, usize), Vec<super::tensors::Guarded>)> = None;
+    for k in kept.iter() {
+        let done = undone.entry(k.set).or_insert(0);
+        let todo = k.perturbed.len().saturating_sub(*done);
+        for &key in k.perturbed[..todo].iter().rev() {
+            pool.unperturb(spec, k.set, key);
+        }
+        *done = (*done).max(k.perturbed.len());
+        if truth.as_ref().is_none_or(|(at, _)| *at != (k.round, k.set)) {
+            let want =
+                expected(spec, &workload.name, pool, k.set, reference).map_err(TimingStop::Task)?;
+            truth = Some(((k.round, k.set), want));
+        }
+        let want = &truth.as_ref().expect("computed above").1;
+        for ((tensor, got), want) in spec.outputs.iter().zip(&k.outputs).zip(want) {
             let tol = tolerances
                 .get(&tensor.dtype)
                 .copied()
@@ -251,11 +355,11 @@ pub(super) fn check_kept(
                 .map_err(TimingStop::Task)?;
             if let Some(f) = c.failure {
                 return Err(TimingStop::Incorrect {
-                    index: *i,
+                    index: k.contender,
                     message: format!(
                         "while timed, call {} of a batch in round {}: {f} (compared with the reference on the same inputs, at the task's tolerance)",
-                        kept.call + 1,
-                        kept.round + 1,
+                        k.call + 1,
+                        k.round + 1,
                     ),
                 });
             }
@@ -317,4 +421,80 @@ pub(crate) fn process_cpu_seconds(pid: i32) -> Option<f64> {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn process_cpu_seconds(_pid: i32) -> Option<f64> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rounds of these many calls each, offered to a reservoir of `per` for one contender.
+    fn draw(per: usize, batches: &[usize], rng: &mut Rng) -> Vec<(usize, usize)> {
+        let mut r = Reservoir::new(per);
+        for (round, &k) in batches.iter().enumerate() {
+            let sets: Vec<u32> = (0..k as u32).collect();
+            r.offer(round, 0, &sets, rng, |_| Vec::new());
+        }
+        r.kept.iter().map(|k| (k.round, k.call)).collect()
+    }
+
+    /// One kept call: every timed call, in a round of one call or of ten, at any position, has
+    /// the same chance (a draw by round alone would favour the calls of short batches).
+    #[test]
+    fn a_kept_call_is_any_timed_call_with_the_same_chance() {
+        let batches = [1, 10, 3, 6];
+        let total: usize = batches.iter().sum();
+        let mut rng = Rng::new(7);
+        let trials = 40_000;
+        let mut seen = std::collections::HashMap::new();
+        for _ in 0..trials {
+            for at in draw(1, &batches, &mut rng) {
+                *seen.entry(at).or_insert(0usize) += 1;
+            }
+        }
+        assert_eq!(seen.len(), total, "every call was kept at times");
+        let expected = trials as f64 / total as f64;
+        for (at, n) in seen {
+            assert!(
+                (n as f64 - expected).abs() < 0.1 * expected,
+                "{at:?} kept {n} times, expected about {expected:.0}"
+            );
+        }
+    }
+
+    /// Up to `per` calls a contender, each from a different round; contenders apart.
+    #[test]
+    fn each_contender_keeps_up_to_four_calls_from_different_rounds() {
+        let mut rng = Rng::new(3);
+        let mut r = Reservoir::new(KEPT_CALLS);
+        for round in 0..30 {
+            for contender in [0, 2] {
+                r.offer(round, contender, &[5, 6, 7], &mut rng, |set| {
+                    vec![vec![set as u8]]
+                });
+            }
+        }
+        for contender in [0, 2] {
+            let mine: Vec<&Kept> = r.kept.iter().filter(|k| k.contender == contender).collect();
+            assert_eq!(mine.len(), KEPT_CALLS);
+            let mut rounds: Vec<usize> = mine.iter().map(|k| k.round).collect();
+            rounds.sort_unstable();
+            rounds.dedup();
+            assert_eq!(rounds.len(), KEPT_CALLS, "{rounds:?}");
+            assert!(mine.iter().all(|k| k.outputs == vec![vec![k.set as u8]]));
+        }
+        // A set perturbed after a call was kept on it is recorded for that call only.
+        r.perturbed(6, 99);
+        assert!(
+            r.kept
+                .iter()
+                .all(|k| (k.set == 6) == (k.perturbed.last() == Some(&99)))
+        );
+    }
+
+    #[test]
+    fn kept_outputs_stay_within_their_memory() {
+        assert_eq!(kept_per_contender(1 << 20, 3), KEPT_CALLS);
+        assert_eq!(kept_per_contender(200 << 20, 2), 2);
+        assert_eq!(kept_per_contender(2 << 30, 1), 1);
+    }
 }

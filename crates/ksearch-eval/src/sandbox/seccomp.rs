@@ -5,7 +5,9 @@
 //! mounts, loading BPF, unpinning itself from its CPU, and opening any socket but a Unix or netlink
 //! one (the network namespace already has no network; this also holds where namespaces are
 //! refused, and for families a network namespace does not fence, such as a VM's `AF_VSOCK`).
-//! Runners on the CPU also make no shared memory, which their memory limit would not count.
+//! Runners on the CPU also make no shared memory, which their memory limit would not count,
+//! and no System V or POSIX message queue or semaphore, which could carry data between runners
+//! where no IPC namespace separates them.
 
 use std::io;
 
@@ -71,6 +73,9 @@ fn refused() -> Vec<i64> {
         libc::SYS_sched_setaffinity,
         libc::SYS_pidfd_send_signal,
         libc::SYS_pidfd_getfd,
+        // Compares the kernel objects of two processes (their files, memory, signal handlers):
+        // what another runner holds, where no PID namespace separates them.
+        libc::SYS_kcmp,
     ];
     #[cfg(target_arch = "x86_64")]
     v.push(libc::SYS_kexec_file_load);
@@ -104,16 +109,31 @@ fn self_or_own_process_only() -> [i64; 6] {
     ]
 }
 
-/// System calls that make shared memory: memfds, secret memfds, System V shared memory
-/// (`shmat` too: without an IPC namespace it would reach the segments of the user's other
-/// programs). `RLIMIT_DATA` counts only private memory, so a runner on the CPU could hold any
-/// amount in these (5 GiB past a 4 GiB limit was seen).
-fn shared_memory() -> [i64; 4] {
+/// System calls that make shared memory or carry data past a process: memfds, secret memfds,
+/// System V shared memory (`shmat` too: without an IPC namespace it would reach the segments of
+/// the user's other programs), System V message queues and semaphores, POSIX message queues.
+/// `RLIMIT_DATA` counts only private memory, so a runner on the CPU could hold any amount in
+/// the first (5 GiB past a 4 GiB limit was seen); without an IPC namespace (where namespaces
+/// are refused) the others are a channel between runners of the same user: a candidate's
+/// checked runner and its timed one, or two contenders. No runner on the CPU needs any of them.
+fn shared_memory() -> [i64; 16] {
     [
         libc::SYS_memfd_create,
         libc::SYS_memfd_secret,
         libc::SYS_shmget,
         libc::SYS_shmat,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_mq_open,
+        libc::SYS_mq_timedsend,
+        libc::SYS_mq_timedreceive,
+        libc::SYS_mq_notify,
     ]
 }
 
@@ -391,6 +411,22 @@ mod tests {
                             || !refused(libc::syscall(libc::SYS_memfd_secret, 0))
                         {
                             return 22;
+                        }
+                        // Channels between processes of one user: message queues, semaphores.
+                        let queue = libc::msgget(libc::IPC_PRIVATE, libc::IPC_CREAT | 0o600);
+                        let sems = libc::semget(libc::IPC_PRIVATE, 1, libc::IPC_CREAT | 0o600);
+                        let mq = libc::syscall(
+                            libc::SYS_mq_open,
+                            c"ksearch-test".as_ptr(),
+                            libc::O_CREAT | libc::O_RDWR,
+                            0o600,
+                            std::ptr::null::<libc::c_void>(),
+                        );
+                        if !refused(queue.into()) || !refused(sems.into()) || !refused(mq) {
+                            return 25;
+                        }
+                        if !refused(libc::syscall(libc::SYS_kcmp, 1, 1, 0, 0, 0)) {
+                            return 26;
                         }
                         let anonymous = libc::MAP_ANONYMOUS;
                         if !refused(map(libc::MAP_SHARED | anonymous))

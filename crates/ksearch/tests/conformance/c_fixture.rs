@@ -8,7 +8,7 @@ use ksearch_eval::{CBackend, Evaluation, LocalEvaluator};
 use crate::support::{Behaviour, Expect, Fixture, default_expect, printed};
 
 pub(crate) struct CFixture {
-    task: Task,
+    pub(crate) task: Task,
 }
 
 #[path = "../common/softmax_kernels.rs"]

@@ -5,6 +5,7 @@
 //! fixture that writes its own candidate for each behaviour.
 
 mod c_fixture;
+mod c_round3;
 mod harness_unit;
 mod mlx_cpu_fixture;
 mod numpy_fixture;
