@@ -107,6 +107,13 @@ pub fn vs_contender(result: &EvaluateResult, role: Role, seed: u64) -> Option<Pa
     paired_ratio(&pairs, seed)
 }
 
+/// A cycle's best attempt against its node's parent timed with it: the acceptance gate's
+/// verdict when the attempt becomes the node's solution. Seeded by the run's seed and the
+/// attempt's round, so the cycle's end and a view of the cycle under way read the same.
+pub fn vs_parent(result: &EvaluateResult, run_seed: u64, round: u64) -> Option<PairedRatio> {
+    vs_contender(result, Role::Parent, run_seed ^ round).filter(PairedRatio::is_finite)
+}
+
 /// An attempt against the cycle's best attempt (the incumbent) timed with it: the paired ratio
 /// that decides whether the attempt improves on it, and that its feedback quotes. The resampling
 /// is seeded by the run's seed and the attempt's round, so it reads the same every time.

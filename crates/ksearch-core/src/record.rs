@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::gate::PairedRatio;
 use crate::protocol::{EvaluateResult, Role, Status};
 use crate::score::Speedup;
-use crate::tree::NodeId;
+use crate::tree::{Gate, NodeId, Solution};
 
 /// An evaluation as the orchestrator saw it: the worker's result and the speedups derived.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,6 +109,24 @@ impl AttemptRecord {
             .speedup
             .as_ref()
             .map(|s| s.geomean)
+    }
+}
+
+impl Solution {
+    /// The solution `attempt` (evaluated as `eval`) makes of its node, judged against the
+    /// parent by `vs_parent` ([`crate::gate::vs_parent`]).
+    pub fn of(attempt: &AttemptRecord, eval: &Evaluation, vs_parent: Option<PairedRatio>) -> Self {
+        Solution {
+            round: attempt.round,
+            source_hash: attempt.source_hash.clone(),
+            source_file: attempt.source_file.clone(),
+            speedup: eval.speedup.as_ref().map(|s| s.geomean),
+            speedup_vs_parent: vs_parent.map(|c| c.ratio),
+            vs_parent_interval: vs_parent.map(|c| c.interval),
+            gate: vs_parent.map_or(Gate::Unmeasured, |c| c.verdict),
+            latency_ms: eval.result.medians(Role::Candidate),
+            baseline_ms: eval.result.medians(Role::Baseline),
+        }
     }
 }
 

@@ -695,6 +695,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
         empty_cycles: 0,
         evaluating: None,
         stop_detail: None,
+        refine_owed: None,
     };
     let dir = PathBuf::from("/runs/softmax-sample");
     let call =

@@ -4,6 +4,7 @@
 
 pub mod events;
 mod open;
+mod open_cycle;
 mod run_config;
 mod summary;
 
@@ -11,6 +12,7 @@ pub use open::{
     META_CONFIG, META_TASK, RunError, RunRecords, StoredRun, check_tree, open_run, open_run_writer,
     read_run, read_summary,
 };
+pub use open_cycle::{is_under_way, open_cycle_note, with_open_cycles};
 pub use run_config::{
     ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
     MAX_TIMEOUT_S, MAX_TIMING_MS, Position, ROUND_TIMEOUT_FACTOR, ROUND_TIMEOUT_FLOOR_S,

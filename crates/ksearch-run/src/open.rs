@@ -182,6 +182,8 @@ pub fn read_run(dir: &Path) -> Result<RunRecords, RunError> {
     }
     let tree = Tree::from_nodes(snap.nodes, state.next_node);
     check_tree(dir, &tree)?;
+    // A cycle under way shows its best attempt so far on its node.
+    let tree = crate::with_open_cycles(&tree, &snap.attempts, &snap.cycles, run.config.seed);
     let mut sources = BTreeMap::new();
     let hashes = snap
         .attempts

@@ -319,6 +319,10 @@ pub struct EngineState {
     /// unusable model: which, and its last fault).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_detail: Option<String>,
+    /// A cycle that a budget closed with a pass, whose refine call (a model's, or the builtin
+    /// proposer's) the next session makes first: a run out of rounds asks for nothing more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refine_owed: Option<u64>,
 }
 
 /// An evaluation that has started and not finished.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use ksearch_core::protocol::Phase;
 use ksearch_core::record::AttemptKind;
-use ksearch_engine::{Observer, Progress};
+use ksearch_engine::{Observer, Progress, StopReason};
 use ksearch_eval::PhaseObserver;
 
 /// Where progress goes: a redrawn line on a terminal, printed lines elsewhere, or nowhere.
@@ -136,6 +136,13 @@ impl RunProgress {
         }
     }
 
+    /// The run's best so far when this session starts (a resume): shown from the first line,
+    /// not `-` until a round finishes.
+    pub(crate) fn with_best(mut self, best: Option<f64>) -> Self {
+        self.best = best;
+        self
+    }
+
     /// For the evaluator: each phase of an evaluation, as it starts.
     pub(crate) fn phase_observer(&self) -> PhaseObserver {
         self.out.phase_observer()
@@ -168,8 +175,15 @@ impl Observer for RunProgress {
             Progress::CycleStarted { node, title, .. } => {
                 self.action = format!("node {node}: {title}");
             }
-            Progress::AttemptStarted { round, kind, .. } => {
+            Progress::AttemptStarted {
+                round,
+                kind,
+                node,
+                title,
+            } => {
                 self.round = *round;
+                // Said here too: a resumed session's first round has no CycleStarted before it.
+                self.action = format!("node {node}: {title}");
                 let line = if *kind == AttemptKind::Seed {
                     "measuring the seed (its speedup over the baseline is the run's starting point)"
                         .to_owned()
@@ -211,10 +225,21 @@ impl Observer for RunProgress {
             }
             Progress::Stopped { reason } => {
                 self.out.finish();
-                self.out
-                    .line(&format!("stopped: {reason:?}").to_lowercase());
+                self.out.line(&format!("stopped: {}", stop_words(*reason)));
             }
         }
+    }
+}
+
+/// Why a session stopped, in words (the progress line's last line, the run's summary).
+pub(crate) fn stop_words(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::Iterations => "round budget spent",
+        StopReason::Time => "time budget spent",
+        StopReason::Interrupted => "interrupted (resume to continue)",
+        StopReason::Exhausted => "nothing left to try",
+        StopReason::Cost => "cost cap reached (resume with a higher --max-cost to continue)",
+        StopReason::UnusableModel => "the model's answers could not be used (try another model)",
     }
 }
 

@@ -119,8 +119,13 @@ fn walk(
         x(Some(n.action.expected_speedup))
     };
     let kept = if is_root { None } else { kept(n, attempts) };
+    let under_way = if ksearch_run::is_under_way(n) {
+        " (cycle under way: its best attempt so far)"
+    } else {
+        ""
+    };
     out.push(format!(
-        "{:>4}  {:<9} {:>6.1} {:>5.2} {:>8} {:>8} {:>8}  {branch}{}{star}{}",
+        "{:>4}  {:<9} {:>6.1} {:>5.2} {:>8} {:>8} {:>8}  {branch}{}{star}{}{under_way}",
         id,
         status(n),
         n.rating,

@@ -1,7 +1,6 @@
 //! One cycle on one node: its start, each attempt generated and evaluated, its end (the best
 //! attempt attached, or the action handed back as too hard), and the proposer's edits applied.
 
-use super::evaluation::finite;
 use super::*;
 
 impl<'e> Engine<'e> {
@@ -183,16 +182,15 @@ impl<'e> Engine<'e> {
         }
         let c = c.clone();
         self.commit(std::slice::from_ref(&attempt), &[c])?;
-        let cycle_best = c_best_speedup(&self.attempts, self.cycle(cycle.id));
+        // The run's best as `ksearch tree` shows it now: the tree's, with this cycle's best
+        // attempt on its node as the cycle's end will judge it (a pass the gate finds no
+        // faster than its parent is no best), so it never goes down when the cycle ends.
         let best_speedup = self
-            .tree
+            .live_tree()
             .best()
             .solution
             .as_ref()
-            .and_then(|s| s.speedup)
-            .into_iter()
-            .chain(cycle_best)
-            .reduce(f64::max);
+            .and_then(|s| s.speedup);
         let spent_usd = self.llm_calls.iter().filter_map(|c| c.cost_usd).sum();
         self.observer.progress(&Progress::AttemptFinished {
             round: attempt.round,
@@ -208,9 +206,20 @@ impl<'e> Engine<'e> {
     /// cap, a provider error), the tree and pending events are left as they were, so the cycle
     /// can be ended again later.
     pub(super) fn end_cycle(&mut self, cycle_id: u64) -> Result<(), EngineError> {
+        self.ending(cycle_id, true)
+    }
+
+    /// End a cycle with a pass when a budget ends the session: its best attempt is attached
+    /// (so it counts, and every view shows it), and the refine call is left owed to the next
+    /// session (`refine_owed`), which makes it first: a run out of rounds asks for nothing.
+    pub(super) fn end_cycle_for_budget(&mut self, cycle_id: u64) -> Result<(), EngineError> {
+        self.ending(cycle_id, false)
+    }
+
+    fn ending(&mut self, cycle_id: u64, refine: bool) -> Result<(), EngineError> {
         let (tree, events) = (self.tree.clone(), self.events.len());
         let empty_cycles = self.state.empty_cycles;
-        let result = self.end_cycle_inner(cycle_id);
+        let result = self.end_cycle_inner(cycle_id, refine);
         if result.is_err() {
             self.tree = tree;
             self.events.truncate(events);
@@ -219,7 +228,7 @@ impl<'e> Engine<'e> {
         result
     }
 
-    pub(super) fn end_cycle_inner(&mut self, cycle_id: u64) -> Result<(), EngineError> {
+    fn end_cycle_inner(&mut self, cycle_id: u64, refine: bool) -> Result<(), EngineError> {
         let mut cycle = self.cycle(cycle_id).clone();
         let node = cycle.node;
         let round = self.state.next_round.saturating_sub(1);
@@ -242,11 +251,7 @@ impl<'e> Engine<'e> {
                 .evaluation
                 .as_ref()
                 .expect("the best attempt was evaluated");
-            let vs_parent = finite(gate::vs_contender(
-                &eval.result,
-                Role::Parent,
-                self.config.seed ^ best.round,
-            ));
+            let vs_parent = gate::vs_parent(&eval.result, self.config.seed, best.round);
             let solution = solution_of(best, eval, vs_parent);
             self.tree.attach(node, solution, round);
             self.tree.note(node, gate_note(vs_parent), round);
@@ -255,21 +260,10 @@ impl<'e> Engine<'e> {
                 round: best.round,
                 vs_parent,
             })?;
-            let code = self.source_of(&best.source_hash, &best.source_file)?;
-            let evidence = CycleEvidence {
-                node,
-                cycle: &cycle,
-                attempts: &refs,
-                best: Some(best),
-                vs_parent,
-                solution_code: Some(&code.text),
-            };
-            let what = format!("refine the tree after node {node} passed");
-            self.observer.progress(&Progress::Proposing { what: &what });
-            let script = self.proposer.refine(&ctx!(self), &evidence)?;
-            self.apply_edits(script)?;
-            if let Some(id) = tree_edit::ensure_continuation(&mut self.tree, node, round) {
-                self.event(&RunEvent::FallbackChild { node, child: id })?;
+            if refine {
+                self.refine_after(&cycle, &refs, best, vs_parent)?;
+            } else {
+                self.state.refine_owed = Some(cycle_id);
             }
             cycle.outcome = Some(CycleOutcome::Passed);
         } else {
@@ -309,6 +303,76 @@ impl<'e> Engine<'e> {
         Ok(())
     }
 
+    /// Ask the proposer to refine the tree after `cycle` attached `best` to its node, and apply
+    /// its edits (keeping an open child to go on from).
+    fn refine_after(
+        &mut self,
+        cycle: &CycleRecord,
+        attempts: &[&AttemptRecord],
+        best: &AttemptRecord,
+        vs_parent: Option<PairedRatio>,
+    ) -> Result<(), EngineError> {
+        let node = cycle.node;
+        let round = self.state.next_round.saturating_sub(1);
+        let code = self.source_of(&best.source_hash, &best.source_file)?;
+        let evidence = CycleEvidence {
+            node,
+            cycle,
+            attempts,
+            best: Some(best),
+            vs_parent,
+            solution_code: Some(&code.text),
+        };
+        let what = format!("refine the tree after node {node} passed");
+        self.observer.progress(&Progress::Proposing { what: &what });
+        let script = self.proposer.refine(&ctx!(self), &evidence)?;
+        self.apply_edits(script)?;
+        if let Some(id) = tree_edit::ensure_continuation(&mut self.tree, node, round) {
+            self.event(&RunEvent::FallbackChild { node, child: id })?;
+        }
+        Ok(())
+    }
+
+    /// The refine a budget's end left owed ([`Self::end_cycle_for_budget`]), asked now. If the
+    /// proposer's call fails, the tree and pending events are left as they were and it stays
+    /// owed.
+    pub(super) fn pay_refine(&mut self, cycle_id: u64) -> Result<(), EngineError> {
+        let (tree, events) = (self.tree.clone(), self.events.len());
+        let result = self.pay_refine_inner(cycle_id);
+        if result.is_err() {
+            self.tree = tree;
+            self.events.truncate(events);
+        }
+        result
+    }
+
+    fn pay_refine_inner(&mut self, cycle_id: u64) -> Result<(), EngineError> {
+        // The cycle as it stood when its end asked for the refine: the same question.
+        let cycle = CycleRecord {
+            ended_round: None,
+            outcome: None,
+            ..self.cycle(cycle_id).clone()
+        };
+        let attempts: Vec<AttemptRecord> = self
+            .attempts
+            .iter()
+            .filter(|a| a.cycle == cycle_id)
+            .cloned()
+            .collect();
+        let refs: Vec<&AttemptRecord> = attempts.iter().collect();
+        let best = cycle
+            .best_round
+            .and_then(|r| attempts.iter().find(|a| a.round == r));
+        if let Some(best) = best
+            && let Some(eval) = &best.evaluation
+        {
+            let vs_parent = gate::vs_parent(&eval.result, self.config.seed, best.round);
+            self.refine_after(&cycle, &refs, best, vs_parent)?;
+        }
+        self.state.refine_owed = None;
+        self.commit(&[], &[])
+    }
+
     /// Apply a proposer's script; a rejected one goes back to the proposer with the exact error,
     /// twice at most, then is dropped. Every outcome is recorded as an event.
     pub(super) fn apply_edits(&mut self, script: EditScript) -> Result<Vec<NodeId>, EngineError> {
@@ -342,28 +406,12 @@ impl<'e> Engine<'e> {
     }
 }
 
-/// Speedup of a cycle's best attempt so far.
-pub(super) fn c_best_speedup(attempts: &[AttemptRecord], cycle: &CycleRecord) -> Option<f64> {
-    let r = cycle.best_round?;
-    attempts.iter().find(|a| a.round == r)?.speedup()
-}
-
 pub(super) fn solution_of(
     best: &AttemptRecord,
     eval: &Evaluation,
     vs_parent: Option<PairedRatio>,
 ) -> Solution {
-    Solution {
-        round: best.round,
-        source_hash: best.source_hash.clone(),
-        source_file: best.source_file.clone(),
-        speedup: eval.speedup.as_ref().map(|s| s.geomean),
-        speedup_vs_parent: vs_parent.map(|c| c.ratio),
-        vs_parent_interval: vs_parent.map(|c| c.interval),
-        gate: vs_parent.map_or(Gate::Unmeasured, |c| c.verdict),
-        latency_ms: eval.result.medians(Role::Candidate),
-        baseline_ms: eval.result.medians(Role::Baseline),
-    }
+    Solution::of(best, eval, vs_parent)
 }
 
 pub(super) fn gate_note(c: Option<PairedRatio>) -> String {

@@ -204,6 +204,7 @@ impl<'e> Engine<'e> {
 
 /// A paired ratio whose numbers are all finite, or none: a ratio that would be infinite (a
 /// time of zero) is not a measurement.
+#[cfg(test)]
 pub(super) fn finite(c: Option<PairedRatio>) -> Option<PairedRatio> {
     c.filter(PairedRatio::is_finite)
 }
@@ -248,7 +249,7 @@ pub(super) fn implausible(e: &Evaluation) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ksearch_core::protocol::{ContenderTiming, WorkloadReport};
+    use ksearch_core::protocol::{ContenderTiming, Role, WorkloadReport};
     use ksearch_core::score::{Speedup, WorkloadSpeedup};
     use ksearch_core::stats::TimingStats;
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use ksearch_core::gate::{self, PairedRatio};
-use ksearch_core::protocol::{CapturedOutput, EvaluateResult, Phases, Role, Status};
+use ksearch_core::protocol::{CapturedOutput, EvaluateResult, Phases, Status};
 use ksearch_core::record::{
     AttemptKind, AttemptRecord, CycleOutcome, CycleRecord, Evaluation, LlmCallRecord,
 };
@@ -199,6 +199,7 @@ impl<'e> Engine<'e> {
             empty_cycles: 0,
             evaluating: None,
             stop_detail: None,
+            refine_owed: None,
         };
         let seed_hash = store.put_artifact(&task.seed)?;
         let seed_attempt = AttemptRecord {
@@ -397,6 +398,15 @@ impl<'e> Engine<'e> {
         // an error there asks the same question (its prompt quotes these latencies) instead of
         // measuring again.
         self.commit(std::slice::from_ref(&seed), &[])?;
+        // A run with no rounds to go (`--iterations 0`) asks for no world model: the first
+        // session with rounds (a resume with `--iterations N`) does.
+        if self
+            .state
+            .round_budget
+            .is_some_and(|b| self.rounds_done() >= b)
+        {
+            return Ok(());
+        }
         self.observer.progress(&Progress::Proposing {
             what: "the initial world model",
         });
@@ -547,13 +557,19 @@ impl<'e> Engine<'e> {
         &self.state
     }
 
+    /// The tree as the viewers show it: with the best attempt so far of a cycle under way on
+    /// its node ([`ksearch_run::with_open_cycles`]).
+    fn live_tree(&self) -> Tree {
+        ksearch_run::with_open_cycles(&self.tree, &self.attempts, &self.cycles, self.config.seed)
+    }
+
     pub fn summary(&self) -> RunSummary {
         summarize(
             self.store.dir(),
             &self.task,
             &self.config,
             &self.state,
-            &self.tree,
+            &self.live_tree(),
             &self.attempts,
             &self.cycles,
             &self.llm_calls,

@@ -46,6 +46,17 @@ impl<'e> Engine<'e> {
                 });
             }
         }
+        // A run recorded before a budget's end left the refine call owed made it at the end of
+        // its last session: the record holds that call, which the replay makes too.
+        if let Some(c) = self.state.refine_owed
+            && self.position() != plan.end
+        {
+            let session = self.state.sessions;
+            self.pay_refine(c).map_err(|e| EngineError::Diverged {
+                session,
+                detail: e.to_string(),
+            })?;
+        }
         let at = self.position();
         if at != plan.end {
             return Err(EngineError::Diverged {
@@ -193,6 +204,7 @@ mod tests {
             empty_cycles: 0,
             evaluating: None,
             stop_detail: None,
+            refine_owed: None,
         }
     }
 

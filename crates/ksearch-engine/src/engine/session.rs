@@ -64,8 +64,9 @@ impl<'e> Engine<'e> {
         };
         let at = self.position();
         // A budget ends the session, not the search: attach what the current cycle has found
-        // so the result counts. An interrupted cycle stays open and resumes where it was; so
-        // does one stopped by the cost cap, since closing it would need a model call.
+        // so the result counts, and leave its refine call to the next session (a run out of
+        // rounds asks for nothing more). An interrupted cycle stays open and resumes where it
+        // was; so does one stopped by the cost cap.
         if matches!(reason, StopReason::Iterations | StopReason::Time)
             && let Some(c) = self.state.current_cycle
             && self.cycle(c).best_round.is_some()
@@ -74,21 +75,7 @@ impl<'e> Engine<'e> {
                 .iter()
                 .any(|a| a.cycle == c && a.evaluation.is_none())
         {
-            match self.end_cycle(c) {
-                Ok(()) => {}
-                // The cap refuses the call that would close it: it stays open, as after a
-                // cost stop, and the next session closes it.
-                Err(EngineError::Propose(ProposeError::Budget {
-                    spent_usd,
-                    next_usd,
-                    cap_usd,
-                })) => cost = Some(self.cost_stop(spent_usd, next_usd, cap_usd)?),
-                Err(e) => {
-                    // As in the loop: the calls this cycle's end already made are kept.
-                    self.save_calls()?;
-                    return Err(e);
-                }
-            }
+            self.end_cycle_for_budget(c)?;
         }
         let end = SessionEnd {
             session: self.state.sessions,
@@ -125,6 +112,11 @@ impl<'e> Engine<'e> {
 
     /// One step: start a cycle, or make and evaluate one attempt, or end a cycle.
     pub(super) fn step(&mut self) -> Result<Step, EngineError> {
+        // The refine call the last session's budget left owed comes first.
+        if let Some(c) = self.state.refine_owed {
+            self.pay_refine(c)?;
+            return Ok(Step::Continue);
+        }
         let cycle_id = match self.state.current_cycle {
             Some(c) => c,
             None => match self.start_cycle()? {

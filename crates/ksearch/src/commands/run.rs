@@ -580,19 +580,19 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let stop = stop_flag();
     evaluator.set_cancel(stop.clone());
     // The round budget the progress line shows: the engine records the same.
-    let done = run
-        .store
-        .snapshot()?
+    let snap = run.store.snapshot()?;
+    let done = snap
         .attempts
         .iter()
         .filter(|a| a.round > 0 && a.evaluation.is_some())
         .count() as u64;
-    let stored = run
-        .store
-        .state::<EngineState>()?
-        .and_then(|s| s.round_budget);
+    let state = run.store.state::<EngineState>()?;
+    let stored = state.as_ref().and_then(|s| s.round_budget);
     let shown_budget = args.iterations.map(|n| done + n).or(stored);
-    let mut observer = RunProgress::new(args.output.quiet, shown_budget);
+    let best = state
+        .as_ref()
+        .and_then(|s| best_so_far(&snap, s, run.config.seed));
+    let mut observer = RunProgress::new(args.output.quiet, shown_budget).with_best(best);
     evaluator.set_phase_observer(observer.phase_observer());
     let budget_words = match shown_budget {
         Some(b) => format!(
@@ -636,6 +636,21 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     report(&summary, &args.output, true)
 }
 
+/// The run's best speedup as `ksearch tree` shows it (a cycle under way included): what the
+/// progress line of a resumed session starts from.
+fn best_so_far(snap: &ksearch_store::Snapshot, state: &EngineState, seed: u64) -> Option<f64> {
+    let tree = ksearch_core::tree::Tree::from_nodes(snap.nodes.clone(), state.next_node);
+    // A tree that does not hang from its root is refused by the resume, with the reason.
+    if tree.is_empty() || tree.check().is_err() {
+        return None;
+    }
+    ksearch_run::with_open_cycles(&tree, &snap.attempts, &snap.cycles, seed)
+        .best()
+        .solution
+        .as_ref()?
+        .speedup
+}
+
 /// The result on stdout; the exit code says whether Ctrl-C stopped this session (`live`: not
 /// a replay, which reproduces a recorded interrupt without being interrupted).
 fn report(summary: &RunSummary, output: &OutputFlags, live: bool) -> anyhow::Result<i32> {
@@ -668,14 +683,7 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let dir = s.run_dir.display();
-    let reason = s.stop_reason.map_or("running", |r| match r {
-        StopReason::Iterations => "round budget spent",
-        StopReason::Time => "time budget spent",
-        StopReason::Interrupted => "interrupted (resume to continue)",
-        StopReason::Exhausted => "nothing left to try",
-        StopReason::Cost => "cost cap reached (resume with a higher --max-cost to continue)",
-        StopReason::UnusableModel => "the model's answers could not be used (try another model)",
-    });
+    let reason = s.stop_reason.map_or("running", crate::progress::stop_words);
     let _ = writeln!(o, "{} · {} · {reason}", s.task, s.proposer);
     if let Some(detail) = &s.stop_detail {
         let _ = writeln!(o, "{detail}");

@@ -438,8 +438,9 @@ fn anthropic_gets_its_own_base_url_budget_and_thinking() {
             &compatible_url,
             "--reasoning-effort",
             "high",
+            // A round to go: a run with none asks for no world model.
             "--iterations",
-            "0",
+            "1",
             "--run-dir",
             rd.to_str().unwrap(),
         ];

@@ -4,6 +4,7 @@
 #[path = "../common/softmax_kernels.rs"]
 mod kernels;
 
+mod agent_path;
 mod cli_runs;
 mod llama_cpp;
 mod llm_run;

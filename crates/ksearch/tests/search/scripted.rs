@@ -357,7 +357,9 @@ fn a_rejected_edit_goes_back_to_the_proposer_with_the_error() {
             node: action("just one"),
         }],
     });
-    let (dir, _) = run(p, 1, 1);
+    // Two rounds: the first cycle ends (and is refined) within the budget; a budget's end
+    // would leave its refine to the next session.
+    let (dir, _) = run(p, 1, 2);
     let snap = snapshot(&dir);
     assert!(
         log.borrow()
