@@ -335,7 +335,9 @@ pub(crate) fn time_workload(
             }
             let ms = t.as_secs_f64() * 1e3;
             charged[i] = t;
-            timed_s[i] += t.as_secs_f64();
+            // The CPU before the clock is counted into the sample, not into the time the runner
+            // was timed: the allowance for CPU outside timed calls still sees it.
+            timed_s[i] += b.wall.as_secs_f64();
             samples[i].push(ms / k as f64);
             measured[i] += ms;
         }
@@ -369,8 +371,9 @@ pub(crate) fn time_workload(
                 batch[i] = batch[i].max(calls_for(plan, per_call)).min(sets);
             }
         }
-        let enough =
-            (0..n).all(|i| samples[i].len() >= min_runs && measured[i] >= plan.min_time_ms);
+        let enough = (0..n).all(|i| samples[i].len() >= min_runs)
+            && ((0..n).all(|i| measured[i] >= plan.min_time_ms)
+                || settled(&samples, round + 1, min_runs));
         let out_of_time = started.elapsed().as_secs_f64() * 1e3 >= plan.max_time_ms
             && samples
                 .iter()
@@ -379,7 +382,12 @@ pub(crate) fn time_workload(
             break;
         }
     }
-    check_kept(spec, workload, tolerances, reference, kept, &mut pool)?;
+    // Reference calls for the kept ones take at most a tenth of the timing beyond one a
+    // contender.
+    let budget = started.elapsed() / 10;
+    check_kept(
+        spec, workload, tolerances, reference, kept, &mut pool, budget,
+    )?;
     // Work done outside the timed calls (after "done", or in the background) shows as CPU time
     // the runner used while it was not being timed.
     for (i, c) in contenders.iter().enumerate() {
@@ -417,6 +425,30 @@ pub(crate) fn time_workload(
         .zip(batch)
         .map(|(s, k)| TimingStats::from_samples(s, k))
         .collect())
+}
+
+/// Relative half-width of a paired interval at which timing may stop before `min_time_ms`.
+pub(crate) const SETTLED_HALF_WIDTH: f64 = 0.01;
+
+/// Whether the candidate's (contender 0's) paired ratio with every other contender is known
+/// within [`SETTLED_HALF_WIDTH`] after `rounds` rounds: its 95% interval, resampled over the
+/// rounds as the acceptance gate does, lies within that share of the ratio on both sides. Read
+/// every fifth round from `min_runs` on. A tight interval says where the ratio lies, whatever it
+/// is, so stopping on it does not favour any verdict; a ratio nearer 1 than the half-width may
+/// read "same" where longer timing would have read "better" or "worse".
+pub(crate) fn settled(samples: &[Vec<f64>], rounds: usize, min_runs: usize) -> bool {
+    if samples.len() < 2 || rounds < min_runs.max(2) || !(rounds - min_runs).is_multiple_of(5) {
+        return false;
+    }
+    let candidate = &samples[0];
+    samples[1..].iter().enumerate().all(|(j, other)| {
+        ksearch_core::gate::paired_ratio(&[(candidate, other)], 0x05E7_71ED ^ j as u64)
+            .filter(ksearch_core::gate::PairedRatio::is_finite)
+            .is_some_and(|r| {
+                r.interval.0 >= r.ratio * (1.0 - SETTLED_HALF_WIDTH)
+                    && r.interval.1 <= r.ratio * (1.0 + SETTLED_HALF_WIDTH)
+            })
+    })
 }
 
 /// Calls in a batch of a kernel taking `per_call_ms`: enough to last the plan's target.
@@ -500,6 +532,30 @@ mod tests {
         assert!((sets + 1) * (244_000 + 4 * 244_000) > POOL_BYTES);
         assert_eq!(pool_sets_within_budget(1 << 30, 1 << 30, 3), 1);
         assert_eq!(pool_sets_within_budget(0, 0, 0), POOL_BYTES);
+    }
+
+    #[test]
+    fn timing_settles_when_every_paired_interval_is_tight() {
+        let steady = |base: f64, n: usize| -> Vec<f64> {
+            (0..n)
+                .map(|i| base * (1.0 + 0.001 * (i % 3) as f64))
+                .collect()
+        };
+        let noisy = |base: f64, n: usize| -> Vec<f64> {
+            (0..n)
+                .map(|i| base * (1.0 + 0.3 * (i % 4) as f64))
+                .collect()
+        };
+        let tight = vec![steady(1.0, 20), steady(2.0, 20), steady(0.5, 20)];
+        assert!(settled(&tight, 20, 10));
+        // Only every fifth round from `min_runs` on, and never before it.
+        assert!(!settled(&tight, 19, 10));
+        assert!(!settled(&tight, 20, 25));
+        // One loose pair keeps it timing.
+        let loose = vec![steady(1.0, 20), steady(2.0, 20), noisy(0.5, 20)];
+        assert!(!settled(&loose, 20, 10));
+        // A contender alone has nothing to settle against.
+        assert!(!settled(&[steady(1.0, 20)], 20, 10));
     }
 
     #[test]

@@ -360,17 +360,23 @@ mod c_only {
                 "if (KSQ_TIMED) (void)send(3, \"{{\\\"op\\\":\\\"done\\\"}}\", 13, MSG_DONTWAIT);\n{ALL_ROWS}"
             ),
         ));
-        assert_eq!(
-            e.result.status,
-            Status::RuntimeError,
-            "{}",
-            e.result.message
-        );
-        assert!(
-            e.result.message.contains("a message nobody asked for"),
-            "{}",
-            e.result.message
-        );
+        // Stopped when the judge turns to it again, or caught first by the outputs its early
+        // "done" left unwritten in a warm-up batch (those are checked too).
+        match e.result.status {
+            Status::RuntimeError => assert!(
+                e.result.message.contains("a message nobody asked for"),
+                "{}",
+                e.result.message
+            ),
+            _ => {
+                assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+                assert!(
+                    e.result.message.contains("in warm-up"),
+                    "{}",
+                    e.result.message
+                );
+            }
+        }
         assert!(e.speedup.is_none());
         assert!(
             started.elapsed() < std::time::Duration::from_secs(30),
