@@ -326,6 +326,37 @@ pub fn drop_unavailable(task: &mut Task, python: Option<&Path>) -> Vec<Unavailab
     out
 }
 
+/// Refuses a task of the `c` backend where its C compiler (`$CC`, else `cc`) is not found:
+/// the reference, the baseline and every candidate are compiled with it. Asked before anything
+/// else, so that neither the task ("the reference does not build") nor a library (the linker is
+/// asked through the compiler) takes the blame.
+pub fn require_compiler(task: &Task) -> Result<(), EvalError> {
+    if task.spec.backend != ksearch_core::task::BackendKind::C {
+        return Ok(());
+    }
+    let driver = crate::c_worker::Driver::c();
+    if crate::sandbox::which(Path::new(&driver.program)).is_ok_and(|p| p.is_file()) {
+        return Ok(());
+    }
+    Err(EvalError::MissingCompiler {
+        program: driver.program,
+        named_by_cc: std::env::var("CC").is_ok_and(|cc| !cc.trim().is_empty()),
+        advice: compiler_advice(Installer::here()),
+    })
+}
+
+/// How to install a C compiler here.
+fn compiler_advice(installer: Installer) -> String {
+    let how = match installer {
+        Installer::Apt { root } => format!(
+            "install one with `{}apt-get install build-essential`",
+            if root { "" } else { "sudo " }
+        ),
+        Installer::Other => "install gcc or clang with the system's package manager (e.g. `sudo dnf install gcc`; on macOS `xcode-select --install`)".into(),
+    };
+    format!("{how}, or name one with `CC=...`")
+}
+
 /// Refuses a task that still names an implementation whose libraries or modules are missing
 /// here (a stored run's, say): it would fail in the worker.
 pub fn require_available(task: &Task, python: Option<&Path>) -> Result<(), EvalError> {

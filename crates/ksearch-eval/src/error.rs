@@ -44,4 +44,13 @@ pub enum EvalError {
         finder: String,
         advice: String,
     },
+    /// A `c` task's C compiler (`$CC`, else `cc`) is not found: nothing of the task can be built
+    /// (see [`crate::dependencies::require_compiler`]).
+    #[error("{}: ksearch compiles the task's reference, its baseline and every candidate with it; {advice}", if *named_by_cc { format!("the C compiler `{program}` that CC names is not found") } else { format!("no C compiler is installed (`{program}` is not on PATH)") })]
+    MissingCompiler {
+        program: String,
+        /// `CC` named it (else it is the default, `cc`).
+        named_by_cc: bool,
+        advice: String,
+    },
 }

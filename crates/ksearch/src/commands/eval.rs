@@ -20,7 +20,7 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     let task = without_missing_dependencies(
         crate::commands::load_task(&args.task)?,
         args.eval.python.as_deref(),
-    );
+    )?;
     let candidate = match &args.candidate {
         Some(path) => ksearch_tasks::read_candidate(path)?,
         None => task.seed.clone(),
@@ -77,8 +77,13 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
 /// The task as this machine can evaluate it: a baseline or comparison whose libraries the
 /// linker does not find (or whose modules `python` does not) is left out (the reference becomes
 /// the baseline), and the user is told once, on stderr, what is missing, what speedups are
-/// quoted against and how to install it.
-pub(crate) fn without_missing_dependencies(mut task: Task, python: Option<&str>) -> Task {
+/// quoted against and how to install it. A `c` task without a C compiler here is refused,
+/// saying so and how to install one.
+pub(crate) fn without_missing_dependencies(
+    mut task: Task,
+    python: Option<&str>,
+) -> anyhow::Result<Task> {
+    ksearch_eval::dependencies::require_compiler(&task)?;
     let installer = ksearch_eval::dependencies::Installer::here();
     let mut stderr = std::io::stderr().lock();
     for u in
@@ -86,7 +91,7 @@ pub(crate) fn without_missing_dependencies(mut task: Task, python: Option<&str>)
     {
         let _ = writeln!(stderr, "note: {}", u.notice(installer));
     }
-    task
+    Ok(task)
 }
 
 /// How to start the task's backend.

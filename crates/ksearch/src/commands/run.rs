@@ -379,7 +379,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             let task = super::eval::without_missing_dependencies(
                 crate::commands::load_task(&args.task)?,
                 args.eval.python.as_deref(),
-            );
+            )?;
             let models = choose_models(&args.models, &file_defaults)?;
             let host = HostCpu::detect();
             let config = RunConfig {
@@ -546,6 +546,7 @@ fn change_models(m: &mut LlmModels, args: &ResumeArgs) -> anyhow::Result<()> {
 pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
     let file_defaults = ksearch_toml::load()?;
     let run = open_run_writer(&args.run_dir)?;
+    ksearch_eval::dependencies::require_compiler(&run.task)?;
     // The run's speedups are quoted against its baseline: without the baseline's libraries it
     // cannot go on (the error says how to install them).
     ksearch_eval::dependencies::require_available(

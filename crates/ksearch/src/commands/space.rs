@@ -88,6 +88,10 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
         Ok(p) => p,
         Err(e) => return input_error(&format!("--set {e}")),
     };
+    if !*no_compile {
+        // Every point would fail its compile, each blaming itself.
+        ksearch_eval::dependencies::require_compiler(&task)?;
+    }
     let tmp = tempfile::tempdir()?;
     if let Some(dir) = write {
         fs_err::create_dir_all(dir)?;

@@ -13,6 +13,7 @@ mod import;
 mod kernels;
 mod libraries;
 mod limits;
+mod newcomer;
 mod space;
 mod space_compiled;
 mod space_emulated;
