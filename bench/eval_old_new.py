@@ -6,7 +6,9 @@ candidate's and the baseline's median per-call times (they must agree within noi
 evaluator must not make honest kernels slower or faster), and new/old for the wall time of an
 evaluation.
 
-    python3 bench/eval_old_new.py OLD_KSEARCH NEW_KSEARCH OUT.json [REPS] [TASK ...]
+    python3 bench/eval_old_new.py OLD_KSEARCH NEW_KSEARCH OUT.json [REPS] [TASK[:WORKLOAD] ...]
+
+A task may name one workload (`cpu/matmul:small`): only that one is evaluated.
 
 The old binary is built from commit 97eb33f (the last before the judge/runner split):
     git worktree add /tmp/ksearch-old 97eb33f && (cd /tmp/ksearch-old && cargo build --release)
@@ -23,8 +25,10 @@ TASKS = ["cpu/softmax", "cpu/linear_recurrence", "cpu/matmul"]
 
 
 def evaluate(binary, task):
+    task, _, workload = task.partition(":")
     t0 = time.perf_counter()
-    p = subprocess.run([binary, "eval", task, "--json"], capture_output=True, text=True, timeout=1800)
+    args = [binary, "eval", task, "--json"] + (["--workload", workload] if workload else [])
+    p = subprocess.run(args, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"{binary} eval {task} failed: {p.stderr}")
