@@ -14,8 +14,11 @@ pub use open::{
 };
 pub use open_cycle::{is_under_way, open_cycle_note, with_open_cycles};
 pub use run_config::{
-    ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LlmModels,
+    ConfigError, CostStop, DEFAULT_WINDOW, EngineState, EvalSettings, InFlight, LeftOut, LlmModels,
     MAX_TIMEOUT_S, MAX_TIMING_MS, Position, ROUND_TIMEOUT_FACTOR, ROUND_TIMEOUT_FLOOR_S,
     RUN_FORMAT, RunConfig, SessionEnd, StopReason, check_range, round_timeout_s,
 };
-pub use summary::{Best, LlmTotals, RunSummary, asked_again, kept_note, solution_title, summarize};
+pub use summary::{
+    Best, LlmTotals, RunSummary, asked_again, kept_note, no_baseline_words, solution_title,
+    summarize,
+};

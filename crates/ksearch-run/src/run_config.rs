@@ -94,6 +94,20 @@ pub struct EvalSettings {
     /// `ksearch knowledge hardware`); the local GPU when unset.
     #[serde(default)]
     pub hardware: Option<String>,
+    /// The task's production baseline, left out because the machine that started the run
+    /// lacked what it needs: speedups are over the reference instead. (Left out of the record
+    /// when there is none.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_left_out: Option<LeftOut>,
+}
+
+/// A task's implementation that a run left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// Its name, e.g. "OpenBLAS cblas_sgemm (1 thread)".
+    pub name: String,
+    /// What the machine lacked, as said to a user: "OpenBLAS (-lopenblas)".
+    pub needs: String,
 }
 
 impl Default for EvalSettings {
@@ -108,6 +122,7 @@ impl Default for EvalSettings {
             target: None,
             python: None,
             hardware: None,
+            baseline_left_out: None,
         }
     }
 }

@@ -9,7 +9,7 @@ use ksearch_core::task::Task;
 use ksearch_core::tree::{Node, NodeId, Tree};
 use serde::{Deserialize, Serialize};
 
-use crate::run_config::{EngineState, RunConfig, StopReason};
+use crate::run_config::{EngineState, LeftOut, RunConfig, StopReason};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Best {
@@ -39,6 +39,10 @@ pub struct RunSummary {
     /// reference, written to be obviously correct rather than fast.
     #[serde(default)]
     pub baseline_is_reference: bool,
+    /// The task does name a production baseline, but the run left it out: the machine lacked
+    /// what it needs (so `baseline_is_reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_left_out: Option<LeftOut>,
     /// Rounds done: candidates generated and evaluated (the seed is round 0 and not counted).
     pub rounds: u64,
     pub nodes: usize,
@@ -102,6 +106,18 @@ pub fn asked_again(empty: u64, truncated: u64) -> String {
             "; {e} empty answer{} and {t} cut off at the output limit, each asked again",
             plural(e)
         ),
+    }
+}
+
+/// Why speedups are over the reference: the task names no production baseline, or the run left
+/// it out for what the machine lacked.
+pub fn no_baseline_words(left_out: Option<&LeftOut>) -> String {
+    match left_out {
+        Some(l) => format!(
+            "the task's production baseline, `{}`, needs {}, which the machine that started the run lacked",
+            l.name, l.needs
+        ),
+        None => "the task has no production baseline".into(),
     }
 }
 
@@ -191,6 +207,7 @@ pub fn summarize(
         ),
         baseline_description,
         baseline_is_reference: task.baseline.is_none(),
+        baseline_left_out: config.eval.baseline_left_out.clone(),
         rounds: attempts
             .iter()
             .filter(|a| a.round > 0 && a.evaluation.is_some())

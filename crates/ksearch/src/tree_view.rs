@@ -239,6 +239,7 @@ mod tests {
             baseline: "OpenBLAS cblas_sgemm (1 thread)".into(),
             baseline_description: None,
             baseline_is_reference: false,
+            baseline_left_out: None,
             rounds: 7,
             nodes: t.len(),
             cycles: 4,

@@ -124,14 +124,21 @@ pub(super) fn section(o: &mut String, data: &RunData) {
         .get(s.best.node)
         .and_then(|n| n.solution.as_ref())
         .map_or_else(String::new, |sol| format!(" · round {}", sol.round));
-    let baseline = if data.task.baseline.is_some() {
-        esc(&s.baseline)
-    } else {
-        format!(
+    let baseline = match (&data.task.baseline, &s.baseline_left_out) {
+        (Some(_), _) => esc(&s.baseline),
+        (None, Some(left_out)) => format!(
+            "none here (the task's production baseline, {}, needs {}, which the machine that \
+             started the run lacked): speedups \"over the baseline\" in the chart and the tree \
+             are over the reference (<code>{}</code>)",
+            esc(&left_out.name),
+            esc(&left_out.needs),
+            esc(&data.task.reference.file)
+        ),
+        (None, None) => format!(
             "none (the task has no production baseline): speedups \"over the baseline\" \
              in the chart and the tree are over the reference (<code>{}</code>)",
             esc(&data.task.reference.file)
-        )
+        ),
     };
     fact(
         "best kernel",
@@ -191,9 +198,11 @@ fn headline(o: &mut String, data: &RunData) {
         format!("over the baseline ({})", esc(&truncate(&b.name, 40)))
     } else {
         format!(
-            "over the reference ({}), a deliberately simple implementation: the task has no \
-             production baseline",
-            esc(&data.task.reference.file)
+            "over the reference ({}), a deliberately simple implementation: {}",
+            esc(&data.task.reference.file),
+            esc(&ksearch_run::no_baseline_words(
+                s.baseline_left_out.as_ref()
+            ))
         )
     };
     let vs_baseline = ("best-speedup", x(s.best.speedup), over_baseline);

@@ -17,7 +17,7 @@ use crate::cli::{EvalArgs, EvalFlags};
 use crate::exit_codes;
 
 pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
-    let task = without_missing_dependencies(
+    let (task, _) = without_missing_dependencies(
         crate::commands::load_task(&args.task)?,
         args.eval.python.as_deref(),
     )?;
@@ -77,21 +77,27 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
 /// The task as this machine can evaluate it: a baseline or comparison whose libraries the
 /// linker does not find (or whose modules `python` does not) is left out (the reference becomes
 /// the baseline), and the user is told once, on stderr, what is missing, what speedups are
-/// quoted against and how to install it. A `c` task without a C compiler here is refused,
-/// saying so and how to install one.
+/// quoted against and how to install it; the baseline left out is returned, for a run to
+/// record. A `c` task without a C compiler here is refused, saying so and how to install one.
 pub(crate) fn without_missing_dependencies(
     mut task: Task,
     python: Option<&str>,
-) -> anyhow::Result<Task> {
-    ksearch_eval::dependencies::require_compiler(&task)?;
-    let installer = ksearch_eval::dependencies::Installer::here();
+) -> anyhow::Result<(Task, Option<ksearch_run::LeftOut>)> {
+    use ksearch_eval::dependencies::{Installer, Part, drop_unavailable, require_compiler};
+    require_compiler(&task)?;
+    let installer = Installer::here();
     let mut stderr = std::io::stderr().lock();
-    for u in
-        ksearch_eval::dependencies::drop_unavailable(&mut task, python.map(std::path::Path::new))
-    {
+    let mut baseline = None;
+    for u in drop_unavailable(&mut task, python.map(std::path::Path::new)) {
         let _ = writeln!(stderr, "note: {}", u.notice(installer));
+        if u.part == Part::Baseline {
+            baseline = Some(ksearch_run::LeftOut {
+                name: u.name.clone(),
+                needs: u.needs(),
+            });
+        }
     }
-    Ok(task)
+    Ok((task, baseline))
 }
 
 /// How to start the task's backend.
@@ -137,6 +143,7 @@ pub(crate) fn eval_settings(f: &EvalFlags) -> anyhow::Result<EvalSettings> {
         target: f.target.clone(),
         python: f.python.clone(),
         hardware: f.hardware.clone(),
+        baseline_left_out: None,
     })
 }
 

@@ -376,7 +376,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             (run.task.clone(), config)
         }
         None => {
-            let task = super::eval::without_missing_dependencies(
+            let (task, left_out) = super::eval::without_missing_dependencies(
                 crate::commands::load_task(&args.task)?,
                 args.eval.python.as_deref(),
             )?;
@@ -390,7 +390,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 seed: args.seed,
                 window: args.window,
                 max_cycle_attempts: 3 * args.window.max(DEFAULT_WINDOW),
-                eval: eval_settings(&args.eval)?,
+                eval: EvalSettings {
+                    baseline_left_out: left_out,
+                    ..eval_settings(&args.eval)?
+                },
                 created_unix: now,
                 machine: machine_line(&host),
                 host_cpu: Some(host),
@@ -730,10 +733,11 @@ pub(crate) fn render_summary(s: &RunSummary) -> String {
     // written to be correct, not fast): the speedup over the seed comes first.
     let over = if s.baseline_is_reference {
         format!(
-            "{} over the seed ({} over {}, a deliberately simple implementation: the task has no production baseline)",
+            "{} over the seed ({} over {}, a deliberately simple implementation: {})",
             x(s.best.speedup_vs_seed),
             x(s.best.speedup),
-            s.baseline
+            s.baseline,
+            ksearch_run::no_baseline_words(s.baseline_left_out.as_ref())
         )
     } else {
         format!(

@@ -12,7 +12,7 @@ use super::{QUICK, ksearch, run};
 const LIB: &str = "ksearchfake";
 
 /// The built-in softmax task with a baseline that links `-lksearchfake`.
-fn task_with_fake_baseline(dir: &Path) -> PathBuf {
+pub(super) fn task_with_fake_baseline(dir: &Path) -> PathBuf {
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/cpu/softmax");
     let task = dir.join("softmax");
     std::fs::create_dir_all(&task).unwrap();

@@ -42,3 +42,53 @@ fn a_missing_c_compiler_is_said_with_how_to_install_one() {
         "{stderr}"
     );
 }
+
+/// A run whose production baseline is missing here says so at the end too (in the summary and
+/// the report), as its opening note did: not that the task has none.
+#[test]
+fn a_baseline_missing_here_is_not_called_absent_from_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = super::libraries::task_with_fake_baseline(dir.path());
+    let rd = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        task.to_str().unwrap(),
+        "--iterations",
+        "0",
+        "--no-timing",
+        "--run-dir",
+        rd.to_str().unwrap(),
+    ];
+    args.extend_from_slice(super::QUICK);
+    let (code, stdout, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 0, "{stderr}");
+    let said = "a deliberately simple implementation: the task's production baseline, `FakeBLAS softmax`, needs FakeBLAS (-lksearchfake), which the machine that started the run lacked";
+    assert!(stdout.contains(said), "{stdout}");
+    assert!(!stdout.contains("no production baseline"), "{stdout}");
+    let (_, json, _) = run(&mut ksearch(&["tree", rd.to_str().unwrap(), "--json"]));
+    let summary: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        summary["summary"]["baseline_left_out"]["name"], "FakeBLAS softmax",
+        "{summary}"
+    );
+    let report = dir.path().join("report.html");
+    let (code, _, stderr) = run(&mut ksearch(&[
+        "report",
+        rd.to_str().unwrap(),
+        "-o",
+        report.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let html = std::fs::read_to_string(&report).unwrap();
+    // The baseline's line and the headline.
+    let html = html.replace("&#39;", "'").replace("&#x27;", "'");
+    assert!(
+        html.contains("none here (the task's production baseline, FakeBLAS softmax, needs FakeBLAS (-lksearchfake)"),
+        "the report's baseline line"
+    );
+    assert!(
+        html.contains("a deliberately simple implementation: the task's production baseline, `FakeBLAS softmax`"),
+        "the report's headline"
+    );
+    assert!(!html.contains("the task has no production baseline"));
+}
