@@ -13,7 +13,9 @@
 //! - `has_triton`: `python3` with Triton (PyPI's Linux PyTorch wheel brings it), for Triton
 //!   kernels compiled ahead of time for an NVIDIA GPU (`space check --hardware`), without one;
 //! - `has_gxx`: `g++` (C++20), for MLX CUDA kernels run on the CPU by the tests' emulation;
-//! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline.
+//! - `has_openblas`: the C compiler links `-lopenblas`, for `cpu/matmul`'s production baseline;
+//! - `has_slurm`: Slurm's `sbatch`, `squeue` and `scancel`, for `--executor slurm` (the tests
+//!   need a running cluster too: `.ci/slurm-one-node` starts one on this machine).
 //!
 //! It also sets `KSEARCH_COMMIT` (the commit and its date, for `--version`) where the source is a
 //! git checkout and `git` is installed, else `unknown commit`.
@@ -32,7 +34,7 @@ use std::process::{Command, Stdio};
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_torch, has_triton, has_gxx, has_openblas)"
+        "cargo::rustc-check-cfg=cfg(has_chromium, has_python3, has_numpy, has_mlx, has_mlx_lm, has_torch, has_triton, has_gxx, has_openblas, has_slurm)"
     );
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rustc-env=KSEARCH_COMMIT={}", commit());
@@ -59,6 +61,14 @@ fn main() {
     if let Some(chromium) = find_chromium() {
         watch(&chromium);
         enable("has_chromium");
+    }
+    if let (Some(sbatch), Some(_), Some(_)) = (
+        on_path(&["sbatch"]),
+        on_path(&["squeue"]),
+        on_path(&["scancel"]),
+    ) {
+        watch(&sbatch);
+        enable("has_slurm");
     }
     if let Some(cxx) = on_path(&["g++"]) {
         watch(&cxx);

@@ -27,4 +27,4 @@ pub use proposer::{
     Candidate, CycleEvidence, Evaluated, GenerateRequest, ProposeContext, ProposeError, Proposer,
     TooHard, WorldModel,
 };
-pub use replay::ReplayEvaluator;
+pub use replay::{FinishedRecord, ReplayEvaluator};

@@ -59,7 +59,8 @@ pub struct Contenders<'a> {
     pub comparisons: bool,
 }
 
-/// Something that evaluates candidates: a local worker today, a cluster job later.
+/// Something that evaluates candidates: a local worker, or (through its [`Executor`]) several
+/// at once, on this machine or as cluster jobs.
 pub trait Evaluator {
     fn evaluate(
         &mut self,
@@ -68,6 +69,12 @@ pub trait Evaluator {
         contenders: Contenders<'_>,
         options: &EvalOptions,
     ) -> Result<Evaluation, EvalError>;
+
+    /// Where several evaluations can be in flight at once, the executor that runs them; the
+    /// engine then keeps several cycles going. `None`: one evaluation at a time.
+    fn executor(&mut self) -> Option<&mut dyn crate::executor::Executor> {
+        None
+    }
 }
 
 /// A check of an evaluation against what this machine can do: a caveat, if it finds one (the
@@ -114,11 +121,16 @@ impl LocalEvaluator {
     }
 }
 
-/// The machine's one-minute load average and the CPUs this process may use (Linux).
+/// The machine's one-minute load average and the CPUs this process may use (Linux): the
+/// process's, not the calling thread's (an evaluation slot's thread is pinned to its own
+/// CPUs, and the other slots' judges are no other work).
 fn host_load() -> Option<HostLoad> {
     let text = fs_err::read_to_string("/proc/loadavg").ok()?;
     let load_1m: f64 = text.split_whitespace().next()?.parse().ok()?;
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let cpus = match crate::executor::process_cpus().len() {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        n => n,
+    };
     (load_1m.is_finite() && load_1m >= 0.0).then_some(HostLoad {
         load_1m,
         cpus: u32::try_from(cpus).unwrap_or(u32::MAX),
@@ -224,23 +236,23 @@ pub fn build_request(
     })
 }
 
-impl Evaluator for LocalEvaluator {
-    fn evaluate(
+impl LocalEvaluator {
+    /// Evaluate a request already built by [`build_request`] (here, or by an orchestrator on
+    /// another machine that ships it with a cluster job): static checks, the worker, the
+    /// speedups and caveats. `started` is when the evaluation began, for its wall time.
+    pub fn evaluate_request(
         &mut self,
         task: &Task,
-        candidate: &Source,
-        contenders: Contenders<'_>,
-        options: &EvalOptions,
+        request: &EvaluateRequest,
+        timeout: Duration,
+        started: Instant,
     ) -> Result<Evaluation, EvalError> {
-        let started = Instant::now();
-        let id = self.next_id;
-        self.next_id += 1;
-        crate::dependencies::require_available(task, self.backend.python())?;
-        let request = build_request(id, task, candidate, contenders, options)?;
+        let id = request.id;
+        let candidate = &request.candidate;
         let violations = self.backend.static_check(&task.spec, &candidate.text);
         let result = if violations.is_empty() {
             self.supervisor
-                .evaluate(&request, options.timeout)
+                .evaluate(request, timeout)
                 .map_err(|e| match e {
                     EvalError::Task { message } => EvalError::Task {
                         message: format!("the task `{}` is at fault: {message}", task.id),
@@ -287,5 +299,22 @@ impl Evaluator for LocalEvaluator {
             evaluation.caveats.push(caveat);
         }
         Ok(evaluation)
+    }
+}
+
+impl Evaluator for LocalEvaluator {
+    fn evaluate(
+        &mut self,
+        task: &Task,
+        candidate: &Source,
+        contenders: Contenders<'_>,
+        options: &EvalOptions,
+    ) -> Result<Evaluation, EvalError> {
+        let started = Instant::now();
+        let id = self.next_id;
+        self.next_id += 1;
+        crate::dependencies::require_available(task, self.backend.python())?;
+        let request = build_request(id, task, candidate, contenders, options)?;
+        self.evaluate_request(task, &request, options.timeout, started)
     }
 }

@@ -10,6 +10,7 @@ pub mod dependencies;
 mod env_scrub;
 mod error;
 mod evaluator;
+pub mod executor;
 mod external_backend;
 mod knowledge_checks;
 mod mlx_backend;

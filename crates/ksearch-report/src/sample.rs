@@ -694,6 +694,7 @@ pub fn run_data(backend: BackendKind) -> RunData {
         stop_reason: Some(StopReason::Iterations),
         empty_cycles: 0,
         evaluating: None,
+        evaluating_also: Vec::new(),
         stop_detail: None,
         refine_owed: None,
     };

@@ -59,6 +59,20 @@ pub enum RunEvent {
     },
     /// An edit of the tree was refused (and sent back to the proposer with the error).
     EditRejected { ops: Vec<EditOp>, error: String },
+    /// With several evaluations in flight at once: one ended. These events are in the order
+    /// the evaluations ended, which a replay follows to reach the same tree.
+    EvaluationFinished {
+        round: u64,
+        /// The executor's slot, and where that is (`cpu 1`, `slurm job 12 on node3`).
+        slot: u32,
+        place: String,
+        /// Seconds since the Unix epoch.
+        started_unix: f64,
+        finished_unix: f64,
+        /// Runs of it that were lost and started again first (a cancelled Slurm job).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        retried: Vec<String>,
+    },
 }
 
 impl RunEvent {

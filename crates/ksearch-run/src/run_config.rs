@@ -330,6 +330,11 @@ pub struct EngineState {
     /// abandoned (Ctrl-C). Found set on resume, it means the orchestrator died during it.
     #[serde(default)]
     pub evaluating: Option<InFlight>,
+    /// With several evaluations in flight at once (`--jobs`, `--executor slurm`): the others
+    /// beside `evaluating`, each as it. (Left out of the record when empty, so that a run of
+    /// one evaluation at a time is stored as before.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evaluating_also: Vec<InFlight>,
     /// Why the last session stopped, in words, where the reason alone does not say (an
     /// unusable model: which, and its last fault).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -392,13 +397,20 @@ pub struct SessionEnd {
     /// Where the run stood when the session decided to stop (before a cycle with a pass was
     /// closed for a round or time budget).
     pub at: Position,
-    /// Ctrl-C during an evaluation: the round whose evaluation was abandoned.
+    /// Ctrl-C during an evaluation: the round whose evaluation was abandoned (the first, when
+    /// several were in flight).
     #[serde(default)]
     pub abandoned_round: Option<u64>,
     /// The call the cost cap refused: the reason `cost`, or a round or time budget whose
     /// closing of the current cycle the cap refused (the cycle then stays open).
     #[serde(default)]
     pub cost: Option<CostStop>,
+    /// The most evaluations this session had in flight at once, when it ran them through an
+    /// executor (`--jobs`, `--executor slurm`); `None` for one at a time as always (and left
+    /// out of the record then). A replay runs the session the same way, finishing evaluations
+    /// in the recorded order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u32>,
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ pub(crate) enum Command {
     /// Check and time one candidate against a task's reference and baseline.
     Eval(EvalArgs),
     /// Search: grow a tree of optimization hypotheses and keep what measures faster.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Continue a stopped, paused or killed run.
     Resume(ResumeArgs),
     /// Serve ksearch's tools to a coding agent over MCP on stdio; the agent is the runs' model.
@@ -129,6 +129,14 @@ pub(crate) enum Command {
     Worker {
         /// The backend whose worker ksearch hosts: `c`.
         backend: String,
+    },
+    /// Evaluate one job file and write its outcome (a cluster job of `--executor slurm`).
+    #[command(hide = true)]
+    EvalJob {
+        /// The job file the orchestrator wrote.
+        job: PathBuf,
+        /// Where the outcome goes.
+        result: PathBuf,
     },
 }
 
@@ -227,6 +235,22 @@ pub(crate) struct RunArgs {
     pub(crate) output: OutputFlags,
     #[command(flatten)]
     pub(crate) eval: EvalFlags,
+    #[command(flatten)]
+    pub(crate) scale: ScaleFlags,
+}
+
+/// How many evaluations at once, and where (shared by `run` and `resume`; `docs/scale.md`).
+#[derive(Debug, Args, Clone)]
+pub(crate) struct ScaleFlags {
+    /// Evaluations in flight at once, each in its own judge: on this machine each gets its own
+    /// CPUs (and, for a GPU task, its own GPU); with `--executor slurm`, jobs queued at once.
+    /// The search keeps as many cycles going, on different actions.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) jobs: u32,
+    /// Where evaluations run: `local` (this machine) or `slurm` (each a Slurm job; see
+    /// `[slurm]` in ksearch.toml).
+    #[arg(long, default_value = "local", value_parser = ["local", "slurm"])]
+    pub(crate) executor: String,
 }
 
 /// Which proposer and models (shared by `run` and `resume`).
@@ -288,6 +312,8 @@ pub(crate) struct ResumeArgs {
     pub(crate) codegen_model: Option<String>,
     #[command(flatten)]
     pub(crate) output: OutputFlags,
+    #[command(flatten)]
+    pub(crate) scale: ScaleFlags,
 }
 
 #[derive(Debug, Args)]

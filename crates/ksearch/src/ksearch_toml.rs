@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use ksearch_core::location::{FieldPath, FileError, locate, parse_toml};
 use serde::Deserialize;
 
+mod slurm;
+pub(crate) use slurm::SlurmDefaults;
+
 /// The longest `timeout_s` a model call may have, in seconds (a day): a call that long has
 /// failed. A larger, negative or non-finite value is refused where the file says it, rather
 /// than panicking where it becomes a `Duration`.
@@ -30,6 +33,9 @@ pub(crate) struct KsearchToml {
     /// Price overrides by model spec, USD per million tokens.
     #[serde(default)]
     pub(crate) prices: BTreeMap<String, PriceOverride>,
+    /// How `--executor slurm` submits jobs.
+    #[serde(default)]
+    pub(crate) slurm: SlurmDefaults,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -121,6 +127,7 @@ impl KsearchToml {
             llm: self.llm.over(&under.llm),
             providers,
             prices,
+            slurm: self.slurm.over(under.slurm),
         }
     }
 
@@ -190,6 +197,7 @@ impl KsearchToml {
                 )
             })?;
         }
+        self.slurm.check(&root.key("slurm"))?;
         for (spec, price) in &self.prices {
             let path = root.key("prices").key(spec);
             let per_mtok = [

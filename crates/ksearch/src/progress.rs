@@ -122,6 +122,9 @@ pub(crate) struct RunProgress {
     best: Option<f64>,
     action: String,
     spent_usd: f64,
+    /// Rounds under way, each with its action and when it started: with several evaluations
+    /// at once, a round's finished line names its own.
+    started: std::collections::BTreeMap<u64, (String, Instant)>,
 }
 
 impl RunProgress {
@@ -133,6 +136,7 @@ impl RunProgress {
             best: None,
             action: String::new(),
             spent_usd: 0.0,
+            started: std::collections::BTreeMap::new(),
         }
     }
 
@@ -184,6 +188,8 @@ impl Observer for RunProgress {
                 self.round = *round;
                 // Said here too: a resumed session's first round has no CycleStarted before it.
                 self.action = format!("node {node}: {title}");
+                self.started
+                    .insert(*round, (self.action.clone(), Instant::now()));
                 let line = if *kind == AttemptKind::Seed {
                     "measuring the seed (its speedup over the baseline is the run's starting point)"
                         .to_owned()
@@ -205,15 +211,14 @@ impl Observer for RunProgress {
                     self.best = *best_speedup;
                 }
                 let s = speedup.map_or_else(String::new, |s| format!(" {s:.2}×"));
-                let took = self.out.elapsed().as_secs_f64();
+                let (action, took) = match self.started.remove(round) {
+                    Some((action, at)) => (action, at.elapsed().as_secs_f64()),
+                    None => (self.action.clone(), self.out.elapsed().as_secs_f64()),
+                };
                 let line = if *round == 0 {
                     format!("seed {status}{s} over the baseline ({took:.1} s)")
                 } else {
-                    format!(
-                        "{} · {} · {status}{s} ({took:.1} s)",
-                        self.head(),
-                        self.action
-                    )
+                    format!("{} · {action} · {status}{s} ({took:.1} s)", self.head())
                 };
                 self.out.line(&line);
             }

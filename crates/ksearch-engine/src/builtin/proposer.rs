@@ -192,12 +192,13 @@ impl BuiltinProposer {
             .map(|p| p.point)
     }
 
-    /// The sources (by content hash) the run has already measured: a candidate that renders
-    /// to one of them would only measure the same code again.
+    /// The sources (by content hash) the run has already measured, or is measuring (with
+    /// several evaluations at once, another cycle's attempt in flight): a candidate that
+    /// renders to one of them would only measure the same code again. (One at a time, no
+    /// attempt is in flight when one is generated.)
     fn measured<'a>(ctx: &ProposeContext<'a>) -> BTreeSet<&'a str> {
         ctx.attempts
             .iter()
-            .filter(|a| a.evaluation.is_some())
             .map(|a| a.source_hash.as_str())
             .collect()
     }

@@ -129,6 +129,26 @@ impl<'e> Engine<'e> {
         attempt: AttemptRecord,
         cycle: &CycleRecord,
     ) -> Result<(), EngineError> {
+        let (source, parent, incumbent) = self.sources_of(&attempt, cycle)?;
+        let evaluation = self.evaluate_round(
+            attempt.round,
+            &source,
+            Contenders {
+                parent: Some(&parent),
+                incumbent: incumbent.as_ref(),
+                comparisons: false,
+            },
+        )?;
+        self.record_evaluation(attempt, cycle.id, incumbent.is_some(), evaluation)
+    }
+
+    /// An attempt's source, its parent's solution and the cycle's best so far (the incumbent,
+    /// unless it is this attempt): what it is evaluated with.
+    pub(super) fn sources_of(
+        &self,
+        attempt: &AttemptRecord,
+        cycle: &CycleRecord,
+    ) -> Result<(Source, Source, Option<Source>), EngineError> {
         let source = self.source_of(&attempt.source_hash, &attempt.source_file)?;
         let parent = self.parent_source(attempt.node)?;
         let incumbent = match cycle.best_round {
@@ -143,21 +163,24 @@ impl<'e> Engine<'e> {
             }
             _ => None,
         };
-        let evaluation = self.evaluate_round(
-            attempt.round,
-            &source,
-            Contenders {
-                parent: Some(&parent),
-                incumbent: incumbent.as_ref(),
-                comparisons: false,
-            },
-        )?;
+        Ok((source, parent, incumbent))
+    }
+
+    /// Record an attempt's evaluation (timed with the cycle's incumbent when `incumbent`):
+    /// whether it improves on the cycle's best, the cycle's counters, the commit.
+    pub(super) fn record_evaluation(
+        &mut self,
+        attempt: AttemptRecord,
+        cycle_id: u64,
+        incumbent: bool,
+        evaluation: Evaluation,
+    ) -> Result<(), EngineError> {
         let passed = evaluation.result.status == Status::Passed;
         let vs_incumbent = incumbent
-            .as_ref()
-            .and_then(|_| gate::vs_incumbent(&evaluation.result, self.config.seed, attempt.round));
-        let improved = passed
-            && (incumbent.is_none() || vs_incumbent.is_some_and(|c| c.verdict == Gate::Better));
+            .then(|| gate::vs_incumbent(&evaluation.result, self.config.seed, attempt.round))
+            .flatten();
+        let improved =
+            passed && (!incumbent || vs_incumbent.is_some_and(|c| c.verdict == Gate::Better));
         let status = evaluation.result.status;
         let speedup = evaluation.speedup.as_ref().map(|s| s.geomean);
         if let Some(c) = vs_incumbent {
@@ -172,7 +195,7 @@ impl<'e> Engine<'e> {
             ..attempt
         };
         self.replace_attempt(attempt.clone());
-        let c = self.cycle_mut(cycle.id);
+        let c = self.cycle_mut(cycle_id);
         c.attempts += 1;
         if improved {
             c.best_round = Some(attempt.round);
@@ -382,7 +405,11 @@ impl<'e> Engine<'e> {
             if script.ops.is_empty() {
                 return Ok(Vec::new());
             }
-            match tree_edit::apply(&mut self.tree, &script, round) {
+            let applied = match self.busy_edit(&script) {
+                Some(e) => Err(e),
+                None => tree_edit::apply(&mut self.tree, &script, round),
+            };
+            match applied {
                 Ok(ids) => {
                     self.event(&RunEvent::Edit {
                         ops: script.ops.clone(),

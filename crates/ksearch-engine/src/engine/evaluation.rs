@@ -29,6 +29,17 @@ impl<'e> Engine<'e> {
         self.commit(&[], &[])?;
         let result = self.timed_evaluate(source, contenders);
         self.state.evaluating = None;
+        self.settle(round, result)
+    }
+
+    /// What an evaluation of `round` that came back (or failed) is to the run: its numbers
+    /// admitted, or a later round's judge failure recorded as this attempt's, or the error
+    /// that stops the run.
+    pub(super) fn settle(
+        &mut self,
+        round: u64,
+        result: Result<Evaluation, EngineError>,
+    ) -> Result<Evaluation, EngineError> {
         match result {
             Ok(mut evaluation) => {
                 self.judge_failures = 0;
@@ -84,7 +95,7 @@ impl<'e> Engine<'e> {
     }
 
     /// The seed's evaluation, once measured: every later one is read beside it.
-    fn seed_evaluation(&self) -> Option<&Evaluation> {
+    pub(super) fn seed_evaluation(&self) -> Option<&Evaluation> {
         self.attempts
             .iter()
             .find(|a| a.round == 0)

@@ -59,6 +59,7 @@ macro_rules! ctx {
     };
 }
 
+mod concurrent;
 mod cycle;
 mod evaluation;
 mod replay;
@@ -144,6 +145,14 @@ pub struct Engine<'e> {
     judge_failures: u32,
     /// This session said that its evaluations' toolchain is not the seed's (once is enough).
     told_other_toolchain: bool,
+    /// Evaluations in flight through the executor, by round (several at once).
+    flights: std::collections::BTreeMap<u64, concurrent::Flight>,
+    /// Since when at least one of them has been in flight (the time counted as evaluating).
+    busy_since: Option<Instant>,
+    /// The cycle being ended while others are open: its own node's edits are not refused.
+    closing: Option<u64>,
+    /// This session runs several cycles at once (through the executor).
+    several: bool,
 }
 
 /// What one step came to.
@@ -198,6 +207,7 @@ impl<'e> Engine<'e> {
             stop_reason: None,
             empty_cycles: 0,
             evaluating: None,
+            evaluating_also: Vec::new(),
             stop_detail: None,
             refine_owed: None,
         };
@@ -286,6 +296,21 @@ impl<'e> Engine<'e> {
                 outcome: outcome.into(),
             })?;
         }
+        // Several were in flight at once (`--jobs`): each is counted the same way.
+        for mut lost in std::mem::take(&mut engine.state.evaluating_also) {
+            lost.lost += 1;
+            let outcome = if lost.lost >= MAX_LOST_EVALUATIONS {
+                "recorded as crashed"
+            } else {
+                "evaluated again"
+            };
+            engine.event(&RunEvent::EvaluationLost {
+                round: lost.round,
+                times: lost.lost,
+                outcome: outcome.into(),
+            })?;
+            engine.state.evaluating_also.push(lost);
+        }
         // The budget (and any lost evaluation) is on disk before anything is measured.
         engine.commit(&[], &[])?;
         if !engine.state.initialized {
@@ -326,6 +351,10 @@ impl<'e> Engine<'e> {
             target: None,
             judge_failures: 0,
             told_other_toolchain: false,
+            flights: std::collections::BTreeMap::new(),
+            busy_since: None,
+            closing: None,
+            several: false,
         }
     }
 
@@ -596,7 +625,16 @@ impl<'e> Engine<'e> {
             .expect("current cycle is recorded")
     }
 
+    /// The best executable node to start a cycle on (as [`selection::select`] picks), among
+    /// those no open cycle works on.
     fn selectable(&self) -> Option<NodeId> {
-        selection::select(&self.tree)
+        self.free_ranking()
+            .into_iter()
+            .find(|(id, _)| {
+                self.tree
+                    .get(*id)
+                    .is_some_and(|n| n.failed_cycles < MAX_FAILED_CYCLES)
+            })
+            .map(|(id, _)| id)
     }
 }

@@ -120,6 +120,8 @@ pub struct ReplayPlan {
     pub sessions: Vec<SessionEnd>,
     /// Where the recorded run stands: every model call and evaluation it holds.
     pub end: Position,
+    /// The order in which the evaluations of sessions with several at once finished.
+    pub finishing: Vec<crate::replay::FinishedRecord>,
 }
 
 /// The recorded calls a replay follows: all but those of rounds that never finished (a session
@@ -141,11 +143,32 @@ impl ReplayPlan {
                 "it did not stop cleanly (it was killed, failed, or is still running); `ksearch resume` it until it stops, then replay it".into(),
             ));
         };
-        let sessions: Vec<SessionEnd> = ksearch_run::events::decode(&snap.events)
-            .map_err(refuse)?
+        let events = ksearch_run::events::decode(&snap.events).map_err(refuse)?;
+        let sessions: Vec<SessionEnd> = events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                RunEvent::SessionEnded(end) => Some(end.clone()),
+                _ => None,
+            })
+            .collect();
+        let finishing = events
             .into_iter()
             .filter_map(|(_, e)| match e {
-                RunEvent::SessionEnded(end) => Some(end),
+                RunEvent::EvaluationFinished {
+                    round,
+                    slot,
+                    place,
+                    started_unix,
+                    finished_unix,
+                    retried,
+                } => Some(crate::replay::FinishedRecord {
+                    round,
+                    slot,
+                    place,
+                    started_unix,
+                    finished_unix,
+                    retried,
+                }),
                 _ => None,
             })
             .collect();
@@ -176,6 +199,7 @@ impl ReplayPlan {
                 next_round: state.next_round,
                 next_cycle: state.next_cycle,
             },
+            finishing,
         })
     }
 
@@ -203,6 +227,7 @@ mod tests {
             stop_reason: stop,
             empty_cycles: 0,
             evaluating: None,
+            evaluating_also: Vec::new(),
             stop_detail: None,
             refine_owed: None,
         }
@@ -225,6 +250,7 @@ mod tests {
                 next_usd: 0.005,
                 cap_usd: 0.012,
             }),
+            jobs: None,
         }
     }
 

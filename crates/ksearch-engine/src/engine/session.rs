@@ -6,6 +6,9 @@ use super::*;
 impl<'e> Engine<'e> {
     /// One session: loop until a stop, then record how it ended.
     pub(super) fn session(&mut self) -> Result<SessionEnd, EngineError> {
+        if self.concurrent() {
+            return self.concurrent_session();
+        }
         let mut abandoned = None;
         let mut cost = None;
         let mut unusable = None;
@@ -83,6 +86,7 @@ impl<'e> Engine<'e> {
             at,
             abandoned_round: abandoned,
             cost,
+            jobs: None,
         };
         self.state.stop_reason = Some(reason);
         self.state.stop_detail = unusable;

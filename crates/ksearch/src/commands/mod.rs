@@ -8,6 +8,7 @@ pub(crate) mod import;
 pub(crate) mod knowledge;
 pub(crate) mod report;
 pub(crate) mod run;
+mod scale;
 pub(crate) mod show;
 pub(crate) mod space;
 mod tasks;
@@ -51,6 +52,12 @@ pub(crate) fn run(command: Command) -> anyhow::Result<i32> {
                 hosted()
             ),
         },
+        Command::EvalJob { job, result } => Ok(ksearch_eval::executor::run_job_file(
+            &job,
+            &result,
+            std::env::current_exe()?,
+            Some(ksearch_engine::builtin::machine::weak_baseline),
+        )),
     }
 }
 

@@ -16,13 +16,13 @@ use ksearch_engine::{
     RUN_FORMAT, ReplayEvaluator, ReplayPlan, RunConfig, RunSummary, StopReason, open_run,
     open_run_writer,
 };
-use ksearch_eval::{Evaluator, LocalEvaluator, backend_for};
+use ksearch_eval::Evaluator;
 use ksearch_knowledge::{ContextRequest, HostCpu, Level, Target};
 use ksearch_llm::{
     ClientSettings, LlmClient, ManualClient, ModelSpec, PriceTable, Provider, Secret,
 };
 
-use super::eval::{backend_options, eval_settings};
+use super::eval::eval_settings;
 use crate::cli::{ModelFlags, OutputFlags, ResumeArgs, RunArgs};
 use crate::exit_codes;
 use crate::interrupt::stop_flag;
@@ -298,13 +298,6 @@ fn proposer_for(
     Ok(Box::new(proposer))
 }
 
-fn evaluator_for(task: &Task, settings: &EvalSettings) -> anyhow::Result<LocalEvaluator> {
-    let exe = std::env::current_exe().context("failed to find the ksearch executable")?;
-    let mut evaluator = LocalEvaluator::new(backend_for(task, &backend_options(exe, settings))?);
-    evaluator.set_machine_check(machine::weak_baseline);
-    Ok(evaluator)
-}
-
 /// One line about a CPU: the run's `machine`.
 fn machine_line(host: &HostCpu) -> String {
     format!("{}, {} cores", host.model, host.logical_cpus)
@@ -364,13 +357,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         None => None,
     };
     let (task, mut config) = match &replay {
-        Some((dir, run, _, _)) => {
-            if run.config.llm.is_none() {
-                anyhow::bail!(
-                    "{} was made by the builtin proposer; replay is for LLM-driven runs (the builtin proposer needs no journal)",
-                    dir.display()
-                );
-            }
+        Some((_, run, _, _)) => {
             let mut config = run.config.clone();
             config.created_unix = now;
             (run.task.clone(), config)
@@ -409,6 +396,12 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                     dir.display()
                 ));
             }
+            if args.scale.jobs != 1 || args.scale.executor != "local" {
+                return crate::error::usage(format!(
+                    "--replay runs each session of {} as recorded, with as many evaluations at once as it had: it takes no --jobs or --executor",
+                    dir.display()
+                ));
+            }
             Some(ReplayPlan::of(dir, state, snap)?)
         }
         None => None,
@@ -443,16 +436,26 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
     observer.note(&format!("run directory: {}", run_dir.display()));
     let mut local;
     let mut replayed;
-    let evaluator: &mut dyn Evaluator = match &replay {
-        Some((_, _, snap, _)) => {
-            replayed = ReplayEvaluator::from_attempts(&snap.attempts);
+    let evaluator: &mut dyn Evaluator = match (&replay, &plan) {
+        (Some((_, _, snap, _)), Some(plan)) => {
+            replayed =
+                ReplayEvaluator::from_attempts(&snap.attempts).finishing(plan.finishing.clone());
             &mut replayed
         }
-        None => {
-            local = evaluator_for(&task, &config.eval)?;
-            local.set_cancel(stop.clone());
-            local.set_phase_observer(observer.phase_observer());
-            &mut local
+        _ => {
+            local = super::scale::evaluators(
+                &task,
+                &config.eval,
+                &args.scale,
+                &run_dir,
+                &file_defaults,
+                false,
+            )?;
+            local.start(&stop, observer.phase_observer());
+            for line in local.describe() {
+                observer.note(&line);
+            }
+            local.as_dyn()
         }
     };
     let until = match &plan {
@@ -580,9 +583,7 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         None,
         &args.run_dir,
     )?;
-    let mut evaluator = evaluator_for(&run.task, &run.config.eval)?;
     let stop = stop_flag();
-    evaluator.set_cancel(stop.clone());
     // The round budget the progress line shows: the engine records the same.
     let snap = run.store.snapshot()?;
     let done = snap
@@ -597,7 +598,15 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         .as_ref()
         .and_then(|s| best_so_far(&snap, s, run.config.seed));
     let mut observer = RunProgress::new(args.output.quiet, shown_budget).with_best(best);
-    evaluator.set_phase_observer(observer.phase_observer());
+    let mut evaluator = super::scale::evaluators(
+        &run.task,
+        &run.config.eval,
+        &args.scale,
+        &args.run_dir,
+        &file_defaults,
+        super::scale::run_has_several(&snap, state.as_ref()),
+    )?;
+    evaluator.start(&stop, observer.phase_observer());
     let budget_words = match shown_budget {
         Some(b) => format!(
             "{done} of {b} rounds done, {} to go",
@@ -623,10 +632,13 @@ pub(crate) fn resume(args: &ResumeArgs) -> anyhow::Result<i32> {
         "resuming the run in {}: {budget_words}{cost_words}{model_words}",
         args.run_dir.display()
     ));
+    for line in evaluator.describe() {
+        observer.note(&line);
+    }
     let until = deadline(time_budget(args.time, &file_defaults)?);
     let parts = Parts {
         proposer,
-        evaluator: &mut evaluator,
+        evaluator: evaluator.as_dyn(),
         observer: &mut observer,
         stop,
     };

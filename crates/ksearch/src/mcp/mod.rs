@@ -48,6 +48,32 @@ pub(crate) struct StartArgs {
     /// More `ksearch run` flags, e.g. `["--workload", "small", "--window", "2"]`.
     #[serde(default)]
     extra_args: Vec<String>,
+    #[serde(flatten)]
+    scale: Scale,
+}
+
+/// How many evaluations at once, and where (`ksearch run --jobs`, `--executor`).
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub(crate) struct Scale {
+    /// Evaluations in flight at once (`--jobs`; 1 when absent): each in its own judge, on its
+    /// own CPUs or GPU, several cycles going on different actions.
+    jobs: Option<u32>,
+    /// Where evaluations run: `local` (the default) or `slurm` (each a Slurm job).
+    executor: Option<String>,
+}
+
+impl Scale {
+    /// The flags that say it.
+    fn args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(n) = self.jobs {
+            args.extend(["--jobs".into(), n.to_string()]);
+        }
+        if let Some(e) = &self.executor {
+            args.extend(["--executor".into(), e.clone()]);
+        }
+        args
+    }
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -56,6 +82,8 @@ pub(crate) struct ResumeArgs {
     run_dir: String,
     /// Rounds to add to the run's budget; what is left of it when absent.
     iterations: Option<u64>,
+    #[serde(flatten)]
+    scale: Scale,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -70,6 +98,9 @@ pub(crate) struct AnswerArgs {
     run_dir: String,
     /// The answer to the pending prompt, exactly as a model would reply.
     answer: String,
+    /// How the run goes on after the answer (as `start_run` said; each call says it again).
+    #[serde(flatten)]
+    scale: Scale,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -278,6 +309,7 @@ impl Server {
             args.extend(["--iterations".into(), n.to_string()]);
         }
         args.extend(a.extra_args);
+        args.extend(a.scale.args());
         self.step(args, &run_dir).await
     }
 
@@ -297,6 +329,7 @@ impl Server {
         if let Some(n) = a.iterations {
             args.extend(["--iterations".into(), n.to_string()]);
         }
+        args.extend(a.scale.args());
         self.step(args, Path::new(&a.run_dir)).await
     }
 
@@ -341,16 +374,14 @@ impl Server {
         if let Err(e) = call.write_answer(&a.answer) {
             return Ok(failure("cannot write the answer", e.to_string()));
         }
-        self.step(
-            vec![
-                "resume".into(),
-                a.run_dir.clone(),
-                "--json".into(),
-                "--quiet".into(),
-            ],
-            run_dir,
-        )
-        .await
+        let mut args = vec![
+            "resume".into(),
+            a.run_dir.clone(),
+            "--json".into(),
+            "--quiet".into(),
+        ];
+        args.extend(a.scale.args());
+        self.step(args, run_dir).await
     }
 
     #[tool(

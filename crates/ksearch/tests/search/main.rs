@@ -6,14 +6,17 @@ mod kernels;
 
 mod agent_path;
 mod cli_runs;
+mod jobs;
 mod llama_cpp;
 mod llm_run;
 mod manual_run;
 mod mcp;
+mod mcp_jobs;
 mod model_bounds;
 mod replay;
 mod run_dir;
 mod scripted;
+mod slurm;
 mod space_landscape;
 mod support;
 mod unusable_model;
