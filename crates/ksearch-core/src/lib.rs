@@ -23,6 +23,7 @@ pub mod selection;
 pub mod space;
 pub mod static_check;
 pub mod stats;
+pub mod suggest;
 pub mod task;
 pub mod tree;
 pub mod tree_edit;

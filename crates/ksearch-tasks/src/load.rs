@@ -17,9 +17,15 @@ mod builtin {
 #[derive(Debug, Error)]
 pub enum LoadError {
     #[error(
-        "no task `{arg}`: not a directory with a task.toml, nor a built-in task (built-in: {builtins})"
+        "no task `{arg}`: not a directory with a task.toml, nor a built-in task{} (built-in: {builtins})",
+        closest.as_ref().map_or_else(String::new, |c| format!("; did you mean `{c}`?"))
     )]
-    NotFound { arg: String, builtins: String },
+    NotFound {
+        arg: String,
+        builtins: String,
+        /// The built-in task closest to `arg`, when one is close.
+        closest: Option<String>,
+    },
     #[error(transparent)]
     Read(#[from] ReadError),
     #[error(transparent)]
@@ -89,17 +95,22 @@ pub fn load_task(arg: &str) -> Result<Task, LoadError> {
     if builtin_task_toml(arg.trim_end_matches('/')).is_some() {
         return load_builtin(arg.trim_end_matches('/'));
     }
-    Err(LoadError::NotFound {
+    Err(not_found(arg))
+}
+
+/// No task by that name: the built-in ones, and the closest of them.
+fn not_found(arg: &str) -> LoadError {
+    let names = builtin_names();
+    LoadError::NotFound {
         arg: arg.to_owned(),
-        builtins: builtin_names().join(", "),
-    })
+        builtins: names.join(", "),
+        closest: ksearch_core::suggest::closest(arg.trim_end_matches('/'), names.iter().copied())
+            .map(str::to_owned),
+    }
 }
 
 pub fn load_builtin(name: &str) -> Result<Task, LoadError> {
-    let toml = builtin_task_toml(name).ok_or_else(|| LoadError::NotFound {
-        arg: name.to_owned(),
-        builtins: builtin_names().join(", "),
-    })?;
+    let toml = builtin_task_toml(name).ok_or_else(|| not_found(name))?;
     let file = format!("<built-in>/{name}/task.toml");
     resolve(
         name,

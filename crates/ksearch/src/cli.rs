@@ -256,8 +256,10 @@ pub(crate) struct ScaleFlags {
 /// Which proposer and models (shared by `run` and `resume`).
 #[derive(Debug, Args, Default)]
 pub(crate) struct ModelFlags {
-    /// The proposer for both roles: `builtin` (no LLM; template search over known tactics) or a
-    /// model: `openai:<model>` (any OpenAI-compatible server), `openai-responses:<model>`,
+    /// The proposer for both roles: `builtin` (no LLM; template search over known tactics),
+    /// `manual` or `manual:<label>` (you or a coding agent answer each model call from files:
+    /// the run pauses with exit code 4; `ksearch answer`, then `ksearch resume`), or a model:
+    /// `openai:<model>` (any OpenAI-compatible server), `openai-responses:<model>`,
     /// `gemini:<model>`, `anthropic:<model>`, or `exec:<command>` (any command: the prompt on
     /// its stdin, the answer on its stdout) [default: builtin, or `models.model`].
     #[arg(long)]

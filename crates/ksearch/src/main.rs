@@ -23,10 +23,40 @@ fn json_failure(key: &str, message: &str, code: i32) {
     }
 }
 
+/// clap suggests hidden subcommands too (`ksearch runn`: "'runner', 'run'"): those that ksearch
+/// starts for itself are left out of the suggestion.
+fn without_hidden_suggestions(mut err: clap::Error) -> clap::Error {
+    use clap::CommandFactory;
+    use clap::error::{ContextKind, ContextValue};
+    let cmd = cli::Cli::command();
+    let hidden: Vec<&str> = cmd
+        .get_subcommands()
+        .filter(|s| s.is_hide_set())
+        .map(clap::Command::get_name)
+        .collect();
+    if let Some(ContextValue::Strings(names)) = err.get(ContextKind::SuggestedSubcommand) {
+        let kept: Vec<String> = names
+            .iter()
+            .filter(|n| !hidden.contains(&n.as_str()))
+            .cloned()
+            .collect();
+        if kept.is_empty() {
+            err.remove(ContextKind::SuggestedSubcommand);
+        } else {
+            err.insert(
+                ContextKind::SuggestedSubcommand,
+                ContextValue::Strings(kept),
+            );
+        }
+    }
+    err
+}
+
 fn main() {
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
+            let err = without_hidden_suggestions(err);
             let _ = err.print();
             // Help and version requests are not errors.
             if !err.use_stderr() {

@@ -42,6 +42,15 @@ fn choose_models(
     flags: &ModelFlags,
     file_defaults: &KsearchToml,
 ) -> anyhow::Result<Option<LlmModels>> {
+    for (flag, value) in [
+        ("--model", &flags.model),
+        ("--reasoning-model", &flags.reasoning_model),
+        ("--codegen-model", &flags.codegen_model),
+    ] {
+        if let Some(value) = value {
+            crate::error::check_model_flag(flag, value)?;
+        }
+    }
     let model = flags
         .model
         .clone()
@@ -531,6 +540,15 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
 
 /// A resume's `--model`, `--reasoning-model` and `--codegen-model`, for this session.
 fn change_models(m: &mut LlmModels, args: &ResumeArgs) -> anyhow::Result<()> {
+    for (flag, value) in [
+        ("--model", &args.model),
+        ("--reasoning-model", &args.reasoning_model),
+        ("--codegen-model", &args.codegen_model),
+    ] {
+        if let Some(value) = value {
+            crate::error::check_model_flag(flag, value)?;
+        }
+    }
     let both = args.model.as_ref();
     for (role, new) in [
         (&mut m.reasoning, args.reasoning_model.as_ref().or(both)),

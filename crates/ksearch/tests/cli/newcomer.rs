@@ -92,3 +92,39 @@ fn a_baseline_missing_here_is_not_called_absent_from_the_task() {
     );
     assert!(!html.contains("the task has no production baseline"));
 }
+
+/// Mistyped names: the help names every proposer, a misspelt one is a usage error (exit 2)
+/// that lists them and suggests the closest, a misspelt task gets the closest built-in one,
+/// and a misspelt command is never pointed at the commands ksearch starts for itself.
+#[test]
+fn mistyped_names_get_the_closest_and_usage_errors_exit_2() {
+    let (code, help, _) = run(&mut ksearch(&["run", "--help"]));
+    assert_eq!(code, 0);
+    assert!(
+        help.contains("`builtin`") && help.contains("`manual`"),
+        "{help}"
+    );
+
+    for (flag, typed, meant) in [
+        ("--model", "manul", "manual"),
+        ("--model", "opeanai:gpt-5", "openai:gpt-5"),
+        ("--codegen-model", "biultin", "builtin"),
+    ] {
+        let (code, _, stderr) = run(&mut ksearch(&["run", "cpu/softmax", flag, typed]));
+        assert_eq!(code, 2, "{flag} {typed}: {stderr}");
+        assert!(
+            stderr.contains(&format!("did you mean `{meant}`?"))
+                && stderr.contains("`builtin`")
+                && stderr.contains("`manual`"),
+            "{stderr}"
+        );
+    }
+    let (code, _, stderr) = run(&mut ksearch(&["contract", "cpu/softmx"]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("did you mean `cpu/softmax`?"), "{stderr}");
+
+    let (code, _, stderr) = run(&mut ksearch(&["runn"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("'run'"), "{stderr}");
+    assert!(!stderr.contains("runner"), "{stderr}");
+}
