@@ -32,11 +32,9 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
     tmp_name.push(format!(".{}.tmp", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
     // Whatever has the temporary name (a leftover, a planted link) is removed, not followed;
-    // O_EXCL then creates the file anew and fails on a link rather than following it.
-    match fs_err::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-        _ => {}
-    }
+    // O_EXCL then creates the file anew and fails on a link rather than following it. Where it
+    // cannot be removed (a read-only directory), the creation fails and says why.
+    let _ = fs_err::remove_file(&tmp);
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -82,5 +80,19 @@ mod tests {
         assert!(!tmp.exists() && fs_err::symlink_metadata(&tmp).is_err());
         refuse_link(&target).unwrap();
         refuse_link(&dir.path().join("absent")).unwrap();
+    }
+
+    #[test]
+    fn a_temporary_name_that_cannot_be_removed_leaves_the_error_to_the_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("report.html");
+        // What cannot be removed as a file, by anyone: a directory with something in it.
+        let tmp = dir
+            .path()
+            .join(format!(".report.html.{}.tmp", std::process::id()));
+        fs_err::create_dir_all(tmp.join("x")).unwrap();
+        let e = write_file(&target, "<html>").unwrap_err().to_string();
+        assert!(e.starts_with("failed to create"), "{e}");
+        assert!(!target.exists());
     }
 }

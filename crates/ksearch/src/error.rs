@@ -13,6 +13,19 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// Something the user gave that does not fit (exit code 3), found by the command line itself:
+/// a run with no call waiting for the answer given, an empty answer.
+#[derive(Debug)]
+pub(crate) struct InputError(pub(crate) String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
 /// `Err(UsageError(…))` as an `anyhow::Result`.
 pub(crate) fn usage<T>(message: impl Into<String>) -> anyhow::Result<T> {
     Err(UsageError(message.into()).into())

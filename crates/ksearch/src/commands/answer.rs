@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use crate::error::InputError;
 use crate::exit_codes;
 
 /// The most an answer may hold (a kernel source with prose around it is far less).
@@ -17,11 +18,11 @@ pub(crate) fn run(run_dir: &Path, file: &Path) -> anyhow::Result<i32> {
     let call = ksearch_llm::pending_call(&dir)
         .with_context(|| format!("failed to read the model calls in {}", dir.display()))?
         .ok_or_else(|| {
-            anyhow::anyhow!(
+            InputError(format!(
                 "{} has no model call waiting for an answer (`ksearch resume {}` goes on)",
                 run_dir.display(),
                 run_dir.display()
-            )
+            ))
         })?;
     let text = if file == Path::new("-") {
         let mut text = String::new();
@@ -37,11 +38,13 @@ pub(crate) fn run(run_dir: &Path, file: &Path) -> anyhow::Result<i32> {
     } else {
         ksearch_tasks::read_text(file, ANSWER_LIMIT, "an answer")?
     };
-    anyhow::ensure!(
-        !text.trim().is_empty(),
-        "the answer is empty; model call {} still waits for one",
-        call.call
-    );
+    if text.trim().is_empty() {
+        return Err(InputError(format!(
+            "the answer is empty; model call {} still waits for one",
+            call.call
+        ))
+        .into());
+    }
     call.write_answer(&text)
         .with_context(|| format!("failed to write {}", call.answer.display()))?;
     let mut out = std::io::stdout().lock();

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::Args;
 use serde::Serialize;
 
@@ -50,7 +51,16 @@ pub(crate) fn run(args: &ExportArgs) -> anyhow::Result<i32> {
             dir
         }
     };
-    let written = ksearch_report::export::write(&export, &dir)?;
+    let written = ksearch_report::export::write(&export, &dir).with_context(|| {
+        if args.output.is_some() {
+            format!("failed to write the export into {}", dir.display())
+        } else {
+            format!(
+                "failed to write the export into the run directory (give it another place with `-o DIR`): {}",
+                dir.display()
+            )
+        }
+    })?;
     let files: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
     let mut out = std::io::stdout().lock();
     if args.json {

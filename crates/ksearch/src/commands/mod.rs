@@ -189,6 +189,9 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> i32 {
         if cause.is::<crate::error::UsageError>() {
             return exit_codes::USAGE;
         }
+        if cause.is::<crate::error::InputError>() {
+            return exit_codes::INPUT;
+        }
         // The engine's error is transparent: the errors it wraps are not in the chain.
         if let Some(e) = cause.downcast_ref::<EngineError>() {
             match e {

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::Args;
 use serde::Serialize;
 
@@ -54,7 +55,12 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
             // there would have the page overwrite whatever it points to.
             let path = args.run_dir.join("report.html");
             ksearch_report::output::refuse_link(&path)?;
-            ksearch_report::output::write_file(&path, &html)?;
+            ksearch_report::output::write_file(&path, &html).with_context(|| {
+                format!(
+                    "failed to write the report into the run directory (give it another place with `-o FILE`, or `-o -` for standard output): {}",
+                    path.display()
+                )
+            })?;
             path
         }
     };

@@ -128,3 +128,69 @@ fn mistyped_names_get_the_closest_and_usage_errors_exit_2() {
     assert!(stderr.contains("'run'"), "{stderr}");
     assert!(!stderr.contains("runner"), "{stderr}");
 }
+
+/// `ksearch answer` with nothing to answer, or nothing in the answer, is the user's input that
+/// does not fit (exit 3), not an internal failure; a report or an export that cannot be
+/// written into the run directory says so, with the error that stopped it and `-o`.
+#[test]
+fn answer_and_report_say_what_the_user_can_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let rd_s = rd.to_str().unwrap();
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        "manual",
+        "--iterations",
+        "1",
+        "--no-timing",
+        "--run-dir",
+        rd_s,
+    ];
+    args.extend_from_slice(super::QUICK);
+    let (code, _, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 4, "paused: {stderr}");
+    let empty = dir.path().join("empty.md");
+    std::fs::write(&empty, "\n").unwrap();
+    let (code, _, stderr) = run(&mut ksearch(&["answer", rd_s, empty.to_str().unwrap()]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("the answer is empty"), "{stderr}");
+    let answer = dir.path().join("answer.md");
+    std::fs::write(&answer, "something").unwrap();
+    let (code, _, stderr) = run(&mut ksearch(&["answer", rd_s, answer.to_str().unwrap()]));
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run(&mut ksearch(&["answer", rd_s, answer.to_str().unwrap()]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("has no model call waiting for an answer"),
+        "{stderr}"
+    );
+
+    // Where the page or the export cannot go (here: a directory, and a file, in their way).
+    std::fs::create_dir_all(rd.join("report.html").join("in-the-way")).unwrap();
+    let (code, _, stderr) = run(&mut ksearch(&["report", rd_s]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("failed to write the report into the run directory")
+            && stderr.contains("`-o FILE`")
+            && stderr.contains("report.html"),
+        "{stderr}"
+    );
+    std::fs::write(rd.join("export"), "in the way").unwrap();
+    let (code, _, stderr) = run(&mut ksearch(&["export", rd_s]));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("failed to write the export into the run directory")
+            && stderr.contains("`-o DIR`"),
+        "{stderr}"
+    );
+    let page = dir.path().join("page.html");
+    let (code, _, stderr) = run(&mut ksearch(&[
+        "report",
+        rd_s,
+        "-o",
+        page.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+}
