@@ -14,7 +14,7 @@ use std::io::Write;
 use clap::{Args, Subcommand};
 use ksearch_core::platform::Target;
 use ksearch_core::task::Task;
-use ksearch_engine::builtin::space::{FileSpace, PointError, knobs_of};
+use ksearch_engine::builtin::space::{FileSpace, PointError, PointOutcome, knobs_of};
 use ksearch_eval::{CompiledPoints, KernelCompiler};
 use ksearch_knowledge::Hardware;
 
@@ -173,6 +173,17 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
     }
     let mut out = std::io::stdout().lock();
     write!(out, "{}", report.render(&task.id, &space.file))?;
+    // The space reads the device's limits, and none was named or found here.
+    if hw.is_none()
+        && report.points.iter().any(|(_, o)| {
+            matches!(o, PointOutcome::Failed(m) if m.contains("`hw.") && m.contains("undefined"))
+        })
+    {
+        writeln!(
+            out,
+            "(the points that failed read the device's limits (`hw.…`), and no GPU was found here: name the device to check them for with `--hardware NAME`; `ksearch knowledge hardware` lists the devices known)"
+        )?;
+    }
     for ((target, _, device), n) in others.iter().zip(&unchecked) {
         if *n > 0 {
             writeln!(

@@ -194,3 +194,29 @@ fn answer_and_report_say_what_the_user_can_do() {
     ]));
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// A space that reads the device's limits, checked where no GPU is found and none is named:
+/// the failures say that `--hardware NAME` is what is missing; with it, the points pass.
+#[test]
+fn a_space_check_without_a_device_says_to_name_one() {
+    let (_, known, _) = run(&mut ksearch(&["knowledge", "hardware"]));
+    let args = [
+        "space",
+        "check",
+        "mlx/attention",
+        "--limit",
+        "2",
+        "--no-compile",
+    ];
+    let hint = "no GPU was found here: name the device to check them for with `--hardware NAME`";
+    if known.contains("detected: no GPU found") {
+        let (code, stdout, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 1, "{stdout}{stderr}");
+        assert!(stdout.contains(hint), "{stdout}");
+    }
+    let mut named = args.to_vec();
+    named.extend(["--hardware", "h100-sxm"]);
+    let (code, stdout, stderr) = run(&mut ksearch(&named));
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains(hint), "{stdout}");
+}
