@@ -250,8 +250,13 @@ def round_inputs(mx, arrays, specs, shapes, seed, count, keep=None):
     are stacked along its first axis and cut apart by one `mx.split`: a view per set, without
     a slice and a reshape of its own (those took most of a short kernel's round). The same seed
     and count give the same sets in every process on one device. `keep` = (first, n) cuts only
-    sets first .. first + n - 1 (the same values), for a contender that runs only those."""
+    sets first, first + 1, ... (n of them, wrapping around the round's end: set (first + j) %
+    count is its j-th; the same values), for a contender that runs only those."""
     first, n = keep if keep is not None else (0, count)
+    # The kept sets as runs of consecutive sets: one, or two where the window wraps.
+    pieces = [(first, min(n, count - first))]
+    if first + n > count:
+        pieces.append((0, first + n - count))
     keys = mx.random.split(mx.random.key(seed & 0xFFFFFFFF), max(len(specs), 2))
     columns = []
     for i, (spec, shape) in enumerate(zip(specs, shapes)):
@@ -263,15 +268,17 @@ def round_inputs(mx, arrays, specs, shapes, seed, count, keep=None):
             flat = _device_draw(mx, arrays, spec, (count, stride), keys[i])
             # Drawn one input at a time, so that only one input's f32 draw is alive at once.
             mx.eval(flat)
-            columns.append([flat[j, :size].reshape(shape) for j in range(first, first + n)])
+            columns.append([flat[j, :size].reshape(shape) for a, m in pieces for j in range(a, a + m)])
             continue
-        stacked = _device_draw(mx, arrays, spec, (count * rows, *shape[1:]), keys[i])
-        mx.eval(stacked)
-        if n != count:
-            stacked = stacked[first * rows:(first + n) * rows]
-        if rows == shape[0]:
-            columns.append(mx.split(stacked, n, axis=0) if n > 1 else [stacked])
-        else:
-            cuts = [c for j in range(n) for c in (j * rows + shape[0], (j + 1) * rows)][:-1]
-            columns.append(mx.split(stacked, cuts, axis=0)[::2])
+        drawn = _device_draw(mx, arrays, spec, (count * rows, *shape[1:]), keys[i])
+        mx.eval(drawn)
+        column = []
+        for a, m in pieces:
+            stacked = drawn[a * rows:(a + m) * rows] if m != count else drawn
+            if rows == shape[0]:
+                column += mx.split(stacked, m, axis=0) if m > 1 else [stacked]
+            else:
+                cuts = [c for j in range(m) for c in (j * rows + shape[0], (j + 1) * rows)][:-1]
+                column += mx.split(stacked, cuts, axis=0)[::2]
+        columns.append(column)
     return [list(s) for s in zip(*columns)]

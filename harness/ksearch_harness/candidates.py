@@ -13,6 +13,11 @@ class CandidateError(Exception):
     """The source compiled but failed when run or loaded."""
 
 
+class BadAnswer(CandidateError):
+    """What `run` returned is no answer (not arrays, or arrays a graph cannot hold): the
+    candidate's answer is wrong (`incorrect`), however the harness came to see it."""
+
+
 _counter = [0]
 
 # Messages MLX raises when a custom kernel's source fails to build (nvrtc on CUDA, the Metal

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import kernel_cache
 from .candidates import CandidateError, CompileError, describe_itself, load_namespace, module_run
-from .link import TRACER_FILE_BYTES, Runner, RunnerLost
+from .link import FILE_BYTES, TRACER_FILE_BYTES, Runner, RunnerLost
 from .shared import Layout, Region, broken_guard, poison_slot
 
 NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
@@ -66,16 +66,54 @@ class Settings:
         self.gpu_cpus = list(cpus[2]) if cpus and self.gpu else []
 
 
+# Memory a workload's input sets and output slots may take in the judge on the CPU (the pool's
+# inputs, every contender's outputs, a torch runner's copies of the inputs), at most, and at most
+# a quarter of the machine's: a batch's size is capped to fit (`cpu_max_calls`).
+CPU_POOL_BUDGET = 4 << 30
+
+
+def set_layout(task, axes, sets=1):
+    """The layout of `sets` sets of a workload's inputs and outputs (`shared.Layout`)."""
+    from .torch_arrays import STORAGE
+
+    return Layout(sets, [(shape_of(s, axes), STORAGE[s["dtype"]]) for s in task["inputs"]],
+                  [(shape_of(s, axes), STORAGE[s["dtype"]]) for s in task["outputs"]])
+
+
+def runner_file_bytes(task, workloads):
+    """The file-size limit of a runner on the CPU: its outputs are a file it writes (`shared.Region`,
+    `write_only`), as large as a set's outputs at least."""
+    return max([FILE_BYTES] + [set_layout(task, {k: int(v) for k, v in w["axes"].items()}).out_stride for w in workloads])
+
+
+def cpu_max_calls(task, workload, default, contenders, input_copies=1):
+    """Calls a batch may hold on the CPU: as many as CPU_POOL_BUDGET (and a quarter of the
+    machine's memory) holds of `input_copies` copies of each set's inputs and `contenders` sets of
+    outputs, and as a runner's output file within FILE_BYTES holds; at least one, at most
+    `default`. Sizes come from timed batches, which a candidate's speed decides: without this,
+    one fast enough (or claiming to be) would have the judge hold `default` sets of any size."""
+    axes = {k: int(v) for k, v in workload["axes"].items()}
+    layout = set_layout(task, axes)
+    per_set = input_copies * layout.in_stride + contenders * layout.out_stride
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        machine = 4 * CPU_POOL_BUDGET
+    budget = min(CPU_POOL_BUDGET, machine // 4)
+    return int(max(1, min(default, budget // max(per_set, 1), FILE_BYTES // max(layout.out_stride, 1))))
+
+
 class DirectContender:
     """A module run in a direct runner (numpy target). Starting it spawns the runner; `begin()`
     asks it to load the module and `finish()` waits for that (so that several runners start and
     load at once)."""
 
-    def __init__(self, settings, source, role, label, trusted, env=None):
+    def __init__(self, settings, source, role, label, trusted, env=None, file_bytes=FILE_BYTES):
         self.role, self.label, self.trusted = role, label, trusted
         self.settings = settings
         self.source = source
-        self.runner = Runner("direct", settings.target, settings.root_dir, False, settings.memory, settings.runner_cpu, env)
+        self.runner = Runner("direct", settings.target, settings.root_dir, False, settings.memory, settings.runner_cpu, env,
+                             file_bytes=file_bytes)
         self.confinement = self.runner.confinement
         self.pools = {}
         self.begun = False
@@ -96,11 +134,20 @@ class DirectContender:
     def cpu_time(self):
         return self.runner.cpu_time()
 
+    def cpu_seconds(self):
+        """Its runner's process CPU clock (`Watch`), or None."""
+        return self.runner.process_cpu()
+
+    def strays(self):
+        """Processes its runner started that are alive (a direct runner may start none)."""
+        return self.runner.descendants() if self.runner.allow_fork else []
+
     def map_pool(self, pool):
-        out = Region(pool.layout.output_region())
+        # The outputs' memory, which the runner can only write through a write-only descriptor.
+        out = Region(pool.layout.output_region(), write_only=True)
         reply, _ = self.runner.request(
             {"op": "pool", "id": pool.id, "layout": pool.layout.to_json(), "axes": pool.axes, "names": pool.names},
-            fds=[pool.inputs.ro_fd, out.fd],
+            fds=[pool.inputs.ro_fd, out.wo_fd],
         )
         if reply["op"] != "ready":
             raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
@@ -199,6 +246,7 @@ class GraphContender:
                 "axes": w["axes"],
                 "inputs": [[list(shape_of(s, w["axes"])), s["dtype"]] for s in task["inputs"]],
                 "n_outputs": len(task["outputs"]),
+                "outputs": [s["name"] for s in task["outputs"]],
             }
             for w in workloads
         ]
@@ -245,6 +293,8 @@ class GraphContender:
                     raise CandidateError(reply.get("message", repr(reply)))
                 # Each graph is a file the tracer wrote, within its file-size limit.
                 reply, graphs = tracer.receive(max_payload=len(self.specs) * TRACER_FILE_BYTES)
+                if reply["op"] == "bad_output":
+                    raise BadOutput(reply["message"])
                 if reply["op"] != "traced":
                     raise CandidateError(reply.get("message", repr(reply)))
                 sizes = reply.get("sizes")
@@ -256,8 +306,17 @@ class GraphContender:
         self.traced = None
         # The graphs go on as they came, in one buffer: a copy of a large one is memory the
         # judge would hold twice.
-        reply, _ = self.runner.request({"op": "functions", "names": [w["name"] for w in workloads], "sizes": sizes}, graphs)
+        try:
+            reply, _ = self.runner.request({"op": "functions", "names": [w["name"] for w in workloads], "sizes": sizes}, graphs)
+        except RunnerLost as e:
+            if self.tracer is None or not e.signalled:
+                raise
+            # The executor runs no candidate code: what killed it loading a candidate's graphs
+            # is the graphs themselves, which are the candidate's answer.
+            raise BadOutput(f"the graphs traced from its `run` could not be loaded (the executor loading them {e.message})") from None
         if reply["op"] != "loaded":
+            if self.tracer is not None:
+                raise BadOutput(f"the graphs traced from its `run` could not be loaded: {reply.get('message', repr(reply))}")
             raise CandidateError(reply.get("message", repr(reply)))
         self.shapes = {w["name"]: [shape_of(s, w["axes"]) for s in task["inputs"]] for w in workloads}
         self.out_specs = {
@@ -290,6 +349,13 @@ class GraphContender:
 
     def cpu_time(self):
         return None
+
+    def cpu_seconds(self):
+        # An executor runs no candidate code; a tracer has exited before timing.
+        return None
+
+    def strays(self):
+        return []
 
     def _answer(self, reply, payload, workload=None):
         op = reply["op"]

@@ -282,6 +282,44 @@ class Runner:
         self.greeted = False
         self.paused = False
         self.stopped = set()
+        # A runner that runs candidate code on the CPU (numpy, torch's CPU target) is charged,
+        # in its next timed batch, the CPU it used while it owed the judge no answer (`timed`):
+        # its CPU clock when its last answer arrived.
+        self.charged = mode in ("direct", "torch") and not gpu
+        self.answered_cpu = None
+        self.allow_fork = allow_fork
+
+    def process_cpu(self):
+        """The runner's process CPU clock in seconds (every thread, live or gone), or None."""
+        return process_cpu(self.pid) if self.lost is None else None
+
+    def descendants(self):
+        """Live processes the runner started (and theirs), as `(pid, name)`: its children and
+        theirs, found through each thread's `children` list. In its own PID namespace the
+        runner is the namespace's first process, so every process of the namespace is among
+        them, a `setsid` daemon included (an orphan there is the runner's child). Zombies are
+        left out: an ended process runs nothing."""
+        if self.pid is None or self.lost is not None:
+            return []
+        found, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/children") as f:
+                        kids = [int(k) for k in f.read().split()]
+                except (OSError, ValueError):
+                    continue
+                for k in kids:
+                    state, name = _state_and_name(k)
+                    if state is not None and state not in "ZX":
+                        found.append((k, name))
+                    todo.append(k)
+        return found
 
     def cpu_time(self):
         """`(seconds, precise)`: CPU time the runner has used (Linux), or None. Precise means the
@@ -432,6 +470,8 @@ class Runner:
             raise self.broke(str(e) or type(e).__name__) from None
         if got is None:
             raise self.lose("its socket closed")
+        if self.charged:
+            self.answered_cpu = process_cpu(self.pid)
         return got[0], got[1]
 
     def request(self, header, payload=b"", fds=(), max_payload=0):
@@ -461,6 +501,15 @@ class Runner:
                     break
             except OSError:
                 break
+        # What the runner did while it owed no answer (since its last one: after its previous
+        # "done", while the judge read its outputs, while others were timed, before this batch)
+        # is this batch's: the clock starts before the batch is sent, so nothing a runner does
+        # after hearing of a batch lies outside it, and whatever it did before counts in it.
+        charge = 0.0
+        if self.charged and self.answered_cpu is not None:
+            now = process_cpu(self.pid)
+            if now is not None:
+                charge = max(0.0, now - self.answered_cpu)
         t0 = time.time_ns()
         p0 = time.perf_counter()
         self.send(header)
@@ -483,7 +532,8 @@ class Runner:
             seconds = arrived - p0
         if replied - arrived > max(LATE_REPLY_S, LATE_REPLY_SHARE * seconds):
             seconds = replied - p0
-        return seconds, reply, payload
+        self.charge = charge
+        return seconds + charge, reply, payload
 
     def kill(self):
         try:
@@ -501,6 +551,26 @@ class Runner:
                 s.close()
             except OSError:
                 pass
+
+
+def process_cpu(pid):
+    """Seconds of CPU the process `pid` has used, every thread's, live or gone: the kernel's
+    process CPU clock of it (Linux; any process this one can see), or None."""
+    try:
+        return time.clock_gettime(((~int(pid)) << 3) | 2)
+    except (OSError, OverflowError, AttributeError, TypeError, ValueError):
+        return None
+
+
+def _state_and_name(pid):
+    """A process's state letter and name from /proc, or (None, None) where it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+        name, rest = text.split(" (", 1)[1].rsplit(") ", 1)
+        return rest[:1], name
+    except (OSError, ValueError, IndexError):
+        return None, None
 
 
 def _namespace_members(ns):

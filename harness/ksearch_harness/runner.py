@@ -14,6 +14,7 @@ Modes:
 """
 
 import argparse
+import copy
 import ctypes
 import mmap
 import os
@@ -25,19 +26,23 @@ import traceback
 import numpy as np
 
 from . import link
-from .candidates import CandidateError, CompileError, describe_itself, load_module, load_namespace, module_run
+from .candidates import BadAnswer, CandidateError, CompileError, describe_itself, load_module, load_namespace, module_run
 
-# What a runner checks a candidate's inputs with, taken before any candidate code runs: the
-# candidate shares this interpreter, and the module attributes are its to replace (a candidate
-# that wrote its inputs replaced `torch.equal` with one that always agreed). What the runner
-# itself does remains reachable from candidate code; the judge's own checks are what hold.
+# What a runner checks a candidate's inputs with, and writes its outputs with, taken before any
+# candidate code runs: the candidate shares this interpreter, and the module attributes are its
+# to replace (a candidate that wrote its inputs replaced `torch.equal` with one that always
+# agreed). What the runner itself does remains reachable from candidate code (its globals, its
+# frames, its closures); the judge's own checks, and what the sandbox and the descriptors the
+# judge hands out allow, are what hold.
 _ARRAY_EQUAL = np.array_equal
-_SHARES_MEMORY = np.may_share_memory
+_CONTIGUOUS = np.ascontiguousarray
+_PWRITE = os.pwrite
 
-# Why an output that lies in the judge's memory is refused: the runner copies each output into
-# that memory, and numpy and PyTorch skip a copy whose source is its destination, so an answer
-# written there directly (the runner's own variables say where) would be timed without the copy
-# that every other contender's time includes.
+# Why an output that lies in the judge's memory is refused (the torch runner on a GPU, which maps
+# its output memory to copy into it): numpy and PyTorch skip a copy whose source is its
+# destination, so an answer written there directly (the runner's own variables say where) would
+# be timed without the copy that every other contender's time includes. On the CPU the runner
+# cannot map the judge's memory at all: it writes its outputs through a write-only descriptor.
 _IN_THE_JUDGES_MEMORY = ("output `{}` lies in the memory the runner copies outputs into; a candidate returns "
                          "arrays of its own")
 
@@ -89,8 +94,10 @@ def tick():
 
 
 def direct(sock, target):
-    """Run a module on shared-memory inputs; copy its outputs into shared memory."""
-    from .shared import Layout
+    """Run a module on shared-memory inputs; write its outputs into the judge's memory through
+    the write-only descriptor it was handed (it has no mapping of that memory: an answer cannot
+    be computed there, and every output reaches it by a copy the kernel makes)."""
+    from .shared import Layout, write_all
 
     run = None
     pools = {}
@@ -112,17 +119,16 @@ def direct(sock, target):
         elif op == "pool":
             layout = Layout.from_json(h["layout"])
             inp = mmap.mmap(fds[0], layout.input_region(), mmap.MAP_SHARED, mmap.PROT_READ)
-            out = mmap.mmap(fds[1], layout.output_region(), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            for fd in fds:
-                os.close(fd)
-            pools[h["id"]] = (layout, inp, out, {k: int(v) for k, v in h["axes"].items()}, h["names"],
-                              np.frombuffer(out, np.uint8))
+            os.close(fds[0])
+            pools[h["id"]] = (layout, inp, fds[1], {k: int(v) for k, v in h["axes"].items()}, h["names"])
             reply(sock, {"op": "ready"})
         elif op == "drop":
-            pools.pop(h["id"], None)
+            p = pools.pop(h["id"], None)
+            if p is not None:
+                os.close(p[2])
             reply(sock, {"op": "ready"})
         elif op in ("call", "go"):
-            layout, inp, out, axes, names, out_bytes = pools[h["pool"]]
+            layout, inp, out, axes, names = pools[h["pool"]]
             checked = op == "call"
             try:
                 for s in h["sets"]:
@@ -133,17 +139,14 @@ def direct(sock, target):
                         ins = [x.copy() for x in ins]
                         before = [x.copy() for x in ins]
                     outs = outputs_of(run(*ins, **axes), len(layout.outputs))
-                    dests = layout.output_views(out, s)
-                    for name, (shape, dtype), o, d in zip(names["outputs"], layout.outputs, outs, dests):
+                    for t, (name, (shape, dtype), o) in enumerate(zip(names["outputs"], layout.outputs, outs)):
                         if not isinstance(o, np.ndarray):
                             raise CandidateError(f"output `{name}` is a {type(o).__name__}, not an array")
                         if tuple(o.shape) != shape:
                             raise CandidateError(f"output `{name}` has shape {tuple(o.shape)}; the task declares {shape}")
                         if o.dtype != dtype:
                             raise CandidateError(f"output `{name}` has dtype {o.dtype}; the task declares {dtype}")
-                        if _SHARES_MEMORY(o, out_bytes):
-                            raise CandidateError(_IN_THE_JUDGES_MEMORY.format(name))
-                        np.copyto(d, o)
+                        write_all(out, _CONTIGUOUS(o), layout.output_offset(s, t), _PWRITE)
                     if not checked:
                         continue
                     for name, x, b in zip(names["inputs"], ins, before):
@@ -173,13 +176,24 @@ def torch_direct(sock, target):
 
     import torch
 
-    from .shared import Layout
+    from .shared import Layout, write_all
     from .torch_arrays import STORAGE, torch_dtypes
     from .torch_modules import Entry, check_output, outputs_of
 
     # Taken before any candidate code runs (see _ARRAY_EQUAL).
     equal, clone, data_ptr = torch.equal, torch.Tensor.clone, torch.Tensor.data_ptr
     storage_of = torch.Tensor.untyped_storage
+    contiguous, reshape, view_as, to_numpy = torch.Tensor.contiguous, torch.Tensor.reshape, torch.Tensor.view, torch.Tensor.numpy
+    detach = torch.Tensor.detach
+    # An answer's bytes are read as a plain tensor's: a subclass's `__torch_function__` is
+    # candidate code, and does not run in the runner's copy of its answer.
+    plain = torch._C.DisableTorchFunctionSubclass
+
+    def host_bytes(o):
+        """A CPU tensor's bytes in order, as a numpy uint8 array (a copy only where `o` is not
+        contiguous)."""
+        with plain():
+            return to_numpy(view_as(reshape(contiguous(detach(o)), (-1,)), torch.uint8))
     # A module that replaces torch.cuda.synchronize would have "done" follow its kernels' launch,
     # not their end. The judge counts work left on the GPU as the batch's anyway (GpuWatch), but
     # the runner's own wait is not the module's to change.
@@ -208,7 +222,10 @@ def torch_direct(sock, target):
 
             r = DeviceRegion(torch, size, fd=fd, read_only=read_only)
             return r, r.bytes
-        m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ if read_only else mmap.PROT_READ | mmap.PROT_WRITE)
+        if not read_only:
+            # Outputs on the CPU: a write-only descriptor, kept to write through (`write_all`).
+            return fd, None
+        m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         os.close(fd)
         return m, torch.frombuffer(m, dtype=torch.uint8)
 
@@ -252,9 +269,14 @@ def torch_direct(sock, target):
             except Exception:  # noqa: BLE001 - a model that cannot be built, memory that cannot be mapped
                 error_reply(sock)
                 continue
-            # Each set's views, made once: making them per call cost a short kernel's time.
+            # Each set's views, made once: making them per call cost a short kernel's time. On
+            # the CPU an output "view" is where its bytes go: (shape, dtype, offset).
             in_views = [views(in_buf, layout, layout.input_offset, in_specs, s) for s in range(layout.sets)]
-            out_views = [views(out_buf, layout, layout.output_offset, out_specs, s) for s in range(layout.sets)]
+            if cuda:
+                out_views = [views(out_buf, layout, layout.output_offset, out_specs, s) for s in range(layout.sets)]
+            else:
+                out_views = [[Slot(shape, dtypes[d], layout.output_offset(s, t)) for t, (shape, d) in enumerate(out_specs)]
+                             for s in range(layout.sets)]
             pools[h["id"]] = (layout, inp, in_views, out, out_views, h["names"], fn, out_buf)
             reply(sock, {"op": "ready"})
         elif op == "drop":
@@ -262,9 +284,11 @@ def torch_direct(sock, target):
             if p is not None and cuda:
                 p[1].close()
                 p[3].close()
+            elif p is not None:
+                os.close(p[3])
             reply(sock, {"op": "ready"})
         elif op in ("call", "go"):
-            _, _, in_views, _, out_views, names, fn, out_buf = pools[h["pool"]]
+            _, _, in_views, out, out_views, names, fn, out_buf = pools[h["pool"]]
             checked = op == "call"
             try:
                 for s in h["sets"]:
@@ -276,9 +300,18 @@ def torch_direct(sock, target):
                     with torch.no_grad():
                         outs = outputs_of(torch, fn(*ins), names["outputs"])
                     for name, d, o in zip(names["outputs"], out_views[s], outs):
-                        problem = check_output(torch, name, o, d.shape, d.dtype, device)
+                        # What a tensor says of itself, read as a plain tensor's (a subclass's
+                        # `__torch_function__` could claim any shape).
+                        with plain():
+                            problem = check_output(torch, name, o, d.shape, d.dtype, device)
                         if problem:
                             raise CandidateError(problem)
+                        if not cuda:
+                            data = host_bytes(o)
+                            if data.nbytes != d.nbytes:
+                                raise CandidateError(f"output `{name}` holds {data.nbytes} bytes; its shape and dtype take {d.nbytes}")
+                            write_all(out, data, d.offset, _PWRITE)
+                            continue
                         if in_region(o, out_buf):
                             raise CandidateError(_IN_THE_JUDGES_MEMORY.format(name))
                         d.copy_(o)
@@ -312,6 +345,15 @@ def torch_direct(sock, target):
                 error_reply(sock)
         else:
             reply(sock, {"op": "error", "message": f"unknown request {op!r}"})
+
+
+class Slot:
+    """Where a torch runner on the CPU writes one output of one set: its shape, its dtype and
+    its offset in the output descriptor."""
+
+    def __init__(self, shape, dtype, offset):
+        self.shape, self.dtype, self.offset = tuple(shape), dtype, offset
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * dtype.itemsize
 
 
 def _helpers(target):
@@ -350,6 +392,8 @@ def trace(sock, target):
             try:
                 blobs = [export(mx, arrays, run, w) for w in h["workloads"]]
                 reply(sock, {"op": "traced", "sizes": [len(b) for b in blobs]}, b"".join(blobs))
+            except BadAnswer as e:
+                reply(sock, {"op": "bad_output", "message": str(e)})
             except Exception:  # noqa: BLE001
                 error_reply(sock)
         else:
@@ -357,15 +401,25 @@ def trace(sock, target):
 
 
 def export(mx, arrays, run, w):
-    """The graph of `run` on one workload's shapes, as `mx.export_function` writes it."""
+    """The graph of `run` on one workload's shapes, as `mx.export_function` writes it. What `run`
+    returns is checked first (`traced_answer`): MLX writes a graph by reading its arrays'
+    memory, and an array of another trace has none (on MLX 0.32.4 such a graph crashed the
+    tracer with SIGSEGV)."""
     axes = {k: int(v) for k, v in w["axes"].items()}
     placeholders = [mx.zeros(tuple(shape), dtype=arrays.dtypes[dtype]) for shape, dtype in w["inputs"]]
     n = w["n_outputs"]
 
-    def fn(*xs):
-        return tuple(outputs_of(run(*xs, **axes), n))
-
     with tempfile.TemporaryDirectory() as d:
+        def fn(*xs):
+            # The inputs as traced, kept apart: an assignment into an input (`x[0] = 0`) makes
+            # the module's `x` a new array, whose graph starts from the input it replaced.
+            traced = [copy.copy(x) for x in xs]
+            try:
+                outs = outputs_of(run(*xs, **axes), n)
+            except CandidateError as e:
+                raise BadAnswer(str(e)) from None
+            return traced_answer(mx, outs, traced, w, d)
+
         path = os.path.join(d, "fn.mlxfn")
         try:
             mx.export_function(path, fn, *placeholders)
@@ -375,6 +429,47 @@ def export(mx, arrays, run, w):
             raise CandidateError(f"`run` could not be traced on workload `{w['name']}` ({type(e).__name__}: {e}); it must be a function of its inputs built from MLX operations and kernels, without reading array values") from None
         with open(path, "rb") as f:
             return f.read()
+
+
+def traced_answer(mx, outs, xs, w, scratch):
+    """`outs` (what `run` returned while traced on the inputs `xs`) as a tuple of MLX arrays
+    whose graph MLX can write, or BadAnswer. Every output must be an MLX array, and every leaf
+    of their graph (an array without an operation that made it) must be one of `xs` or hold
+    data: a leaf without data is an array of another trace (an earlier call's, kept by the
+    module, or one it traced itself), which MLX would write by reading memory it does not have.
+    The leaves are found by tracing the answer once more with a callback (MLX names every leaf
+    that is not that trace's input a constant, and reads none of them); the one operation MLX
+    offers that tells an array's identity is its graph printer, which names the inputs it is
+    given."""
+    names = w.get("outputs") or [f"output {t + 1}" for t in range(len(outs))]
+    for name, o in zip(names, outs):
+        if not isinstance(o, mx.array):
+            raise BadAnswer(f"output `{name}` is a {type(o).__name__}, not an MLX array")
+    outs = tuple(outs)
+    leaves = []
+
+    def constants(msg):
+        if msg.get("type") == "constants":
+            leaves.extend(a for _, a in msg["constants"])
+    mx.export_function(constants, lambda: outs)
+    dot = os.path.join(scratch, "leaf.dot")
+    named = {f"ksearch_input_{i}": x for i, x in enumerate(xs)}
+    for leaf in leaves:
+        try:
+            mx.eval(leaf)
+            continue  # it holds data (a constant of the module's)
+        except (RuntimeError, ValueError):
+            pass
+        # No data: one of this trace's inputs, or an array of another trace. Printed beside the
+        # inputs, it is one of them exactly when the printer finds no source of its own.
+        mx.export_to_dot(dot, leaf, **named)
+        with open(dot) as f:
+            sources = f.read().count("rank=source")
+        if sources > len(named):
+            raise BadAnswer(f"`run` returned arrays that depend on an array of another trace of it (on workload `{w['name']}`): "
+                            "a module returns what it computes from the inputs of the call, not arrays it kept from an earlier "
+                            "call or made in a trace of its own")
+    return outs
 
 
 def execute(sock, target):

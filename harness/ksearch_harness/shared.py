@@ -71,19 +71,29 @@ class Region:
     only map for reading. Its size is fixed (Linux): a runner holding `fd` cannot truncate it
     under the judge's mapping, which would fault (SIGBUS) when the judge reads it. `sealed`
     (inputs): once mapped here, nothing else can write the file, not even through a descriptor
-    reopened writable from `ro_fd` (`/proc/self/fd/N`)."""
+    reopened writable from `ro_fd` (`/proc/self/fd/N`). `write_only` (outputs of a runner on the
+    CPU): `wo_fd` is a descriptor the runner can write through (`pwrite`) but neither map nor
+    read, and the file's mode lets nobody but the judge open it for reading: a runner cannot
+    compute an answer in the judge's memory itself, so every output reaches it through a copy
+    the kernel makes, inside the timed call (docs/sandbox.md, "Python candidates")."""
 
-    def __init__(self, size, sealed=False):
+    def __init__(self, size, sealed=False, write_only=False):
+        self.wo_fd = None
         if hasattr(os, "memfd_create"):
             fd = os.memfd_create("ksearch-shm", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, size)
             self.ro_fd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+            if write_only:
+                self.wo_fd = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_CLOEXEC)
+                os.fchmod(fd, 0o200)
         else:
             # macOS: an unlinked file; the runner maps its inputs read-only itself (docs/sandbox.md).
             fd, path = tempfile.mkstemp(prefix="ksearch-shm-")
             try:
                 os.ftruncate(fd, size)
                 self.ro_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                if write_only:
+                    self.wo_fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
             finally:
                 os.unlink(path)
         self.fd = fd
@@ -95,7 +105,9 @@ class Region:
             seal_size(fd)
 
     def close(self):
-        for fd in (self.fd, self.ro_fd):
+        for fd in (self.fd, self.ro_fd, self.wo_fd):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -125,6 +137,20 @@ def seal_writers(fd):
 
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
     os.fchmod(fd, 0o400)
+
+
+def write_all(fd, data, offset, pwrite=os.pwrite):
+    """Every byte of `data` (a C-contiguous array or buffer) into the file `fd` at `offset`."""
+    view = memoryview(data)
+    if not view.nbytes:
+        return
+    view = view.cast("B")
+    done = 0
+    while done < len(view):
+        n = pwrite(fd, view[done:], offset + done)
+        if n <= 0:
+            raise OSError(f"wrote {done} of {len(view)} bytes")
+        done += n
 
 
 def poison_slot(layout, buf, s):

@@ -23,8 +23,8 @@ import time
 import numpy as np
 
 from .candidates import CandidateError, CompileError
-from .contenders import BadOutput, ask_to_load, shape_of
-from .link import Runner, RunnerLost
+from .contenders import BadOutput, ask_to_load, cpu_max_calls, shape_of
+from .link import FILE_BYTES, Runner, RunnerLost
 from .shared import GUARD, GUARD_BYTE, Layout, Region
 from .torch_arrays import STORAGE, fill_random, torch_dtypes
 
@@ -65,10 +65,24 @@ def _nbytes(shape, dtype):
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(STORAGE[dtype]).itemsize
 
 
-class TorchMemory:
-    """Shared memory for one pool or output region: host (an unlinked file) or device."""
+def runs(sets):
+    """`sets` (ascending but for one wrap) as runs of consecutive sets: `(first, last)` pairs."""
+    out = []
+    for s in sets:
+        if out and s == out[-1][1] + 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return [tuple(r) for r in out]
 
-    def __init__(self, arrays, size, sealed=False):
+
+class TorchMemory:
+    """Shared memory for one pool or output region: host (an unlinked file) or device. A host
+    output region (`output`) is handed to its runner write-only (`runner_fd`): the runner cannot
+    map it, so an answer cannot be computed in it (`shared.Region`). On the device the runner maps
+    what it is handed."""
+
+    def __init__(self, arrays, size, sealed=False, output=False):
         torch = arrays.torch
         if arrays.target == "cuda":
             from .cuda_memory import DeviceRegion
@@ -76,11 +90,13 @@ class TorchMemory:
             self.region = DeviceRegion(torch, size)
             self.fd = self.region.fd
             self.ro_fd = self.region.fd
+            self.runner_fd = self.region.fd
             self.bytes = self.region.bytes
         else:
-            self.region = Region(size, sealed=sealed)
+            self.region = Region(size, sealed=sealed, write_only=output)
             self.fd = self.region.fd
             self.ro_fd = self.region.ro_fd
+            self.runner_fd = self.region.wo_fd if output else self.region.ro_fd
             self.bytes = torch.frombuffer(self.region.map, dtype=torch.uint8)
 
     def close(self):
@@ -179,10 +195,12 @@ class TorchPool:
         return torch.stack(out) if out else None
 
     def copy_to(self, buf, sets):
-        """`sets`' inputs (consecutive), as the judge wrote them, into a contender's copy `buf`,
-        in one copy."""
-        a, b = sets[0] * self.layout.in_stride, (sets[-1] + 1) * self.layout.in_stride
-        buf[a:b].copy_(self.inputs.bytes[a:b])
+        """`sets`' inputs, as the judge wrote them, into a contender's copy `buf`: one copy for
+        each run of consecutive sets (a baseline's window that wraps around the round's end is
+        two)."""
+        for first, last in runs(sets):
+            a, b = first * self.layout.in_stride, (last + 1) * self.layout.in_stride
+            buf[a:b].copy_(self.inputs.bytes[a:b])
 
     def modified(self, sets, buf):
         """The name of an input of `sets` in a contender's copy `buf` that is not as the judge
@@ -197,15 +215,17 @@ class TorchPool:
         return None
 
     def poison(self, buf, sets):
-        """Output slots `sets` (consecutive) of `buf` as a poisoned call leaves them: outputs all
-        ones (NaN for floats), guards 0xA5. Written in place, one fill for the slots and one per
-        guard zone of a slot across all of them: a stored pattern to copy from took as much memory
-        again as a contender's outputs (21 GiB for three contenders of KernelBench's RMSNorm)."""
+        """Output slots `sets` of `buf` as a poisoned call leaves them: outputs all ones (NaN for
+        floats), guards 0xA5. Written in place, for each run of consecutive slots one fill for
+        the slots and one per guard zone of a slot across all of them: a stored pattern to copy
+        from took as much memory again as a contender's outputs (21 GiB for three contenders of
+        KernelBench's RMSNorm)."""
         stride = self.layout.out_stride
-        slots = buf[sets[0] * stride:(sets[-1] + 1) * stride].view(len(sets), stride)
-        slots.fill_(0xFF)
-        for off, n in self.layout.guards(0):
-            slots[:, off:off + n].fill_(GUARD_BYTE)
+        for first, last in runs(sets):
+            slots = buf[first * stride:(last + 1) * stride].view(last + 1 - first, stride)
+            slots.fill_(0xFF)
+            for off, n in self.layout.guards(0):
+                slots[:, off:off + n].fill_(GUARD_BYTE)
 
     def close(self):
         self.inputs.close()
@@ -282,7 +302,7 @@ class TorchContender:
     """A module run in a torch runner. Starting it spawns the runner; `begin()` asks it to load
     the module and `finish()` waits for that (so that several runners start and load at once)."""
 
-    def __init__(self, settings, arrays, source, role, label, trusted, model_args, env=None):
+    def __init__(self, settings, arrays, source, role, label, trusted, model_args, env=None, file_bytes=FILE_BYTES):
         self.role, self.label, self.trusted = role, label, trusted
         self.arrays = arrays
         self.torch = arrays.torch
@@ -296,9 +316,13 @@ class TorchContender:
         # Triton and cpp_extension start compilers (nvcc, ptxas, c++): GPU runners may start
         # processes, which the sandbox's PID namespace ends with the runner. So may trusted
         # runners (torch.compile's compile workers).
+        if gpu and not trusted:
+            # torch.compile compiles in the runner's own process, not in a pool of workers
+            # that would outlive the call that started them (`strays`).
+            env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", **(env or {})}
         self.runner = Runner("torch", arrays.target, settings.root_dir, gpu, settings.memory,
                              None if gpu else settings.runner_cpu, env, allow_fork=gpu or trusted,
-                             cpus=settings.gpu_cpus if gpu else ())
+                             cpus=settings.gpu_cpus if gpu else (), file_bytes=file_bytes)
         self.confinement = self.runner.confinement
         self.outs = {}
         self.ins = {}
@@ -322,18 +346,28 @@ class TorchContender:
         # spin; only the CPU target is held to its timed calls' CPU.
         return self.runner.cpu_time() if self.arrays.target == "cpu" else None
 
+    def cpu_seconds(self):
+        return self.runner.process_cpu() if self.arrays.target == "cpu" else None
+
+    def strays(self):
+        """Processes its runner started that are still alive. A GPU runner may start processes
+        (nvcc, ptxas, ninja, the host compiler) while it loads and compiles; one still alive
+        when a batch is timed could keep queuing GPU work while others are timed, which neither
+        the pause nor the quiet test stops (`timing.Watch`)."""
+        return self.runner.descendants() if self.runner.allow_fork else []
+
     def model_args_of(self, workload):
         args = self.model_args.get(workload, {})
         return {"init_args": args.get("init", []), "constants": args.get("constants", [])}
 
     def map_pool(self, pool):
         ins = pool.shared_copy() if self.trusted else TorchMemory(self.arrays, pool.layout.input_region(), sealed=True)
-        out = TorchMemory(self.arrays, pool.layout.output_region())
+        out = TorchMemory(self.arrays, pool.layout.output_region(), output=True)
         reply, _ = self.runner.request(
             {"op": "pool", "id": pool.id, "layout": pool.layout.to_json(), "axes": pool.axes, "names": pool.names,
              "dtypes": pool.dtype_names, "workload": pool.workload["name"],
              **self.model_args_of(pool.workload["name"])},
-            fds=[ins.ro_fd, out.fd],
+            fds=[ins.ro_fd, out.runner_fd],
         )
         if reply["op"] != "ready":
             if not self.trusted:
@@ -343,11 +377,20 @@ class TorchContender:
                 raise CandidateError(reply["message"])
             raise self.runner.broke(f"it answered {reply['op']!r} out of turn")
         self.ins[pool.id], self.outs[pool.id] = ins, out
+        self._idle()
+
+    def _idle(self):
+        """An untrusted runner the judge is done talking to is paused until it turns to it again
+        (while another contender is timed it runs nothing): after each call, and after each
+        request between them (a pool of more sets made during timing)."""
+        if not self.trusted:
+            self.runner.pause()
 
     def drop_pool(self, pool):
         ins, out = self.ins.pop(pool.id, None), self.outs.pop(pool.id, None)
         try:
             self.runner.request({"op": "drop", "id": pool.id})
+            self._idle()
         except RunnerLost:
             pass
         # The trusted contenders' copy is the pool's, closed with it.
@@ -368,9 +411,8 @@ class TorchContender:
             seconds, reply, _ = self.runner.timed(header)
         else:
             seconds, (reply, _) = 0.0, self.runner.request(header)
-        if not self.trusted:
-            # Paused until the judge turns to it again: while others are timed it runs nothing.
-            self.runner.pause()
+        # Paused until the judge turns to it again: while others are timed it runs nothing.
+        self._idle()
         if self.watch is not None and (timed or not self.trusted):
             # What the GPU still had to do after "done" is the batch's (GpuWatch).
             lag = self.watch.wait_quiet(self.label)
@@ -472,15 +514,15 @@ def max_calls_for(arrays, task, workload, default, contenders, untrusted):
     budget once at most (KernelBench's RMSNorm moves 7.5 GB each way, about 52 GB a set for
     three contenders; two sets ran an 80 GB H100 out of memory) is timed one call a batch, each
     call on its round's fresh set, and a call that large is long enough to be timed alone."""
+    # The pool's inputs, a copy for each untrusted contender and one the trusted ones share.
+    copies = 1 + untrusted + (1 if contenders > untrusted else 0)
     if arrays.target != "cuda":
-        return default
+        return cpu_max_calls(task, workload, default, contenders, copies)
     axes = {k: int(v) for k, v in workload["axes"].items()}
 
     def size(specs):
         return sum(_nbytes(shape_of(s, axes), s["dtype"]) + 2 * GUARD for s in specs)
 
-    # The pool's inputs, a copy for each untrusted contender and one the trusted ones share.
-    copies = 1 + untrusted + (1 if contenders > untrusted else 0)
     per_set = copies * size(task["inputs"]) + contenders * size(task["outputs"])
     budget = min(GPU_POOL_BUDGET, arrays.torch.cuda.get_device_properties(arrays.device).total_memory // 3)
     return int(max(1, min(1024, budget // max(per_set, 1))))

@@ -12,7 +12,7 @@ import time
 
 from . import __version__, kernel_cache
 from .candidates import CandidateError, CompileError, is_build_failure, load_module, trimmed_traceback
-from .contenders import BadOutput, DirectContender, GraphContender, Pool, Settings, allowed_cpus
+from .contenders import BadOutput, DirectContender, GraphContender, Pool, Settings, allowed_cpus, cpu_max_calls, runner_file_bytes
 from .gauntlet import TaskFault, call, compare, make_inputs, merge
 from .link import RunnerLost
 from .protocol import Channel, end_of_output
@@ -109,10 +109,10 @@ def start(settings, graph, source, role, label, trusted, task, workloads, env=No
         from .torch_contenders import TorchContender
 
         arrays, model_args = torch_setup
-        return TorchContender(settings, arrays, source, role, label, trusted, model_args, env)
+        return TorchContender(settings, arrays, source, role, label, trusted, model_args, env, runner_file_bytes(task, workloads))
     if graph:
         return GraphContender(settings, source, role, label, trusted, task, workloads, env)
-    return DirectContender(settings, source, role, label, trusted, env)
+    return DirectContender(settings, source, role, label, trusted, env, runner_file_bytes(task, workloads))
 
 
 def run_phases(arrays, req, channel, result, settings, contenders):
@@ -152,6 +152,8 @@ def run_phases(arrays, req, channel, result, settings, contenders):
         log = str(e)
         result["compile"] = compile_report(arrays, log, t)
         raise Outcome("compile_error", log.splitlines()[0]) from None
+    except BadOutput as e:
+        raise lost("the candidate", e, "compile phase") from None
     except (CandidateError, RunnerLost) as e:
         message = str(e)
         if is_build_failure(message):
@@ -258,9 +260,10 @@ def timing_options(arrays, reference, task, w, contenders):
         from .timing import GRAPH_MAX_CALLS, graph_round_bytes
 
         return {"max_calls": GRAPH_MAX_CALLS, "round_bytes": graph_round_bytes(arrays), "truth": truth}
-    if arrays.name != "torch":
-        return {"truth": truth}
     from .timing import MAX_CALLS
+
+    if arrays.name != "torch":
+        return {"truth": truth, "max_calls": cpu_max_calls(task, w, MAX_CALLS, len(contenders))}
     from .torch_contenders import max_calls_for, torch_pool_factory
 
     return {"new_pool": torch_pool_factory(arrays, reference.ns.get("make_inputs")),

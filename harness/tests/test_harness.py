@@ -711,7 +711,7 @@ class TorchJudgeArrays(unittest.TestCase):
         def contender(trusted):
             c = TorchContender.__new__(TorchContender)
             c.arrays, c.trusted, c.model_args, c.ins, c.outs = arrays, trusted, {}, {}, {}
-            c.runner = SimpleNamespace(request=lambda header, fds=(): ({"op": "ready"}, []))
+            c.runner = SimpleNamespace(request=lambda header, fds=(): ({"op": "ready"}, []), pause=lambda: True)
             return c
         candidate, baseline, comparison = contender(False), contender(True), contender(True)
         try:
@@ -1240,18 +1240,6 @@ class TimingArithmetic(unittest.TestCase):
         for s in out:
             self.assertEqual(s["calls_per_sample"], 1)
             self.assertGreaterEqual(s["runs"], 3)
-
-    def test_a_wrong_timed_output_is_caught(self):
-        plan = {"warmup_ms": 1.0, "min_runs": 3, "min_time_ms": 1.0, "max_time_ms": 1000.0, "target_sample_ms": 1.0, "rotate_bytes": 1 << 16}
-        cheat = "import numpy as np\n_n = [0]\ndef run(x, *, r, c):\n    _n[0] += 1\n    return (x * (2 if _n[0] < 3 else 3)).astype(np.float32)\n"
-        runs = [direct(cheat), direct(REF, trusted=True)]
-        try:
-            with self.assertRaises(timing.TimedIncorrect) as e:
-                timing.time_workload(TASK, WORKLOAD, plan, TOL, runs, 1)
-        finally:
-            for r in runs:
-                r.stop()
-        self.assertIn("while timed", e.exception.message)
 
     def test_a_graph_runner_drifting_within_the_timed_tolerance_is_caught(self):
         # What a device kernel can do that no Python of the module sees: scale its outputs by

@@ -10,6 +10,7 @@ mod harness_unit;
 mod mlx_cpu_fixture;
 mod numpy_fixture;
 mod python_candidates;
+mod python_judge_rules;
 mod python_protocol;
 mod sandbox_attacks;
 mod support;

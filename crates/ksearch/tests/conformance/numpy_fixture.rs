@@ -157,36 +157,28 @@ mod mlx_harness_numpy_only {
         );
     }
 
-    /// A candidate that computes its answer straight into the memory the runner copies outputs
-    /// into (the runner's variables say where) and returns it: numpy skips a copy onto itself,
-    /// so its time would lack the copy every other contender's includes. The answers are right;
-    /// the runner refuses an output that lies in that memory.
+    /// A candidate that wants to compute its answer straight in the memory the judge reads
+    /// outputs from (numpy skips a copy onto itself, so its time would lack the copy every other
+    /// contender's includes): it turns off the runner's own guards, then tries every descriptor
+    /// it holds. The runner has no mapping of that memory, only a write-only descriptor, which
+    /// cannot be mapped, reopened for reading or have its mode changed: every answer reaches the
+    /// judge through a copy.
     #[test]
     #[cfg_attr(
         not(has_numpy),
         ignore = "needs python3 with numpy (`.ci/run` installs it: pip install numpy)"
     )]
-    fn answers_written_into_the_runners_output_memory_are_refused() {
+    fn the_judges_output_memory_cannot_be_written_in_place() {
         let f = NumpyFixture::new();
-        let text = include_str!("../fixtures/hostile/answers_in_the_numpy_output_slot.py");
-        let e = f.evaluate_text("candidate.py", text);
-        let out = printed(&e);
-        assert!(
-            out.contains("ANSWERED in the runner's output memory"),
-            "{out}"
-        );
-        assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
-        assert!(
-            e.result
-                .message
-                .contains("output `y` lies in the memory the runner copies outputs into"),
-            "{}",
-            e.result.message
+        crate::python_judge_rules::output_memory_out_of_reach(
+            &f,
+            crate::python_judge_rules::NUMPY_PRELUDE,
+            "return reach(x, _softmax)",
         );
     }
 
-    /// The runner copies each output into the judge's memory with numpy's `copyto`, in the
-    /// interpreter the candidate shares: this one replaces it with a copy of nothing once it
+    /// The runner writes each output into the judge's memory with `os.pwrite`, in the
+    /// interpreter the candidate shares: this one replaces it with a write of nothing once it
     /// believes it is timed, and skips its own work. The slots it never wrote were poisoned.
     #[test]
     #[cfg_attr(
@@ -198,7 +190,7 @@ mod mlx_harness_numpy_only {
         let text = include_str!("../fixtures/hostile/patches_the_runners_copy.py");
         let e = f.evaluate_text("candidate.py", text);
         let out = printed(&e);
-        assert!(out.contains("PATCHED copyto skipped"), "{out}");
+        assert!(out.contains("PATCHED the runner's write skipped"), "{out}");
         assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
     }
 

@@ -198,51 +198,49 @@ mod torch_harness_cpu_only {
         );
     }
 
-    /// A candidate that computes its answer straight into the shared memory the runner copies
-    /// outputs into (the runner's variables say where) and returns it: PyTorch skips a copy
-    /// onto itself, so its time would lack the copy every other contender's includes. The
-    /// answers are right; the runner refuses an output that lies in that memory.
+    /// A candidate that wants to compute its answer straight in the memory the judge reads
+    /// outputs from (PyTorch skips a copy onto itself, so its time would lack the copy every
+    /// other contender's includes): it turns off the runner's own guard (a closure in the
+    /// runner's frame), then tries every descriptor it holds. On the CPU the runner has no
+    /// mapping of that memory, only a write-only descriptor, which cannot be mapped, reopened for
+    /// reading or have its mode changed: every answer reaches the judge through a copy.
     #[test]
     #[cfg_attr(
         not(has_torch),
         ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
     )]
-    fn answers_written_into_the_runners_output_memory_are_refused() {
-        refused_in_the_output_memory(
-            include_str!("../fixtures/hostile/answers_in_the_output_slot.py"),
-            "ANSWERED in the runner's output memory",
+    fn the_judges_output_memory_cannot_be_written_in_place() {
+        let f = TorchCpuFixture::new();
+        crate::python_judge_rules::output_memory_out_of_reach(
+            &f,
+            crate::python_judge_rules::TORCH_PRELUDE,
+            "return reach(x, _softmax, torch.from_numpy)",
         );
     }
 
-    /// An answer of a tensor subclass whose `__torch_function__` turns the runner's own copy of
-    /// it into the judge's memory into nothing where the call looks timed: the judge's samples
-    /// of the slots, read once the runner says "done", find them unwritten.
+    /// An answer of a tensor subclass whose `__torch_function__` (candidate code) would run in
+    /// the runner's own step wherever the runner asks the answer something: where a call looks
+    /// timed it holds half the rows, says it has the whole shape and turns the runner's copy of
+    /// it into nothing. The runner reads an answer as a plain tensor: its true shape is refused.
     #[test]
     #[cfg_attr(
         not(has_torch),
         ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
     )]
-    fn the_runners_copy_skipped_by_an_answers_subclass_is_caught() {
-        caught_while_timed(
+    fn an_answers_subclass_cannot_lie_to_the_runner() {
+        let e = caught(
             include_str!("../fixtures/hostile/skips_the_runners_copy_through_a_subclass.py"),
-            "COPY into the judge's memory skipped",
+            "ANSWERED half the rows under a claimed shape",
         );
-    }
-
-    /// The same answer written into the runner's output memory through a tensor the candidate
-    /// makes itself over that memory (a new storage at the same addresses): the runner's
-    /// refusal goes by addresses, not by which tensor or storage it handed out.
-    #[test]
-    #[cfg_attr(
-        not(has_torch),
-        ignore = "needs python3 with PyTorch (`.ci/run` installs it: pip install torch==2.11.0)"
-    )]
-    fn answers_written_through_an_own_view_of_the_output_memory_are_refused() {
-        refused_in_the_output_memory(
-            include_str!(
-                "../fixtures/hostile/answers_through_its_own_view_of_the_output_memory.py"
-            ),
-            "ANSWERED through a tensor of its own over the runner's output memory",
+        let m = &e.result.message;
+        assert!(
+            m.contains("while timed") && m.contains("output `y` has shape (61, 2000)"),
+            "{m}"
+        );
+        let out = printed(&e);
+        assert!(
+            !out.contains("CLAIMED") && !out.contains("SKIPPED"),
+            "{out}"
         );
     }
 
@@ -269,19 +267,6 @@ mod torch_harness_cpu_only {
             );
         }
         assert!(!out.contains("STARTED"), "{out}");
-    }
-
-    /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the runner
-    /// refused its output as lying in the memory it copies outputs into.
-    fn refused_in_the_output_memory(text: &str, marker: &str) {
-        let e = caught(text, marker);
-        assert!(
-            e.result
-                .message
-                .contains("output `y` lies in the memory the runner copies outputs into"),
-            "{}",
-            e.result.message
-        );
     }
 
     /// `text` evaluated as the candidate: its attack ran (it printed `marker`) and the judge
