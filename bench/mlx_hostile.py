@@ -46,6 +46,9 @@ ATTACKS = {
     "fork_daemon": ("import os\ntry:\n    if os.fork() == 0:\n        os.setsid()\n        import time\n        time.sleep(120)\n        os._exit(0)\nexcept OSError as e:\n    print('fork refused:', e, flush=True)\n", "no-gain"),
     "network": ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', 22), timeout=1)\n    print('CONNECTED', flush=True)\nexcept OSError as e:\n    print('connect refused:', e, flush=True)\n", "no-gain"),
     "memory": ("try:\n    import numpy as _np\n    _big = _np.ones(48 << 30, dtype=_np.uint8)\n    print('ALLOCATED 48 GiB', flush=True)\nexcept MemoryError:\n    print('allocation refused', flush=True)\n", "no-gain"),
+    # Arrays of a trace the module made itself, added to its answer: on MLX 0.32.4 the tracer
+    # died of SIGSEGV writing such a graph (issue 43); the judge refuses the answer (`incorrect`).
+    "own_trace": ("import mlx.core as _mx\n_kept = []\n_mx.export_function(lambda m: None, lambda a: (_kept.append(a * 0.0) or a,), _mx.zeros((1,)))\n_traced_run = run\n\ndef run(*a, **k):\n    outs = _traced_run(*a, **k)\n    if isinstance(outs, (tuple, list)):\n        return tuple(o + _kept[0].astype(o.dtype) for o in outs)\n    return outs + _kept[0].astype(outs.dtype)\n", "not-passed"),
     "write_files": ("for _path in ('/root/.ksearch-escaped', '/etc/ksearch-escaped', '/opt/ksearch-escaped'):\n    try:\n        with open(_path, 'w') as _f:\n            _f.write('x')\n        print('WROTE', _path, flush=True)\n    except OSError as e:\n        print('write refused:', _path, e, flush=True)\n", "no-gain"),
 }
 

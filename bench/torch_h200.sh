@@ -9,7 +9,8 @@
 #                    stated status (an illegal address, out of memory, a kernel that never ends,
 #                    a written input: the gauntlet on the GPU), answers remembered by set, a
 #                    kernel left spinning after "done" and kernels left to finish after it
-#                    (each: no gain over its honest twin, or `incorrect`), a `.cu` through
+#                    (each: no gain over its honest twin, or `incorrect`), a helper process
+#                    that queues short kernels after every call (`incorrect`), a `.cu` through
 #                    load_cu and a load_inline extension (both must pass), and a Triton point of
 #                    the GEMM space; with NAMEs (`<expected>--<candidate>`), only those
 #   dobench          the timing cross-check: bench/torch_do_bench.py times the same kernels with
@@ -123,6 +124,10 @@ case "$step" in
       want nogain--defers_past_done_$w && eval_one faults nogain--defers_past_done_$w "$task" "$f/defers_past_done.py" \
         --workload $w "${QUICK[@]}" --against "$work/defers_twin.py"
     done
+    # A helper process that queues a stream of short kernels after every call (a child of the
+    # runner: the pause does not stop kernels already queued, and the quiet test does not see
+    # short ones): `incorrect`, the helper alive when a batch is to be timed.
+    want incorrect--child_queues_kernels && eval_one faults incorrect--child_queues_kernels "$task" "$f/child_queues_kernels.py" "${M256[@]}" "${QUICK[@]}"
     want passed--triton_point && "$PY" bench/torch_do_bench.py --render-point "$work/triton_point.py" >> "$summary"
     want passed--triton_point && eval_one faults passed--triton_point "$task" "$work/triton_point.py" "${QUICK[@]}"
     want passed--load_inline && LIMIT=240 eval_one faults passed--load_inline "$task" "$f/load_inline.py" "${M256[@]}" "${QUICK[@]}" --timeout 230
