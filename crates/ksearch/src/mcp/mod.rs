@@ -391,15 +391,12 @@ impl Server {
         &self,
         Parameters(a): Parameters<RunArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        match views::read(Path::new(&a.run_dir)) {
-            Some((s, tree, _)) => Ok(CallToolResult::structured(json!({
+        match views::read_or_why(Path::new(&a.run_dir), "no tree yet") {
+            Ok((s, tree, _)) => Ok(CallToolResult::structured(json!({
                 "summary": views::summary(&s),
                 "nodes": views::tree(&tree),
             }))),
-            None => Ok(failure(
-                "no tree yet",
-                format!("{} holds no initialised run", a.run_dir),
-            )),
+            Err((what, detail)) => Ok(failure(what, detail)),
         }
     }
 
@@ -421,12 +418,9 @@ impl Server {
         &self,
         Parameters(a): Parameters<RunArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        match views::read(Path::new(&a.run_dir)) {
-            Some((s, _, _)) => Ok(CallToolResult::structured(views::best(&s))),
-            None => Ok(failure(
-                "no result yet",
-                format!("{} holds no initialised run", a.run_dir),
-            )),
+        match views::read_or_why(Path::new(&a.run_dir), "no result yet") {
+            Ok((s, _, _)) => Ok(CallToolResult::structured(views::best(&s))),
+            Err((what, detail)) => Ok(failure(what, detail)),
         }
     }
 

@@ -98,6 +98,21 @@ async fn an_agent_runs_a_search_over_mcp_and_survives_a_server_kill() {
     .await;
     assert_eq!(step["state"], "paused", "{step}");
     assert_eq!(step["pending"]["purpose"], "world_model", "{step}");
+    // The prompt tells the agent to answer with the tool, not with `ksearch answer`.
+    let prompt = step["pending"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("`submit_answer` tool") && !prompt.contains("ksearch answer"),
+        "{prompt}"
+    );
+    // A run directory that is not there is said to be missing, not to have no tree yet.
+    let missing = dir.path().join("no-such-run");
+    let (v, error) = call(
+        &client,
+        "show_tree",
+        json!({ "run_dir": missing.to_str().unwrap() }),
+    )
+    .await;
+    assert!(error && v["error"] == "no such run", "{v}");
     assert!(
         step["pending"]["expected"]
             .as_str()
