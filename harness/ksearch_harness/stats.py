@@ -33,3 +33,44 @@ def batch_size(per_call_ms, target_batch_ms, max_calls=64):
     import math
 
     return max(1, min(max_calls, math.ceil(target_batch_ms / per_call_ms)))
+
+
+# Relative half-width of the candidate's paired intervals at which timing may stop before
+# `min_time_ms`, and the resamples of that reading (the C judge's `timing::settled`, the same
+# rule): the acceptance gate itself resamples 2000 times.
+SETTLED_HALF_WIDTH = 0.01
+SETTLE_RESAMPLES = 400
+
+
+def is_look(rounds, first):
+    """The rounds at which `settled` reads: `first`, then each time the rounds grew by half."""
+    look = first
+    while look < rounds:
+        look = -(-look * 3 // 2)
+    return look == rounds
+
+
+def settled(samples, rounds, min_runs):
+    """Whether the candidate's (contender 0's) ratio of medians with every other contender, its
+    95% interval resampled over the rounds as the gate does (the same rounds for both), lies
+    within SETTLED_HALF_WIDTH of the ratio on both sides. A tight interval says where the ratio
+    lies, whatever it is, so stopping on it favours no verdict."""
+    import numpy as np
+
+    if len(samples) < 2 or not is_look(rounds, max(min_runs, 2)):
+        return False
+    c = np.asarray(samples[0], dtype=np.float64)
+    rng = np.random.Generator(np.random.PCG64(0x05E771ED))
+    for other in samples[1:]:
+        o = np.asarray(other, dtype=np.float64)
+        n = min(len(c), len(o))
+        if n == 0:
+            return False
+        cc, oo = c[:n], o[:n]
+        point = np.median(oo) / np.median(cc)
+        idx = rng.integers(0, n, size=(SETTLE_RESAMPLES, n))
+        dist = np.median(oo[idx], axis=1) / np.median(cc[idx], axis=1)
+        lo, hi = np.quantile(dist, [0.025, 0.975])
+        if not (np.isfinite(point) and point > 0 and lo >= point * (1 - SETTLED_HALF_WIDTH) and hi <= point * (1 + SETTLED_HALF_WIDTH)):
+            return False
+    return True

@@ -1024,6 +1024,21 @@ class TimingArithmetic(unittest.TestCase):
         self.assertEqual(stats.batch_size(30.0, 10.0), 1)
         self.assertEqual(stats.batch_size(0.001, 10.0), 64)
 
+    def test_timing_settles_when_every_paired_interval_is_tight(self):
+        def steady(base, n):
+            return [base * (1 + 0.001 * (i % 3)) for i in range(n)]
+
+        def noisy(base, n):
+            return [base * (1 + 0.3 * (i % 4)) for i in range(n)]
+        tight = [steady(1.0, 23), steady(2.0, 23), steady(0.5, 23)]
+        self.assertTrue(stats.settled(tight, 23, 10))
+        # Only at the looks (10, 15, 23, 35, ...: the C judge's), never before `min_runs`.
+        self.assertFalse(stats.settled(tight, 22, 10))
+        self.assertFalse(stats.settled(tight, 23, 25))
+        self.assertEqual([r for r in range(1, 200) if stats.is_look(r, 10)], [10, 15, 23, 35, 53, 80, 120, 180])
+        self.assertFalse(stats.settled([steady(1.0, 23), steady(2.0, 23), noisy(0.5, 23)], 23, 10))
+        self.assertFalse(stats.settled([steady(1.0, 23)], 23, 10))
+
     def test_a_graph_round_of_large_inputs_holds_fewer_calls(self):
         task = {"inputs": [{"name": n, "dtype": "f16", "shape": ["b", "h", "n", "d"]} for n in "qkv"],
                 "outputs": [{"name": "o", "dtype": "f16", "shape": ["b", "h", "n", "d"]}]}
