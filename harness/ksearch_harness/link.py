@@ -301,6 +301,12 @@ class Runner:
         left out: an ended process runs nothing."""
         if self.pid is None or self.lost is not None:
             return []
+        if not os.path.exists(f"/proc/{self.pid}/task/{self.pid}/children"):
+            # A kernel without the children lists (CONFIG_PROC_CHILDREN): in its own PID
+            # namespace every process but the runner, else none can be found.
+            ns = self._own_namespace()
+            others = _namespace_members(ns) - {self.pid} if ns is not None else set()
+            return [(p, name) for p in sorted(others) for state, name in [_state_and_name(p)] if state is not None and state not in "ZX"]
         found, todo = [], [self.pid]
         while todo:
             pid = todo.pop()
