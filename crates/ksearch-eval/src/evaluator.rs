@@ -210,7 +210,8 @@ pub fn build_request(
         if let Some(p) = source {
             timed.push(Contender {
                 role,
-                label: format!("{role} ({})", p.file),
+                // The role is said beside it ("the parent `seed.c`").
+                label: p.file.clone(),
                 source: p.clone(),
                 libs: Vec::new(),
                 env: Default::default(),
@@ -254,6 +255,15 @@ impl LocalEvaluator {
             self.supervisor
                 .evaluate(request, timeout)
                 .map_err(|e| match e {
+                    // A parent or incumbent is a candidate's code (or the file `eval --against`
+                    // names), not the task's.
+                    EvalError::Task { message }
+                        if [Role::Parent, Role::Incumbent]
+                            .iter()
+                            .any(|r| message.starts_with(&format!("the {r} `"))) =>
+                    {
+                        EvalError::Task { message }
+                    }
                     EvalError::Task { message } => EvalError::Task {
                         message: format!("the task `{}` is at fault: {message}", task.id),
                     },

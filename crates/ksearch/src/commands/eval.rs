@@ -44,7 +44,13 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
     evaluator.set_phase_observer(progress.phase_observer());
     let evaluation = evaluator.evaluate(&task, &candidate, contenders, &options);
     drop(progress);
-    let mut evaluation = evaluation?;
+    // The parent here is the file `--against` names.
+    let mut evaluation = evaluation.map_err(|e| match e {
+        ksearch_eval::EvalError::Task { message } => ksearch_eval::EvalError::Task {
+            message: as_against(&message),
+        },
+        e => e,
+    })?;
     if evaluation.result.status == Status::Timeout && !settings.timeout_given {
         evaluation
             .result
@@ -72,6 +78,18 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         )?;
     }
     Ok(exit_codes::OK)
+}
+
+/// A judge's message about the parent (`the parent `seed.c` does not build …`) as `eval` says
+/// it: the parent is the file `--against` names.
+fn as_against(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("the parent `") else {
+        return message.to_owned();
+    };
+    match rest.split_once('`') {
+        Some((file, tail)) => format!("the file given with --against (`{file}`){tail}"),
+        None => message.to_owned(),
+    }
 }
 
 /// The task as this machine can evaluate it: a baseline or comparison whose libraries the
@@ -367,12 +385,15 @@ fn render_text(task: &str, candidate: &str, against: Option<&str>, e: &Evaluatio
         }
     }
     if let Some(sp) = &e.speedup {
+        let over = match sp.workloads.len() {
+            1 => "on its one workload".to_owned(),
+            n => format!("geometric mean of {n} workloads"),
+        };
         let _ = writeln!(
             s,
-            "\n  speedup over {}: {:.2}× (geometric mean of {} workloads)",
+            "\n  speedup over {}: {:.2}× ({over})",
             e.baseline_label(),
             sp.geomean,
-            sp.workloads.len()
         );
     }
     if let (Some(file), Some(sp)) = (against, &e.speedup_vs_parent) {

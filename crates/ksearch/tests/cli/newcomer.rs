@@ -220,3 +220,41 @@ fn a_space_check_without_a_device_says_to_name_one() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(!stdout.contains(hint), "{stdout}");
 }
+
+/// `eval --against` names the file it compares with as that, and a broken one is not the
+/// task's fault; one workload's speedup is not "the geometric mean of 1 workloads".
+#[test]
+fn eval_names_what_it_compares_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.c");
+    std::fs::write(&broken, super::kernels::broken()).unwrap();
+    let seed =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/cpu/softmax/seed.c");
+    let seed = seed.to_str().unwrap();
+    let mut args = vec![
+        "eval",
+        "cpu/softmax",
+        seed,
+        "--against",
+        broken.to_str().unwrap(),
+    ];
+    args.extend_from_slice(super::QUICK);
+    let (code, _, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("the file given with --against (`broken.c`) does not build"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("at fault") && !stderr.contains("parent ("),
+        "{stderr}"
+    );
+
+    let mut args = vec!["eval", "cpu/softmax", seed, "--against", seed];
+    args.extend_from_slice(super::QUICK);
+    let (code, stdout, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("× (on its one workload)"), "{stdout}");
+    assert!(!stdout.contains("of 1 workloads"), "{stdout}");
+    assert!(stdout.contains("speedup over seed.c"), "{stdout}");
+}
