@@ -488,14 +488,12 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
         .last()
         .map(std::path::Path::to_path_buf);
     let held_a_run = run_dir.join(ksearch_store::DB_FILE).exists();
-    let outcome = Engine::create(&run_dir, task, config, budget, parts)
-        .with_context(|| format!("failed to start the run in {}", run_dir.display()))
-        .and_then(|mut engine| {
-            Ok(match &plan {
-                Some(plan) => engine.replay(plan)?,
-                None => engine.run()?,
-            })
-        });
+    let outcome: anyhow::Result<RunSummary> = Engine::create(&run_dir, task, config, budget, parts)
+        .and_then(|mut engine| match &plan {
+            Some(plan) => engine.replay(plan),
+            None => engine.run(),
+        })
+        .map_err(Into::into);
     let summary = match outcome {
         Ok(summary) => summary,
         Err(e) => {
@@ -510,7 +508,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
             });
             // A paused one too: it waits for an answer.
             let paused = super::paused(&e).is_some();
-            if !interrupted && !paused && ksearch_engine::read_summary(&run_dir).is_err() {
+            let kept = interrupted || paused || ksearch_engine::read_summary(&run_dir).is_ok();
+            if !kept {
                 match created {
                     Some(dir) => {
                         let _ = fs_err::remove_dir_all(dir);
@@ -531,8 +530,16 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<i32> {
                     }
                     None => {}
                 }
+                return Err(e.context(format!("failed to start the run in {}", run_dir.display())));
             }
-            return Err(e);
+            if paused {
+                return Err(e);
+            }
+            // Kept: what was measured stays, and a resume goes on from there.
+            let dir = run_dir.display();
+            return Err(e.context(format!(
+                "the run in {dir} stopped, and is kept: `ksearch resume {dir}` goes on from where it stopped"
+            )));
         }
     };
     report(&summary, &args.output, args.replay.is_none())

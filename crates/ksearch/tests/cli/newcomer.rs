@@ -258,3 +258,51 @@ fn eval_names_what_it_compares_in_plain_words() {
     assert!(!stdout.contains("of 1 workloads"), "{stdout}");
     assert!(stdout.contains("speedup over seed.c"), "{stdout}");
 }
+
+/// A run whose model fails after the seed was measured is kept, and says so with how to go on;
+/// one that measured nothing leaves nothing and says it failed to start.
+#[test]
+fn a_run_that_stops_early_says_whether_it_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--model",
+        "exec:false",
+        "--iterations",
+        "1",
+        "--no-timing",
+        "--run-dir",
+        rd.to_str().unwrap(),
+    ];
+    args.extend_from_slice(super::QUICK);
+    let (code, _, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the run in {} stopped, and is kept: `ksearch resume {}` goes on",
+            rd.display(),
+            rd.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("failed to start"), "{stderr}");
+    assert!(rd.join("run.sqlite").exists());
+
+    let gone = dir.path().join("gone");
+    let (code, _, stderr) = run(&mut ksearch(&[
+        "run",
+        "cpu/softmax",
+        "--workload",
+        "no-such-workload",
+        "--run-dir",
+        gone.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains(&format!("failed to start the run in {}", gone.display())),
+        "{stderr}"
+    );
+    assert!(!gone.exists());
+}

@@ -57,6 +57,13 @@ fn a_model_that_only_ever_runs_out_of_tokens_stops_the_run_after_three_questions
             && stdout.contains("empty (finish reason length)"),
         "{stdout}"
     );
+    // The progress line's last line says why in words too.
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    assert!(
+        stderr.contains("stopped: the model's answers could not be used")
+            && !stderr.contains("unusablemodel"),
+        "{stderr}"
+    );
     // The world model and two candidates, each asked three times: nine calls, not ~150.
     assert_eq!(server.request_count(), 9, "{stdout}");
     assert!(server.rejections().is_empty());
