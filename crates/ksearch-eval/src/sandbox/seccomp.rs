@@ -115,9 +115,15 @@ fn self_or_own_process_only() -> [i64; 6] {
 /// `RLIMIT_DATA` counts only private memory, so a runner on the CPU could hold any amount in
 /// the first (5 GiB past a 4 GiB limit was seen); without an IPC namespace (where namespaces
 /// are refused) the others are a channel between runners of the same user: a candidate's
-/// checked runner and its timed one, or two contenders. No runner on the CPU needs any of them.
-fn shared_memory() -> [i64; 16] {
-    [
+/// checked runner and its timed one, or two contenders. And changing a file's mode: without a
+/// user namespace (or when ksearch runs as an ordinary user) a runner owns the output memory it
+/// is handed write-only, and could make it readable, reopen it and map it. No runner on the CPU
+/// needs any of them.
+fn shared_memory() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        libc::SYS_fchmodat2,
         libc::SYS_memfd_create,
         libc::SYS_memfd_secret,
         libc::SYS_shmget,
@@ -134,7 +140,11 @@ fn shared_memory() -> [i64; 16] {
         libc::SYS_mq_timedsend,
         libc::SYS_mq_timedreceive,
         libc::SYS_mq_notify,
-    ]
+    ];
+    // aarch64 has no `chmod` system call (only `fchmodat`).
+    #[cfg(target_arch = "x86_64")]
+    v.push(libc::SYS_chmod);
+    v
 }
 
 /// The filter: refuse what `refused` lists; with `no_shared_memory`, what `shared_memory` lists
@@ -427,6 +437,12 @@ mod tests {
                         }
                         if !refused(libc::syscall(libc::SYS_kcmp, 1, 1, 0, 0, 0)) {
                             return 26;
+                        }
+                        // No file's mode changes (the output memory it is handed write-only).
+                        if !refused(libc::chmod(c"/tmp".as_ptr(), 0o777).into())
+                            || !refused(libc::fchmod(0, 0o777).into())
+                        {
+                            return 27;
                         }
                         let anonymous = libc::MAP_ANONYMOUS;
                         if !refused(map(libc::MAP_SHARED | anonymous))
