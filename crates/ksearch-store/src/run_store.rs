@@ -116,6 +116,33 @@ fn lock_writer(dir: &Path) -> Result<fs_err::File, StoreError> {
     Ok(file)
 }
 
+/// Whether the run in `dir` is at rest: no writer holds its lock (asked by taking the lock
+/// shared and letting it go at once, so that a reader never keeps a writer from starting) and
+/// its last writer left no write-ahead log, so that `db` holds every committed record. A writer
+/// that starts while a reader reads such a run writes to a log the reader does not see, until
+/// its first checkpoint (after about 4 MB of records).
+fn at_rest(dir: &Path, db: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let beside = |suffix: &str| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    if fs_err::symlink_metadata(beside("-wal")).is_ok()
+        || fs_err::symlink_metadata(beside("-shm")).is_ok()
+    {
+        return false;
+    }
+    let Ok(lock) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(LOCK_FILE))
+    else {
+        return false;
+    };
+    lock.metadata().is_ok_and(|m| m.is_file()) && lock.try_lock_shared().is_ok()
+}
+
 /// Whether the store at `db` holds no record at all: a ksearch store whose tables are all
 /// empty (or not created yet). Anything else, a file that is not a database included, is a
 /// run or not ours, and is left alone.
@@ -193,12 +220,20 @@ impl RunStore {
         };
         // A WAL store needs its -shm and -wal files, which a read-only directory cannot get
         // once the writer has closed cleanly (it removes them); no process writes such a run,
-        // so it is read as immutable.
-        let conn = match Connection::open_with_flags(&db, flags).and_then(readable) {
-            Ok(conn) => conn,
-            Err(first) => Connection::open_with_flags(immutable_uri(&db), flags)
+        // so it is read as immutable. So is a run no writer holds whose writer left no log:
+        // its database file is the whole run, and a reader in WAL mode would leave -shm and
+        // -wal files behind (only a writer removes them).
+        let conn = if at_rest(dir, &db) {
+            Connection::open_with_flags(immutable_uri(&db), flags)
                 .and_then(readable)
-                .map_err(|_| sql(first))?,
+                .map_err(sql)?
+        } else {
+            match Connection::open_with_flags(&db, flags).and_then(readable) {
+                Ok(conn) => conn,
+                Err(first) => Connection::open_with_flags(immutable_uri(&db), flags)
+                    .and_then(readable)
+                    .map_err(|_| sql(first))?,
+            }
         };
         let store = Self {
             conn,

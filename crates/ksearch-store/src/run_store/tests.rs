@@ -366,6 +366,45 @@ fn one_writer_at_a_time_and_readers_never_wait() {
 }
 
 #[test]
+fn a_reader_of_a_run_at_rest_leaves_no_log_files_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = RunStore::create(dir.path()).unwrap();
+    writer
+        .transaction(|tx| tx.set_meta("task", &"cpu/softmax"))
+        .unwrap();
+    let logs = || {
+        ["run.sqlite-wal", "run.sqlite-shm"]
+            .into_iter()
+            .filter(|f| dir.path().join(f).exists())
+            .collect::<Vec<_>>()
+    };
+    // While the writer holds the run, a reader reads it through the writer's log.
+    let reader = RunStore::open(dir.path()).unwrap();
+    assert_eq!(
+        reader.meta::<String>("task").unwrap().as_deref(),
+        Some("cpu/softmax")
+    );
+    drop(reader);
+    drop(writer);
+    assert!(
+        logs().is_empty(),
+        "the writer removes its log: {:?}",
+        logs()
+    );
+    // At rest, a reader reads the database file alone and writes nothing beside it.
+    let reader = RunStore::open(dir.path()).unwrap();
+    assert_eq!(
+        reader.meta::<String>("task").unwrap().as_deref(),
+        Some("cpu/softmax")
+    );
+    assert!(logs().is_empty(), "{:?}", logs());
+    // ...and does not keep a writer from starting.
+    let again = RunStore::open_writer(dir.path()).unwrap();
+    assert!(again.is_writer());
+    drop(reader);
+}
+
+#[test]
 fn a_tampered_artifact_is_refused_and_named() {
     let dir = tempfile::tempdir().unwrap();
     let s = RunStore::create(dir.path()).unwrap();

@@ -306,3 +306,50 @@ fn a_run_that_stops_early_says_whether_it_is_kept() {
     );
     assert!(!gone.exists());
 }
+
+/// Reading a finished run writes nothing into its directory: no `run.sqlite-shm` or `-wal`.
+#[test]
+fn reading_a_run_leaves_no_files_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let rd = dir.path().join("run");
+    let rd_s = rd.to_str().unwrap();
+    let mut args = vec![
+        "run",
+        "cpu/softmax",
+        "--iterations",
+        "1",
+        "--no-timing",
+        "--run-dir",
+        rd_s,
+    ];
+    args.extend_from_slice(super::QUICK);
+    let (code, _, stderr) = run(&mut ksearch(&args));
+    assert_eq!(code, 0, "{stderr}");
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&rd)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    let out = dir.path().join("out");
+    for args in [
+        vec!["tree", rd_s],
+        vec!["tree", rd_s, "--json"],
+        vec!["show", rd_s, "best"],
+        vec!["export", rd_s, "-o", out.to_str().unwrap()],
+        vec!["report", rd_s, "-o", "-"],
+    ] {
+        let (code, _, stderr) = run(&mut ksearch(&args));
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert_eq!(listing(), before, "{args:?}");
+    }
+    assert!(
+        !before
+            .iter()
+            .any(|n| n.ends_with("-shm") || n.ends_with("-wal")),
+        "{before:?}"
+    );
+}
