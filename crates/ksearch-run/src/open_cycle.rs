@@ -56,3 +56,154 @@ pub fn with_open_cycles(
     }
     tree
 }
+
+#[cfg(test)]
+mod tests {
+    use ksearch_core::protocol::{
+        CapturedOutput, ContenderTiming, EvaluateResult, Phases, Role, Status, WorkloadReport,
+    };
+    use ksearch_core::record::{AttemptKind, CycleOutcome, Evaluation};
+    use ksearch_core::score::{Speedup, WorkloadSpeedup};
+    use ksearch_core::stats::TimingStats;
+    use ksearch_core::tree::{Action, Gate, NewNode, ROOT};
+
+    use super::*;
+
+    /// A passed evaluation: the candidate, the baseline and the parent each took this long on
+    /// every sample of one workload.
+    fn evaluation(candidate_ms: f64, baseline_ms: f64, parent_ms: f64) -> Evaluation {
+        let timing = |role, ms: f64| ContenderTiming {
+            role,
+            label: format!("{role}"),
+            stats: TimingStats::from_samples(vec![ms; 8], 1),
+        };
+        let speedup = |over: f64| Speedup {
+            geomean: over / candidate_ms,
+            workloads: vec![WorkloadSpeedup {
+                workload: "small".into(),
+                candidate_ms,
+                other_ms: over,
+                speedup: over / candidate_ms,
+            }],
+        };
+        Evaluation {
+            result: EvaluateResult {
+                id: 1,
+                status: Status::Passed,
+                message: String::new(),
+                compile: None,
+                workloads: vec![WorkloadReport {
+                    name: "small".into(),
+                    status: Status::Passed,
+                    message: None,
+                    errors: None,
+                    timings: vec![
+                        timing(Role::Candidate, candidate_ms),
+                        timing(Role::Baseline, baseline_ms),
+                        timing(Role::Parent, parent_ms),
+                    ],
+                }],
+                phases: Phases::default(),
+                output: CapturedOutput::default(),
+                sandbox: None,
+                described: Vec::new(),
+            },
+            speedup: Some(speedup(baseline_ms)),
+            speedup_vs_parent: Some(speedup(parent_ms)),
+            baseline: "reference".into(),
+            wall_s: 1.0,
+            load: None,
+            caveats: Vec::new(),
+        }
+    }
+
+    /// The seed at 1× and one action under it, a cycle on it whose round 1 passed as
+    /// `evaluation`; `ended`: the cycle's end has attached it already.
+    fn run(evaluation: Evaluation, ended: bool) -> (Tree, Vec<AttemptRecord>, Vec<CycleRecord>) {
+        let seed = seed_solution();
+        let mut tree = Tree::new(Vec::new(), seed);
+        let action = NewNode {
+            decision: "vectorize".into(),
+            action: Action {
+                title: "vectorize".into(),
+                description: String::new(),
+                difficulty: 2,
+                score: 0.5,
+                expected_speedup: 2.0,
+                rationale: String::new(),
+            },
+            rating: 5.0,
+            confidence: 0.5,
+            impacts: Default::default(),
+            payload: serde_json::Value::Null,
+        };
+        ksearch_core::tree_edit::insert_initial(&mut tree, vec![action.clone(), action], 0)
+            .unwrap();
+        let attempt = AttemptRecord {
+            round: 1,
+            node: 1,
+            cycle: 1,
+            kind: AttemptKind::Implement,
+            source_hash: "h1".into(),
+            source_file: "k.c".into(),
+            note: String::new(),
+            evaluation: Some(evaluation),
+            improved: true,
+            payload: serde_json::Value::Null,
+        };
+        let cycle = CycleRecord {
+            id: 1,
+            node: 1,
+            started_round: 1,
+            ended_round: ended.then_some(1),
+            outcome: ended.then_some(CycleOutcome::Passed),
+            best_round: Some(1),
+            stagnation: 0,
+            attempts: 1,
+        };
+        (tree, vec![attempt], vec![cycle])
+    }
+
+    fn seed_solution() -> Solution {
+        Solution {
+            round: 0,
+            source_hash: "h0".into(),
+            source_file: "seed.c".into(),
+            speedup: Some(1.0),
+            speedup_vs_parent: None,
+            vs_parent_interval: None,
+            gate: Gate::Unmeasured,
+            latency_ms: [("small".to_owned(), 2.0)].into(),
+            baseline_ms: [("small".to_owned(), 2.0)].into(),
+        }
+    }
+
+    #[test]
+    fn a_cycle_under_way_shows_its_best_attempt_as_the_cycle_end_will_judge_it() {
+        // Twice as fast as its parent (the seed): the run's best at once, marked as under way.
+        let (tree, attempts, cycles) = run(evaluation(1.0, 2.0, 2.0), false);
+        assert!(tree.get(1).unwrap().is_open());
+        let shown = with_open_cycles(&tree, &attempts, &cycles, 7);
+        let node = shown.get(1).unwrap();
+        let solution = node.solution.as_ref().unwrap();
+        assert_eq!((solution.round, solution.gate), (1, Gate::Better));
+        assert_eq!(solution.speedup, Some(2.0));
+        assert!(is_under_way(node), "{:?}", node.notes);
+        assert_eq!(shown.best().id, 1);
+        assert!(!is_under_way(shown.get(ROOT).unwrap()));
+        assert!(shown.get(2).unwrap().is_open(), "no cycle works on node 2");
+
+        // Faster than the baseline, but not than its parent: shown, never the best.
+        let (tree, attempts, cycles) = run(evaluation(1.0, 2.0, 1.0), false);
+        let shown = with_open_cycles(&tree, &attempts, &cycles, 7);
+        assert_eq!(
+            shown.get(1).unwrap().solution.as_ref().unwrap().gate,
+            Gate::Same
+        );
+        assert_eq!(shown.best().id, ROOT);
+
+        // A cycle that ended is the stored tree's business.
+        let (tree, attempts, cycles) = run(evaluation(1.0, 2.0, 2.0), true);
+        assert_eq!(with_open_cycles(&tree, &attempts, &cycles, 7), tree);
+    }
+}
