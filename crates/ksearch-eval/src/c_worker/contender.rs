@@ -43,6 +43,8 @@ pub(crate) struct Lost {
     pub(crate) exited: bool,
     /// The address of the invalid access that killed it, when its fault handler recorded one.
     pub(crate) fault: Option<u64>,
+    /// It was stopped for taking longer than its call limit (`Runner::limit_calls`).
+    pub(crate) timed_out: bool,
 }
 
 /// A runner's mapping of one pool, as the judge sees it.
@@ -73,6 +75,8 @@ pub(crate) struct Runner {
     pub(crate) watched_at_go: Vec<Option<f64>>,
     /// Its CPU clock when it last answered (`mark_answer`).
     cpu_mark: Option<f64>,
+    /// The longest one call of its kernel may take (`limit_calls`); none until set.
+    call_limit: Option<Duration>,
 }
 
 /// One timed batch as the judge measured it.
@@ -172,6 +176,7 @@ impl Runner {
             description: None,
             watched_at_go: Vec::new(),
             cpu_mark: None,
+            call_limit: None,
         };
         match runner.request(
             &ToRunner::Load {
@@ -242,6 +247,7 @@ impl Runner {
             signalled: false,
             exited: false,
             fault: None,
+            timed_out: false,
         };
         self.lost = Some(lost.clone());
         lost
@@ -287,6 +293,7 @@ impl Runner {
             signalled,
             exited,
             fault,
+            timed_out: false,
         };
         self.lost = Some(lost.clone());
         lost
@@ -304,6 +311,9 @@ impl Runner {
         self.silent_between_turns()?;
         if send(self.sock.as_fd(), msg, fds).is_err() {
             return Err(self.lose("its socket closed"));
+        }
+        if let ToRunner::Call { sets, .. } = msg {
+            self.await_answer(sets.len())?;
         }
         let answer = recv::<FromRunner>(self.sock.as_fd());
         self.mark_answer();
@@ -444,6 +454,7 @@ impl Runner {
         control.go.store(seq, Ordering::Release);
         control.bell.fetch_add(1, Ordering::AcqRel);
         futex::wake(&control.bell);
+        self.await_answer(sets.len())?;
         let answer = recv_stamped::<FromRunner>(self.sock.as_fd());
         self.mark_answer();
         match answer {
@@ -461,6 +472,53 @@ impl Runner {
             Ok(None) => Err(self.lose("its socket closed")),
             Err(e) => Err(self.stop_for(&format!("a malformed answer: {e}"))),
         }
+    }
+
+    /// Calls of this runner's kernel may take at most `limit` each (the largest limit asked
+    /// for, over the workloads): one that takes longer (a hanging candidate) stops the runner as
+    /// `timed_out`, in seconds rather than at the end of the evaluation's own limit.
+    pub(crate) fn limit_calls(&mut self, limit: Duration) {
+        self.call_limit = Some(self.call_limit.map_or(limit, |l| l.max(limit)));
+    }
+
+    /// Wait for the answer to `calls` calls within the call limit, if one is set.
+    fn await_answer(&mut self, calls: usize) -> Result<(), Lost> {
+        let Some(limit) = self.call_limit else {
+            return Ok(());
+        };
+        let within = limit.saturating_mul(u32::try_from(calls.max(1)).unwrap_or(u32::MAX));
+        let mut fd = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: one pollfd on a socket this runner owns.
+            let n = unsafe { libc::poll(&raw mut fd, 1, ms) };
+            if n > 0 {
+                return Ok(());
+            }
+            if n == 0 && left.is_zero() {
+                break;
+            }
+        }
+        self.process.kill();
+        let lost = Lost {
+            message: format!(
+                "did not finish {calls} call(s) within {:.1} s ({:.1} s a call, derived from the reference's time) and was stopped",
+                within.as_secs_f64(),
+                limit.as_secs_f64()
+            ),
+            signalled: false,
+            exited: false,
+            fault: None,
+            timed_out: true,
+        };
+        self.lost = Some(lost.clone());
+        Err(lost)
     }
 
     /// The runner's CPU clock now, as the mark its next batch's [`Batch::before`] counts from.

@@ -73,6 +73,18 @@ pub(crate) fn expected(
     Ok(outs)
 }
 
+/// The least time one call of a candidate may take, whatever the reference's time.
+const CALL_LIMIT_FLOOR: std::time::Duration = std::time::Duration::from_secs(10);
+/// Times the reference's time on the same inputs a candidate's call may take.
+const CALL_LIMIT_TIMES_REFERENCE: u32 = 100;
+
+/// How long one call of a candidate may take when the reference took `reference` on the same
+/// workload: a hanging candidate is stopped as `timeout` in about this time, not at the end of
+/// the evaluation's limit (5 minutes for `ksearch eval`).
+pub(crate) fn call_limit(reference: std::time::Duration) -> std::time::Duration {
+    (reference * CALL_LIMIT_TIMES_REFERENCE).max(CALL_LIMIT_FLOOR)
+}
+
 /// Check the candidate (its runner, which has `pool` mapped) on fresh inputs from `seed`, in
 /// set 0 of the pool.
 #[allow(clippy::too_many_arguments)]
@@ -86,7 +98,9 @@ pub(crate) fn check_seed(
     candidate: &mut Runner,
 ) -> Result<SeedCheck, CheckStop> {
     pool.fill(spec, &workload.name, 0, seed);
+    let started = std::time::Instant::now();
     let expected = expected(spec, &workload.name, pool, 0, reference)?;
+    candidate.limit_calls(call_limit(started.elapsed()));
     let names: Vec<String> = spec.outputs.iter().map(|t| t.name.clone()).collect();
     {
         let region = &mut candidate

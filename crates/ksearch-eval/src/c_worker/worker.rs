@@ -410,6 +410,15 @@ impl CWorker {
                 }
             };
         }
+        if lost.timed_out {
+            return Stop::Outcome(
+                Status::Timeout,
+                format!(
+                    "{what}'s runner {} during the {phase} on workload `{}`",
+                    lost.message, workload.name
+                ),
+            );
+        }
         let (status, hint) = if lost.signalled {
             (Status::Crashed, "")
         } else if lost.exited {

@@ -353,3 +353,31 @@ fn reading_a_run_leaves_no_files_behind() {
         "{before:?}"
     );
 }
+
+/// `ksearch eval` of a candidate that hangs, with no `--timeout`: the judge stops a call that
+/// takes far longer than the reference's (100 times, at least 10 s) as `timeout`, instead of
+/// waiting out the evaluation's 5-minute limit.
+#[test]
+fn eval_of_a_hanging_candidate_stops_in_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let hang = dir.path().join("hang.c");
+    std::fs::write(
+        &hang,
+        "#include <stdint.h>\nvoid softmax(const float *x, float *y, int64_t rows, int64_t cols) {\n  (void)x; (void)y; (void)rows; (void)cols;\n  for (volatile int spin = 1; spin;) {}\n}\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run(&mut ksearch(&[
+        "eval",
+        "cpu/softmax",
+        hang.to_str().unwrap(),
+        "--workload",
+        "small",
+    ]));
+    let took = started.elapsed();
+    assert!(
+        stdout.contains("timeout") && stdout.contains("derived from the reference's time"),
+        "{code} {stdout} {stderr}"
+    );
+    assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
+}
