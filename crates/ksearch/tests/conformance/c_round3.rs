@@ -89,18 +89,19 @@ fn work_between_arm_and_go_gains_nothing() {
     panic!("measured past 2.5 times its honest twin three times: {seen:?}");
 }
 
-/// `attacks/drifts_on_half_the_timed_calls.c`: wrong by 1 to 2.4 times the tolerance on about
-/// half of its timed calls, right everywhere else. Four timed calls of every untrusted
-/// contender, drawn uniformly over all of its timed calls, are held to the reference at the
-/// task's own tolerance: each evaluation catches it with a chance of about 1 − (1/2)^4 (a judge
-/// checking one call caught it half the time); three evaluations in a row that miss it fail
-/// this test.
+/// `attacks/drifts_on_half_the_timed_calls.c`: wrong by 1 to 2.4 times the tolerance on every
+/// second timed call it can tell (all but the first of a batch: a third to a half of them),
+/// right everywhere else. Four timed calls of every untrusted contender, drawn uniformly over
+/// all of its timed calls, are held to the reference at the task's own tolerance: each
+/// evaluation catches it with a chance of about 1 − (2/3)^4 = 80% or more (the judge before
+/// this round, checking one call, caught it in 2 of 4 evaluations; this one in 3 of 4, both on
+/// `small`); five evaluations in a row that miss it fail this test.
 #[test]
 fn drifting_on_half_the_timed_calls_is_caught() {
     let f = CFixture::new();
     let source = attack(include_str!("attacks/drifts_on_half_the_timed_calls.c"));
     let mut seen = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..5 {
         let e = evaluate(&f, &source);
         if e.result.status == Status::Incorrect {
             assert!(
@@ -114,7 +115,7 @@ fn drifting_on_half_the_timed_calls_is_caught() {
         assert_eq!(e.result.status, Status::Passed, "{}", e.result.message);
         seen.push(e.result.message);
     }
-    panic!("passed three evaluations in a row: {seen:?}");
+    panic!("passed five evaluations in a row: {seen:?}");
 }
 
 /// `attacks/idle_in_warm_up.c`: does nothing in the warm-up calls, which before this round
