@@ -298,19 +298,11 @@ impl<'e> Engine<'e> {
         if let Some(a) = pending {
             return self.dispatch(a);
         }
-        if cycle.stagnation >= self.config.window
-            || cycle.attempts >= self.config.max_cycle_attempts
-        {
+        if self.cycle_spent(&cycle) {
             self.close_cycle(cycle_id)?;
             return Ok(self.exhausted_advance());
         }
-        let kind = if cycle.attempts == 0 {
-            AttemptKind::Implement
-        } else if cycle.best_round.is_none() {
-            AttemptKind::Debug
-        } else {
-            AttemptKind::Improve
-        };
+        let kind = cycle::next_kind(&cycle);
         let what = format!("{} node {}", kind.as_str(), cycle.node);
         self.observer.progress(&Progress::Proposing { what: &what });
         match self.generate(&cycle, kind)? {

@@ -433,6 +433,26 @@ impl<'e> Engine<'e> {
     }
 }
 
+/// What a cycle's next attempt is: it implements its action first, debugs until an attempt
+/// passed, then improves.
+pub(super) fn next_kind(cycle: &CycleRecord) -> AttemptKind {
+    if cycle.attempts == 0 {
+        AttemptKind::Implement
+    } else if cycle.best_round.is_none() {
+        AttemptKind::Debug
+    } else {
+        AttemptKind::Improve
+    }
+}
+
+impl Engine<'_> {
+    /// Whether a cycle has had its attempts: `window` in a row without improvement, or
+    /// `max_cycle_attempts` in all.
+    pub(super) fn cycle_spent(&self, cycle: &CycleRecord) -> bool {
+        cycle.stagnation >= self.config.window || cycle.attempts >= self.config.max_cycle_attempts
+    }
+}
+
 pub(super) fn solution_of(
     best: &AttemptRecord,
     eval: &Evaluation,

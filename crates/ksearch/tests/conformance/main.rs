@@ -611,8 +611,20 @@ pub(crate) fn no_faster_than<F: Fixture>(
     caught: Option<&str>,
     floor: f64,
 ) -> ksearch_eval::Evaluation {
+    no_faster_than_on(f, candidate, good, what, caught, floor, quick_options())
+}
+
+/// [`no_faster_than`] on the workloads `opts` names (its timing lengthened as there).
+pub(crate) fn no_faster_than_on<F: Fixture>(
+    f: &F,
+    candidate: &ksearch_core::task::Source,
+    good: &ksearch_core::task::Source,
+    what: &str,
+    caught: Option<&str>,
+    floor: f64,
+    mut opts: ksearch_eval::EvalOptions,
+) -> ksearch_eval::Evaluation {
     use ksearch_eval::Evaluator as _;
-    let mut opts = quick_options();
     if let Some(t) = opts.timing.as_mut() {
         t.min_runs = 15;
         t.min_time_ms = 200.0;
