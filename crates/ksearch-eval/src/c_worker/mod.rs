@@ -12,6 +12,7 @@ mod link;
 mod pool;
 mod reference_fault;
 mod runner;
+mod settle;
 mod tensors;
 mod timing;
 mod verify;

@@ -14,6 +14,7 @@ mod devices;
 mod job_file;
 mod local;
 mod slurm;
+mod slurm_cli;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
