@@ -35,11 +35,15 @@ def batch_size(per_call_ms, target_batch_ms, max_calls=64):
     return max(1, min(max_calls, math.ceil(target_batch_ms / per_call_ms)))
 
 
-# Relative half-width of the candidate's paired intervals at which timing may stop before
-# `min_time_ms`, and the resamples of that reading (the C judge's `timing::settled`, the same
-# rule): the acceptance gate itself resamples 2000 times.
+# When timing may stop before `min_time_ms` (the C judge's `c_worker/settle.rs`, the same rule):
+# the candidate's ratio with every other contender within SETTLED_HALF_WIDTH (95% interval), or
+# decided: its DECIDED_LEVEL interval clear of 1 by DECIDED_MARGIN and its 95% interval within
+# DECIDED_HALF_WIDTH. The acceptance gate itself resamples 2000 times.
 SETTLED_HALF_WIDTH = 0.01
-SETTLE_RESAMPLES = 400
+DECIDED_MARGIN = 1.02
+DECIDED_LEVEL = 0.995
+DECIDED_HALF_WIDTH = 0.03
+SETTLE_RESAMPLES = 1000
 
 
 def is_look(rounds, first):
@@ -51,10 +55,10 @@ def is_look(rounds, first):
 
 
 def settled(samples, rounds, min_runs):
-    """Whether the candidate's (contender 0's) ratio of medians with every other contender, its
-    95% interval resampled over the rounds as the gate does (the same rounds for both), lies
-    within SETTLED_HALF_WIDTH of the ratio on both sides. A tight interval says where the ratio
-    lies, whatever it is, so stopping on it favours no verdict."""
+    """Whether the candidate's (contender 0's) ratio of medians with every other contender,
+    resampled over the rounds as the gate does (the same rounds for both), is known: within a
+    percent, or decided (see above). A tight interval favours no verdict; a decided one is read
+    at a level that keeps the chance of a verdict the full timing would not give under 5%."""
     import numpy as np
 
     if len(samples) < 2 or not is_look(rounds, max(min_runs, 2)):
@@ -71,6 +75,13 @@ def settled(samples, rounds, min_runs):
         idx = rng.integers(0, n, size=(SETTLE_RESAMPLES, n))
         dist = np.median(oo[idx], axis=1) / np.median(cc[idx], axis=1)
         lo, hi = np.quantile(dist, [0.025, 0.975])
-        if not (np.isfinite(point) and point > 0 and lo >= point * (1 - SETTLED_HALF_WIDTH) and hi <= point * (1 + SETTLED_HALF_WIDTH)):
+        wlo, whi = np.quantile(dist, [(1 - DECIDED_LEVEL) / 2, 1 - (1 - DECIDED_LEVEL) / 2])
+        if not (np.isfinite(point) and point > 0):
+            return False
+
+        def within(h):
+            return lo >= point * (1 - h) and hi <= point * (1 + h)
+        decided = wlo > DECIDED_MARGIN or whi < 1 / DECIDED_MARGIN
+        if not (within(SETTLED_HALF_WIDTH) or (decided and within(DECIDED_HALF_WIDTH))):
             return False
     return True

@@ -1037,6 +1037,13 @@ class TimingArithmetic(unittest.TestCase):
         self.assertFalse(stats.settled(tight, 23, 25))
         self.assertEqual([r for r in range(1, 200) if stats.is_look(r, 10)], [10, 15, 23, 35, 53, 80, 120, 180])
         self.assertFalse(stats.settled([steady(1.0, 23), steady(2.0, 23), noisy(0.5, 23)], 23, 10))
+
+        # A pair 10% apart with a spread of 4% (not the same in both) is decided long before it
+        # is within 1%; one 0.5% apart is neither.
+        def spread(base, n, step):
+            return [base * (1 + 0.04 * ((i * step) % 5) / 4) for i in range(n)]
+        self.assertTrue(stats.settled([spread(1.0, 23, 7), spread(1.1, 23, 3)], 23, 10))
+        self.assertFalse(stats.settled([spread(1.0, 23, 7), spread(1.005, 23, 3)], 23, 10))
         self.assertFalse(stats.settled([steady(1.0, 23)], 23, 10))
 
     def test_a_graph_round_of_large_inputs_holds_fewer_calls(self):

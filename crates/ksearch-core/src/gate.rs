@@ -46,15 +46,17 @@ fn median(xs: &mut [f64]) -> f64 {
 
 /// The paired ratio of samples per workload: `(candidate samples, other samples)`.
 pub fn paired_ratio(workloads: &[(&[f64], &[f64])], seed: u64) -> Option<PairedRatio> {
-    paired_ratio_resampled(workloads, seed, RESAMPLES)
+    paired_ratio_at(workloads, seed, RESAMPLES, LEVEL)
 }
 
-/// [`paired_ratio`] with `resamples` resamples instead of [`RESAMPLES`]: a cheaper, coarser
-/// reading of the same interval (a judge asking, while it times, whether it may stop).
-pub fn paired_ratio_resampled(
+/// [`paired_ratio`] with `resamples` resamples instead of [`RESAMPLES`] and an interval at
+/// `level` instead of [`LEVEL`] (its verdict read from that interval): a judge asking, while it
+/// times, whether it may stop.
+pub fn paired_ratio_at(
     workloads: &[(&[f64], &[f64])],
     seed: u64,
     resamples: usize,
+    level: f64,
 ) -> Option<PairedRatio> {
     let pairs: Vec<(&[f64], &[f64])> = workloads
         .iter()
@@ -90,7 +92,7 @@ pub fn paired_ratio_resampled(
         dist.push((sum / pairs.len() as f64).exp());
     }
     dist.sort_by(f64::total_cmp);
-    let tail = (1.0 - LEVEL) / 2.0;
+    let tail = (1.0 - level) / 2.0;
     let interval = (quantile(&dist, tail), quantile(&dist, 1.0 - tail));
     let verdict = if interval.0 > 1.0 {
         Gate::Better
