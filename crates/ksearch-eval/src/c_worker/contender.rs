@@ -393,8 +393,8 @@ impl Runner {
     /// nor the time it takes to read the answer counts.
     ///
     /// Nothing a runner does before `go` is free: the CPU its process used since it last answered
-    /// (asleep between batches, reading the order, arming) is read at `go` and given back as
-    /// [`Batch::before`], which the timing adds to the batch. The sets of the batch reach the
+    /// (asleep between batches, reading the order, arming) is read once it is armed and given
+    /// back as [`Batch::before`], which the timing adds to the batch. The sets of the batch reach the
     /// control page only once the clock runs, so that no code in the runner knows them earlier;
     /// and a runner that does not arm within [`ARM_LIMIT`] is stopped.
     ///
@@ -434,11 +434,13 @@ impl Runner {
                 ARM_LIMIT.as_secs_f64()
             )));
         }
+        // Read as soon as it is armed: its spin until "go" (the judge's own latency) is not its
+        // work, and is left out; what it did before arming is counted.
+        let before = self.cpu_since_answer();
         self.watched_at_go = watch
             .iter()
             .map(|&pid| super::verify::process_cpu_seconds(pid))
             .collect();
-        let before = self.cpu_since_answer();
         let control = self.control();
         let start = now_ns();
         let started = Instant::now();
