@@ -1,6 +1,6 @@
 //! Attacks on the `c` judge of its third round, each written here (`attacks/`): work done
 //! between being told of a timed batch and the clock's start, drift on a share of the timed
-//! calls, nothing done in the warm-up that sizes the batches.
+//! calls, nothing done in the warm-up that sizes the batches, a batch's list of sets rewritten.
 
 use ksearch_core::protocol::Status;
 use ksearch_core::task::{Source, Workload};
@@ -95,6 +95,27 @@ fn doing_nothing_in_warm_up_is_caught() {
     assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
     assert!(
         e.result.message.contains("in warm-up"),
+        "{}",
+        e.result.message
+    );
+}
+
+/// `attacks/rewrites_the_batch_list.c`: maps the control page writable and, at the first call of
+/// each batch, points every later call of it at the first set, answering those with a copy (one
+/// softmax a batch). The judge reads each call's outputs in its own memory, where it poisoned
+/// every set of the batch: the sets the runner was turned away from stay unwritten, in the
+/// first warm-up batch of more than one call or, failing that, in a timed one.
+#[test]
+fn rewriting_the_batch_list_is_caught() {
+    let f = CFixture::new();
+    let e = evaluate(
+        &f,
+        &attack(include_str!("attacks/rewrites_the_batch_list.c")),
+    );
+    assert_eq!(e.result.status, Status::Incorrect, "{}", e.result.message);
+    assert!(
+        (e.result.message.contains("in warm-up") || e.result.message.contains("while timed"))
+            && e.result.message.contains("NaN"),
         "{}",
         e.result.message
     );
