@@ -84,8 +84,8 @@ pub(crate) struct Runner {
 pub(crate) struct Batch {
     /// From the judge's `go` to the runner's "done".
     pub(crate) wall: Duration,
-    /// CPU the runner's process used from its previous answer to `go`: work done before the
-    /// clock started, counted into the batch.
+    /// CPU the runner's process used from its previous answer until it was armed: work done
+    /// before the clock started, counted into the batch.
     pub(crate) before: Duration,
 }
 

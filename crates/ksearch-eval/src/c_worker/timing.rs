@@ -171,7 +171,8 @@ pub(crate) fn time_workload(
             .map(|t| t.numel(&workload.axes) * t.dtype.size_bytes())
             .sum()
     };
-    let budget_sets = pool_sets_within_budget(bytes_of(&spec.inputs), bytes_of(&spec.outputs), n);
+    let (input_bytes, output_bytes) = (bytes_of(&spec.inputs), bytes_of(&spec.outputs));
+    let budget_sets = pool_sets_within_budget(input_bytes, output_bytes, n);
 
     // Warm up each contender on a few sets, in batches of 1, 2, 4, ... calls (so that a
     // microsecond kernel is not warmed up one round trip at a time), and size its first batches
@@ -189,9 +190,11 @@ pub(crate) fn time_workload(
             let sets: Vec<u32> = (calls..calls + size)
                 .map(|j| (j % warm_sets) as u32)
                 .collect();
-            let mut slots = slots(c, &warm);
-            for s in 0..warm_sets {
-                slots.poison(s, Stores::Cached);
+            if !c.trusted {
+                let mut slots = slots(c, &warm);
+                for s in 0..warm_sets {
+                    slots.poison(s, Stores::Cached);
+                }
             }
             let t = c
                 .runner
@@ -249,8 +252,6 @@ pub(crate) fn time_workload(
     // cache waits in the caches of that CPU, as the inputs of a kernel that runs right after
     // the code that made them would; a larger one goes to memory around every cache.
     let place = contenders[baseline].runner.cpus;
-    let input_bytes: usize = pool.layout.input_sizes.iter().sum();
-    let output_bytes: usize = pool.layout.output_sizes.iter().sum();
     let untrusted: Vec<usize> = (0..n).filter(|&i| !contenders[i].trusted).collect();
     let mut kept = Reservoir::new(kept_per_contender(output_bytes, untrusted.len()));
     let mut idle_strike = vec![false; n];
@@ -366,10 +367,10 @@ pub(crate) fn time_workload(
         }
         // A batch shorter than half its target grows to what it asks for (within the pool):
         // the batch a contender's warm-up asked for is where it starts, not what it keeps.
-        for i in 0..n {
-            let per_call = charged[i].as_secs_f64() * 1e3 / batch[i] as f64;
-            if charged[i].as_secs_f64() * 1e3 * 2.0 < plan.target_sample_ms {
-                batch[i] = batch[i].max(calls_for(plan, per_call)).min(sets);
+        for (k, t) in batch.iter_mut().zip(&charged) {
+            let ms = t.as_secs_f64() * 1e3;
+            if ms * 2.0 < plan.target_sample_ms {
+                *k = (*k).max(calls_for(plan, ms / *k as f64)).min(sets);
             }
         }
         let enough = (0..n).all(|i| samples[i].len() >= min_runs)
