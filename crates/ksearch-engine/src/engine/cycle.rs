@@ -275,7 +275,7 @@ impl<'e> Engine<'e> {
                 .as_ref()
                 .expect("the best attempt was evaluated");
             let vs_parent = gate::vs_parent(&eval.result, self.config.seed, best.round);
-            let solution = solution_of(best, eval, vs_parent);
+            let solution = Solution::of(best, eval, vs_parent);
             self.tree.attach(node, solution, round);
             self.tree.note(node, gate_note(vs_parent), round);
             self.event(&RunEvent::Attached {
@@ -451,14 +451,6 @@ impl Engine<'_> {
     pub(super) fn cycle_spent(&self, cycle: &CycleRecord) -> bool {
         cycle.stagnation >= self.config.window || cycle.attempts >= self.config.max_cycle_attempts
     }
-}
-
-pub(super) fn solution_of(
-    best: &AttemptRecord,
-    eval: &Evaluation,
-    vs_parent: Option<PairedRatio>,
-) -> Solution {
-    Solution::of(best, eval, vs_parent)
 }
 
 pub(super) fn gate_note(c: Option<PairedRatio>) -> String {

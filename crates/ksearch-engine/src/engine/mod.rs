@@ -65,8 +65,6 @@ mod evaluation;
 mod replay;
 mod session;
 
-use cycle::solution_of;
-
 pub use replay::{ReplayPlan, replay_path};
 
 pub use ksearch_core::selection::MAX_FAILED_CYCLES;
@@ -422,7 +420,7 @@ impl<'e> Engine<'e> {
             ..seed
         };
         self.replace_attempt(seed.clone());
-        self.tree = Tree::new(Vec::new(), solution_of(&seed, &evaluation, None));
+        self.tree = Tree::new(Vec::new(), Solution::of(&seed, &evaluation, None));
         // The seed's measurement is kept before the model is asked: a resume after a pause or
         // an error there asks the same question (its prompt quotes these latencies) instead of
         // measuring again.
