@@ -4,13 +4,15 @@
 #   cpu      the c judge on the GPU host's idle CPUs: bench/eval_old_new.py (wall and seed
 #            timings, 3 reps) and bench/gate_old_new.py (the gate's verdicts, 2 reps)
 #   mlxeval  `eval mlx/attention` (n4096 + n4096_causal) and `eval mlx/selective_state_update`
-#            of each task's seed, old and new alternately, twice; the new one's judge profiled
+#            of each task's seed, old and new alternately, REPS times (default 2); the new one's
+#            judge profiled
 #            (bench/judge_profile)
 #   rounds   `ksearch run mlx/attention --model builtin` on n4096 + n4096_causal for ROUND_TIME
 #            seconds (default 150) each, old then new: rounds made and each round's wall
-#   hostile  bench/mlx_hostile.py against mlx/selective_state_update (b16), new then old
-#   torch    bench/torch_h200.sh faults (new; the attacks on timing and the seed after them), and
-#            the helper-process attack with the old binary
+#   hostile  bench/mlx_hostile.py against mlx/selective_state_update (b16), new then old (the old
+#            one only on the attacks named in OLD_ONLY, where set)
+#   torch    bench/torch_h200.sh faults (new; the attacks on timing and the seed after them), the
+#            helper-process attack with the old binary, and bench/gpu_short_streams.py
 # The binaries travel xz-compressed in .device/bin (ksearch.xz: new, ksearch-old.xz: old); MLX
 # from .device/mlx2 (see ../shared/device/stage-mlx-cuda). Results in $OUT/STEP.tgz.
 # Usage: bash bench/gpu_round3.sh STEP
@@ -39,7 +41,7 @@ case "$step" in
     python3 bench/gate_old_new.py "$OLD" "$K" "$R/gate_old_new.json" 2 small | tee "$R/gate_old_new.txt"
     ;;
   mlxeval)
-    for i in 1 2; do
+    for i in $(seq 1 "${REPS:-2}"); do
       for b in "$OLD" "$K"; do
         n=$(basename "$b")
         prof=()
@@ -72,7 +74,9 @@ case "$step" in
   hostile)
     for b in "$K" "$OLD"; do
       n=$(basename "$b")
-      timeout 280 python3 bench/mlx_hostile.py "$b" mlx/selective_state_update cuda "$R/hostile-$n" b16 | tee "$R/hostile-$n.txt"
+      only=()
+      [ "$b" = "$OLD" ] && [ -n "${OLD_ONLY:-}" ] && only=(env ONLY="$OLD_ONLY")
+      timeout 280 "${only[@]}" python3 bench/mlx_hostile.py "$b" mlx/selective_state_update cuda "$R/hostile-$n" b16 | tee "$R/hostile-$n.txt"
     done
     ;;
   torch)
@@ -81,6 +85,7 @@ case "$step" in
       nogain--spins_after_done nogain--defers_past_done_M256 nogain--remembers_answers passed--seed_after_faults 2>&1 | tail -40
     KSEARCH="$OLD" OUT="$R/old" bash bench/torch_h200.sh faults incorrect--child_queues_kernels 2>&1 | tail -10
     OUT=$OUT_SAVE
+    timeout 120 python3 bench/gpu_short_streams.py "$R/short_streams.json" | tee "$R/short_streams.txt"
     ;;
 esac
 tar czf "$OUT/$step.tgz" -C /tmp "round3-$step" 2>/dev/null

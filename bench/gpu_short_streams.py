@@ -5,8 +5,7 @@ ran a stream of 0.4 ms products, as on a quiet GPU (bench/RESULTS.md, 2026-12-07
 several flushes back to back slowed where one is not (each flush waiting behind one of the other
 process's kernels)? For each stream (sleeps of about 0.1 ms, bf16 products of 4096^3), quiet and
 busy: the fastest and median single flush, and the fastest and median run of RUN flushes.
-Usage: python3 bench/gpu_short_streams.py OUT.json (not yet run: no GPU was lent when it was
-written)."""
+Usage: python3 bench/gpu_short_streams.py OUT.json (run on an H100 on 2026-12-07: bench/RESULTS.md)."""
 import json
 import statistics
 import subprocess

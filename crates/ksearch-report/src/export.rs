@@ -302,7 +302,6 @@ pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Proven
     let node = data.tree.get(id).unwrap_or_else(|| data.tree.root());
     let sol = node.solution.as_ref();
     let speedup = sol.and_then(|s| s.speedup);
-    let seed_speedup = data.tree.root().solution.as_ref().and_then(|s| s.speedup);
     let eval = data
         .solution_attempt(node.id)
         .and_then(|a| a.evaluation.as_ref());
@@ -392,7 +391,7 @@ pub fn provenance(data: &RunData, id: NodeId, task_toml: Option<&str>) -> Proven
             file: sol.map(|s| s.source_file.clone()).unwrap_or_default(),
             sha256: sol.map(|s| s.source_hash.clone()).unwrap_or_default(),
             speedup,
-            speedup_vs_seed: speedup.zip(seed_speedup).map(|(a, b)| a / b),
+            speedup_vs_seed: data.tree.vs_seed(node.id),
             best: node.id == data.summary.best.node,
             seed: node.id == ROOT,
         },

@@ -218,11 +218,7 @@ pub fn summarize(
             node: best.id,
             title: solution_title(best, attempts),
             speedup: best_speedup,
-            // A ratio that is not a finite number is no speedup at all.
-            speedup_vs_seed: best_speedup
-                .zip(speedup(root))
-                .map(|(b, s)| b / s)
-                .filter(|r| r.is_finite()),
+            speedup_vs_seed: tree.vs_seed(best.id),
             latency_ms: best
                 .solution
                 .as_ref()
