@@ -11,21 +11,28 @@
 #            seconds (default 150) each, old then new: rounds made and each round's wall
 #   hostile  bench/mlx_hostile.py against mlx/selective_state_update (b16), new then old (the old
 #            one only on the attacks named in OLD_ONLY, where set)
+#   rebound  the torch runner's wait rebound by a module (bench/torch_faults/sync_rebound.py) and
+#            defers_past_done at M256, with longer timing (MIN_RUNS=20, MAX_TIME_MS=8000), new and
+#            (the rebound one) ksearch-prev, the binary before the runner's wait was the C
+#            function; then a FlashInfer-Bench definition (.device/fi/*.json) imported without
+#            workloads by the new binary and its seed evaluated
 #   torch    bench/torch_h200.sh faults (new; the attacks on timing and the seed after them), the
 #            helper-process attack with the old binary, and bench/gpu_short_streams.py
-# The binaries travel xz-compressed in .device/bin (ksearch.xz: new, ksearch-old.xz: old); MLX
+# The binaries travel xz-compressed in .device/bin, or $BIN (ksearch.xz: new, ksearch-old.xz: old,
+# ksearch-prev.xz: the one before the last change); MLX
 # from .device/mlx2 (see ../shared/device/stage-mlx-cuda). Results in $OUT/STEP.tgz.
 # Usage: bash bench/gpu_round3.sh STEP
 set -uo pipefail
 step=$1
 B=/tmp/ksb
 mkdir -p "$B"
-for f in ksearch ksearch-old; do
-  [ -x "$B/$f" ] || { xz -dc ".device/bin/$f.xz" > "$B/$f" && chmod +x "$B/$f"; }
+for f in ksearch ksearch-old ksearch-prev; do
+  [ -f "${BIN:-.device/bin}/$f.xz" ] || continue
+  [ -x "$B/$f" ] || { xz -dc "${BIN:-.device/bin}/$f.xz" > "$B/$f" && chmod +x "$B/$f"; }
 done
 K=$B/ksearch
 OLD=$B/ksearch-old
-if [ "$step" != cpu ] && [ "$step" != torch ]; then
+if [ "$step" != cpu ] && [ "$step" != torch ] && [ "$step" != rebound ]; then
   bash .device/mlx2/install.sh > /dev/null || exit 3
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
@@ -77,6 +84,21 @@ case "$step" in
       only=()
       [ "$b" = "$OLD" ] && [ -n "${OLD_ONLY:-}" ] && only=(env ONLY="$OLD_ONLY")
       timeout 280 "${only[@]}" python3 bench/mlx_hostile.py "$b" mlx/selective_state_update cuda "$R/hostile-$n" b16 | tee "$R/hostile-$n.txt"
+    done
+    ;;
+  rebound)
+    export MIN_RUNS=20 MAX_TIME_MS=8000
+    KSEARCH="$K" OUT="$R/new" bash bench/torch_h200.sh faults nogain--sync_rebound nogain--defers_past_done_M256 2>&1 | tail -8
+    [ -x "$B/ksearch-prev" ] && KSEARCH="$B/ksearch-prev" OUT="$R/prev" bash bench/torch_h200.sh faults nogain--sync_rebound 2>&1 | tail -4
+    unset MIN_RUNS MAX_TIME_MS
+    for d in .device/fi/*.json; do
+      [ -f "$d" ] || continue
+      n=$(basename "$d" .json)
+      "$K" import flashinfer-bench "$d" --output "$R/$n" > "$R/import-$n.txt" 2>&1
+      s=$(date +%s%N)
+      timeout 150 "$K" eval "$R/$n" --target cuda --json > "$R/eval-$n.json" 2> "$R/eval-$n.err"
+      echo "eval $n: rc $? in $(ms "$s") ms" | tee -a "$R/wall.txt"
+      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['status'], j.get('time_s'), [(w['name'], w.get('latency_ms', {}).get('median'), w.get('baseline_latency_ms', {}).get('median')) for w in j['workloads']])" "$R/eval-$n.json"
     done
     ;;
   torch)

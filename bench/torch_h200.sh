@@ -9,7 +9,8 @@
 #                    stated status (an illegal address, out of memory, a kernel that never ends,
 #                    a written input: the gauntlet on the GPU), answers remembered by set, a
 #                    kernel left spinning after "done" and kernels left to finish after it
-#                    (each: no gain over its honest twin, or `incorrect`), a helper process
+#                    and torch.cuda.synchronize's C function rebound (each: no gain over its
+#                    honest twin, or `incorrect`), a helper process
 #                    that queues short kernels after every call (`incorrect`), a `.cu` through
 #                    load_cu and a load_inline extension (both must pass), and a Triton point of
 #                    the GEMM space; with NAMEs (`<expected>--<candidate>`), only those
@@ -124,6 +125,11 @@ case "$step" in
       want nogain--defers_past_done_$w && eval_one faults nogain--defers_past_done_$w "$task" "$f/defers_past_done.py" \
         --workload $w "${QUICK[@]}" --against "$work/defers_twin.py"
     done
+    # The C function behind torch.cuda.synchronize rebound (the runner waits by the builtin it
+    # took before the module loaded), against its twin: `nogain`.
+    sed 's/^REBIND = True/REBIND = False/' "$f/sync_rebound.py" > "$work/rebound_twin.py"
+    want nogain--sync_rebound && eval_one faults nogain--sync_rebound "$task" "$f/sync_rebound.py" "${M256[@]}" "${QUICK[@]}" \
+      --against "$work/rebound_twin.py"
     # A helper process that queues a stream of short kernels after every call (a child of the
     # runner: the pause does not stop kernels already queued, and the quiet test does not see
     # short ones): `incorrect`, the helper alive when a batch is to be timed.

@@ -665,6 +665,23 @@ class TorchJudgeArrays(unittest.TestCase):
         b[50] ^= 1
         self.assertNotEqual(int(torch_contenders.byte_sum(torch, b)), before)
 
+    def test_the_runners_wait_is_the_c_function_a_module_cannot_rebind(self):
+        # A module that rebinds torch._C._cuda_synchronize turns torch.cuda.synchronize (which
+        # looks the name up at every call) into a wait for nothing; the runner's own wait, taken
+        # before any module loads, is the builtin itself and stays it.
+        import torch
+
+        from ksearch_harness.runner import sync_of
+
+        builtin = torch._C._cuda_synchronize
+        mine = sync_of(torch)
+        self.assertIs(mine, builtin)
+        self.assertNotEqual(type(mine).__name__, "function")
+        self.addCleanup(setattr, torch._C, "_cuda_synchronize", builtin)
+        torch._C._cuda_synchronize = lambda: None
+        self.assertIs(mine, builtin)
+        self.assertIsNot(sync_of(torch), builtin)
+
     def test_poisoning_in_place_leaves_what_a_stored_pattern_left(self):
         # Outputs all ones (NaN for floats) and guards 0xA5 in the slots asked, nothing else
         # touched, and no memory the size of the outputs kept for it.

@@ -100,10 +100,39 @@ fn paged_decode_gets_offsets_indices_and_derived_axes() {
     assert!(reference.contains(r#""name": "kv_indptr", "shape": ["len_indptr"], "dtype": "i32", "kind": "offsets", "total": "num_kv_indices""#), "{reference}");
     assert!(reference.contains(r#""kind": "indices", "bound": "num_pages""#));
     assert!(reference.contains(r#""kind": "page_len", "bound": "page_size""#));
-    // Generated workloads: every free var axis at both sizes.
+    // Generated workloads: every free var axis at both sizes, but `batch_size` (len_indptr is
+    // derived from it) counts sequences, which the reference loops over: at most 32.
     assert_eq!(spec.workloads.len(), 2);
-    assert_eq!(spec.workloads[1].axes["len_indptr"], 1025);
-    assert!(t.notes.iter().any(|n| n.contains("generated two")));
+    assert_eq!(spec.workloads[0].axes["len_indptr"], 33);
+    assert_eq!(spec.workloads[1].axes["len_indptr"], 33);
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("generated two") && n.contains("at most 32 for `batch_size`")),
+        "{:?}",
+        t.notes
+    );
+}
+
+#[test]
+fn a_generated_ragged_workload_grows_its_sequences_not_their_number() {
+    // A ragged prefill's reference loops over its sequences in Python: at 1024 of them an H100
+    // took most of a second a call, and its seed's evaluation ran past 200 s.
+    let t = fib("mla_ragged_prefill_h16_qk192_vo128").unwrap();
+    let axes: Vec<(i64, i64)> = t
+        .spec
+        .workloads
+        .iter()
+        .map(|w| (w.axes["len_indptr"], w.axes["total_tokens"]))
+        .collect();
+    assert_eq!(axes, [(32, 512), (32, 16384)]);
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("at most 32 for `len_indptr`")),
+        "{:?}",
+        t.notes
+    );
 }
 
 #[test]
@@ -406,11 +435,16 @@ fn generated_workloads_fit_and_spread_offsets_over_their_ranges() {
     let t = flashinfer::import(&big, "topk.json", None).unwrap();
     let widths: Vec<i64> = t.spec.workloads.iter().map(|w| w.axes["width"]).collect();
     assert_eq!(widths, [32, 128]);
-    // Offsets: their total is 16 times the number of ranges, not one element a range.
+    // Offsets: their total is 16 times the generated size, so at least 16 elements a range
+    // (not one); the large workload has longer ranges, not more of them.
     let t = fib("gqa_paged_decode_h32_kv8_d128_ps1").unwrap();
-    for w in &t.spec.workloads {
-        assert_eq!(w.axes["num_kv_indices"], 16 * w.axes["batch_size"], "{w:?}");
-    }
+    let sizes: Vec<(i64, i64)> = t
+        .spec
+        .workloads
+        .iter()
+        .map(|w| (w.axes["batch_size"], w.axes["num_kv_indices"]))
+        .collect();
+    assert_eq!(sizes, [(32, 512), (32, 16384)]);
 }
 
 #[test]

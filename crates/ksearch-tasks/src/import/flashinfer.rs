@@ -30,6 +30,12 @@ pub const MAX_WORKLOADS: usize = 6;
 const OFFSET_SPREAD: i64 = 16;
 /// The values every free `var` axis takes when no workloads are given.
 const GENERATED: [(&str, i64); 2] = [("small", 32), ("large", 1024)];
+/// At most this many for an axis that counts sequences (the length of an offsets input, or an
+/// axis it is derived from) in a generated workload: the suite's references loop over their
+/// sequences in Python, a few small kernels and host reads each, and at 1024 sequences a ragged
+/// prefill's reference took most of a second a call on an H100, so that its seed's evaluation
+/// ran past 200 s. The large workload has longer sequences, not more of them.
+const MOST_SEQUENCES: i64 = 32;
 
 fn class_of(op_type: &str) -> KernelClass {
     let t = op_type.to_ascii_lowercase();
@@ -308,12 +314,21 @@ fn generate(
         .collect();
     // An axis that is an offsets input's total (tokens over sequences) is OFFSET_SPREAD times the
     // others, so that each range (sequence) holds several: with one each, a kernel that reads
-    // only a sequence's first token would pass.
+    // only a sequence's first token would pass. One that counts sequences stops at
+    // MOST_SEQUENCES.
+    let sequences = sequence_axes(p);
     let at = |v: i64| -> BTreeMap<String, i64> {
         free.iter()
             .map(|a| {
                 let total = p.offsets.values().any(|t| t == *a);
-                ((*a).clone(), if total { v * OFFSET_SPREAD } else { v })
+                let value = if total {
+                    v * OFFSET_SPREAD
+                } else if sequences.contains(a.as_str()) {
+                    v.min(MOST_SEQUENCES)
+                } else {
+                    v
+                };
+                ((*a).clone(), value)
             })
             .collect()
     };
@@ -358,8 +373,13 @@ fn generate(
             }
         }
     }
+    let counted: Vec<String> = free
+        .iter()
+        .filter(|a| sequences.contains(a.as_str()))
+        .map(|a| format!("`{a}`"))
+        .collect();
     notes.push(format!(
-        "no workloads given: generated two, with every var axis ({}) {} and {}{}",
+        "no workloads given: generated two, with every var axis ({}) {} and {}{}{}",
         free.iter()
             .map(|s| format!("`{s}`"))
             .collect::<Vec<_>>()
@@ -370,9 +390,34 @@ fn generate(
             format!(" ({OFFSET_SPREAD} times that for offsets' totals)")
         } else {
             String::new()
+        },
+        if counted.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", and at most {MOST_SEQUENCES} for {} (it counts sequences, which the reference loops over one by one)",
+                counted.join(", ")
+            )
         }
     ));
     Ok(out.into_iter().map(at).collect())
+}
+
+/// The axes that count sequences: the length of an offsets input, and the axes that length is
+/// derived from (`len_indptr = batch_size + 1`).
+fn sequence_axes(p: &Parsed) -> BTreeSet<&str> {
+    let mut out = BTreeSet::new();
+    for t in p.inputs.iter().filter(|t| p.offsets.contains_key(&t.name)) {
+        let Some(len) = t.shape.first() else { continue };
+        out.insert(len.as_str());
+        if let Some(expr) = p.derived.get(len) {
+            out.extend(
+                expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| p.vars.iter().any(|v| v == w)),
+            );
+        }
+    }
+    out
 }
 
 /// `C = A @ B.T` (the FlashInfer-Bench GEMM) through `torch.matmul`, which runs cuBLAS.

@@ -120,11 +120,13 @@ fn a_cancelled_job_runs_again_and_one_cancelled_twice_is_recorded_as_lost() {
     let dir = tempfile::tempdir().unwrap();
     let tag = format!("slurm-cancel-{}", std::process::id());
     let rd = dir.path().join(&tag);
+    // Evaluations that last long enough to be cancelled mid-way: the judge stops timing once
+    // the ratios are known, but not before `--min-runs` rounds (about a second and a half here).
     let slow = [
         "--workload",
         "small",
         "--min-runs",
-        "5",
+        "300",
         "--min-time-ms",
         "1500",
         "--warmup-ms",
