@@ -14,7 +14,7 @@ use crate::error::EvalError;
 use crate::worker_process::WorkerCommand;
 
 /// The Python the Python backends run when none is named (`--python`).
-pub(crate) const DEFAULT_PYTHON: &str = "python3";
+pub const DEFAULT_PYTHON: &str = "python3";
 
 /// What the orchestrator needs to evaluate a backend's candidates; the work itself happens in
 /// its worker.
@@ -145,14 +145,14 @@ pub fn build_only(kind: BackendKind, source: &str, file: &Path) -> Result<(), St
                 .output()
                 .map_err(|e| format!("cannot run `{}`: {e}", cc.program))?
         }
-        BackendKind::Mlx | BackendKind::Torch => Command::new("python3")
+        BackendKind::Mlx | BackendKind::Torch => Command::new(DEFAULT_PYTHON)
             .args([
                 "-c",
                 "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')",
             ])
             .arg(file)
             .output()
-            .map_err(|e| format!("cannot run python3: {e}"))?,
+            .map_err(|e| format!("cannot run {DEFAULT_PYTHON}: {e}"))?,
     };
     if output.status.success() {
         Ok(())

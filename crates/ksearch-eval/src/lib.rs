@@ -25,8 +25,8 @@ mod worker_process;
 
 pub use ahead_of_time::{AheadOfTime, CompiledKernel, CompiledPoints, KernelCompiler};
 pub use backend::{
-    BackendEval, BackendOptions, BuiltinProcesses, CBackend, backend_for, build_only,
-    build_only_caveat, builtin_processes,
+    BackendEval, BackendOptions, BuiltinProcesses, CBackend, DEFAULT_PYTHON, backend_for,
+    build_only, build_only_caveat, builtin_processes,
 };
 pub use env_scrub::is_secret_name;
 pub use error::EvalError;

@@ -40,7 +40,12 @@ pub(crate) fn run(args: &EvalArgs) -> anyhow::Result<i32> {
         incumbent: None,
         comparisons: true,
     };
-    let progress = crate::progress::EvalProgress::new(&format!("{} · {}", task.id, candidate.file));
+    // The limit is said up front: an evaluation never runs past it (an imported definition's
+    // reference that is slow on the GPU included).
+    let progress = crate::progress::EvalProgress::new(&format!(
+        "{} · {} · stops at {} s",
+        task.id, candidate.file, settings.timeout_s
+    ));
     evaluator.set_phase_observer(progress.phase_observer());
     let evaluation = evaluator.evaluate(&task, &candidate, contenders, &options);
     drop(progress);

@@ -43,7 +43,7 @@ pub(crate) enum Suite {
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// The Python interpreter with PyTorch.
-        #[arg(long, default_value = "python3")]
+        #[arg(long, default_value = ksearch_eval::DEFAULT_PYTHON)]
         python: PathBuf,
     },
 }

@@ -102,7 +102,7 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
     let mut compiler = match (&hw, kernels, *no_compile) {
         (Some(h), Some(_), false) if h.compute_capability.is_some() => Some(KernelCompiler::start(
             task.spec.backend,
-            std::path::Path::new("python3"),
+            std::path::Path::new(ksearch_eval::DEFAULT_PYTHON),
             &task.spec,
             h,
             write.is_some(),
