@@ -33,18 +33,24 @@ pub(crate) fn is_library_name(lib: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "_-.+".contains(c))
 }
 
-/// `[build]` fits the task: only the c backend builds, flags are single flags that leave the
-/// output and the shared object alone, libraries are library names.
+/// `[build]` fits the task: only a native backend (c) builds, flags are single flags that leave
+/// the output and the shared object alone, libraries are library names.
 pub(crate) fn validate(spec: &TaskSpec, root: &FieldPath) -> Result<(), (FieldPath, String)> {
     let Some(build) = &spec.build else {
         return Ok(());
     };
     let path = root.key("build");
-    if spec.backend != BackendKind::C {
+    if !spec.backend.backend().native() {
         return Err((
             path,
             format!(
-                "only the c backend builds its sources; this task's backend is `{}`",
+                "only a backend of native code ({}) builds its sources; this task's backend is `{}`",
+                BackendKind::ALL
+                    .into_iter()
+                    .filter(|k| k.backend().native())
+                    .map(BackendKind::name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 spec.backend
             ),
         ));
@@ -122,7 +128,9 @@ mod tests {
             "t/task.toml",
         );
         assert!(
-            e.is_err_and(|e| e.to_string().contains("only the c backend builds")),
+            e.is_err_and(|e| e
+                .to_string()
+                .contains("only a backend of native code (c) builds")),
             "an mlx task has nothing to build"
         );
     }

@@ -361,7 +361,8 @@ impl Tree {
     /// timings of the baseline, apart in time (on a loaded machine a child timed 1.7× faster
     /// than its parent beside it read 2.3× over a reference its parent read 2.8× over); the
     /// ratio timed side by side is the one measurement that compares the two, so a node the gate
-    /// found better never ranks below its parent. 0 for a node without a speedup.
+    /// found better never ranks below its parent. A key to order nodes by, not a measurement:
+    /// the speedups shown stay each node's own. 0 for a node without a speedup.
     pub fn rank(&self, id: NodeId) -> f64 {
         self.rank_with(id, &self.typical_baseline_ms())
     }

@@ -62,6 +62,10 @@ impl Backend for C {
         Dependency::Library
     }
 
+    fn native(&self) -> bool {
+        true
+    }
+
     fn kernel_library(&self) -> Option<&'static str> {
         None
     }

@@ -64,6 +64,10 @@ impl Backend for Mlx {
         Dependency::PythonModule
     }
 
+    fn native(&self) -> bool {
+        false
+    }
+
     fn kernel_library(&self) -> Option<&'static str> {
         Some("mlx")
     }

@@ -4,7 +4,7 @@
 //! ksearch asks the backend's [`Backend`] facts instead of matching on kinds. The one place that
 //! matches on every kind here is [`BackendKind::backend`]; the evaluation side of a backend
 //! (its worker) lives in `ksearch-eval`, which matches once more. Adding a kind is a compile
-//! error in exactly those two places.
+//! error in exactly those two places, and a test fails until it is in [`BackendKind::ALL`].
 
 mod c;
 mod mlx;
@@ -154,6 +154,11 @@ pub trait Backend: fmt::Debug + Sync {
 
     /// What its baselines and comparisons may need that a machine can lack.
     fn dependency(&self) -> Dependency;
+
+    /// Whether candidates are native code the system's C (or C++) compiler builds and the CPU
+    /// runs as it is: a task's `[build]` (flags, libraries) applies, and the CPU machine model
+    /// (the fraction of the machine's peak a kernel reaches) describes its kernels.
+    fn native(&self) -> bool;
 
     /// The library the kernel itself runs on, when the worker reports its version in the
     /// compile step's `compiler` line as `NAME VERSION …` (the export's provenance names it).

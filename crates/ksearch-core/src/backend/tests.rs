@@ -14,6 +14,36 @@ fn every_kind_is_its_own_backend_and_parses_back_from_its_name() {
 }
 
 #[test]
+fn every_kind_the_type_has_is_in_all() {
+    // The kinds as the type itself lists them (its JSON schema, derived from the enum), against
+    // the list every "for each backend" walks: a kind added to one and not the other fails here.
+    fn names(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("enum", serde_json::Value::Array(xs)) => {
+                            out.extend(xs.iter().filter_map(|x| x.as_str().map(str::to_owned)));
+                        }
+                        ("const", serde_json::Value::String(x)) => out.push(x.clone()),
+                        _ => names(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(xs) => xs.iter().for_each(|x| names(x, out)),
+            _ => {}
+        }
+    }
+    let schema = serde_json::to_value(schemars::schema_for!(BackendKind)).unwrap();
+    let mut from_type = Vec::new();
+    names(&schema, &mut from_type);
+    from_type.sort();
+    let mut listed: Vec<String> = BackendKind::ALL.map(|k| k.name().to_owned()).to_vec();
+    listed.sort();
+    assert_eq!(from_type, listed, "{schema}");
+}
+
+#[test]
 fn names_match_the_task_format() {
     for kind in BackendKind::ALL {
         let json = serde_json::to_string(&kind).unwrap();

@@ -67,6 +67,10 @@ impl Backend for Torch {
         Dependency::PythonModule
     }
 
+    fn native(&self) -> bool {
+        false
+    }
+
     fn kernel_library(&self) -> Option<&'static str> {
         Some("torch")
     }

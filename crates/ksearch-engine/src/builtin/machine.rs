@@ -10,7 +10,7 @@ use fs_err as fs;
 use ksearch_core::caveats::{self, PeakFraction};
 use ksearch_core::protocol::Role;
 use ksearch_core::record::Evaluation;
-use ksearch_core::task::{BackendKind, Task};
+use ksearch_core::task::Task;
 use ksearch_knowledge::HostCpu;
 
 /// The parameters of one CPU core the cost models use: the knowledge layer's CPU model.
@@ -86,7 +86,7 @@ pub fn peak_fractions(
     machine: &Machine,
     hz: f64,
 ) -> Vec<PeakFraction> {
-    if task.baseline.is_none() || task.spec.backend != BackendKind::C {
+    if task.baseline.is_none() || !task.spec.backend.backend().native() {
         return Vec::new();
     }
     let family = super::families::for_task(&task.spec);

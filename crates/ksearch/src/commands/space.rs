@@ -206,10 +206,12 @@ pub(crate) fn run(args: &SpaceArgs) -> anyhow::Result<i32> {
                     dir.display()
                 )?;
             }
-            if task.spec.backend == ksearch_core::task::BackendKind::Mlx {
+            // The backend's other GPU targets: a check compiles for the NVIDIA device alone.
+            let metal = ksearch_core::platform::Target::Metal;
+            if task.spec.backend.backend().targets().contains(&metal) {
                 writeln!(
                     out,
-                    "(their Metal kernels were not compiled: Metal compiles only where MLX runs on an Apple GPU)"
+                    "(their Metal kernels were not compiled: Metal compiles only on an Apple GPU)"
                 )?;
             }
         }
