@@ -14,6 +14,7 @@ mod kernels;
 mod libraries;
 mod limits;
 mod newcomer;
+mod paged_attention;
 mod space;
 mod space_compiled;
 mod space_emulated;
@@ -523,7 +524,12 @@ fn mlx_tasks_load_and_state_their_contract() {
 fn every_mlx_seed_passes_the_knowledge_rules_of_both_targets() {
     // The Metal paths cannot run here (no Apple GPU); the rules are what checks them.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tasks/mlx");
-    for task in ["attention", "selective_scan", "selective_state_update"] {
+    for task in [
+        "attention",
+        "paged_attention",
+        "selective_scan",
+        "selective_state_update",
+    ] {
         let seed = root.join(task).join("seed.py");
         for target in ["metal", "cuda"] {
             let (code, stdout, stderr) = run(&mut ksearch(&[
