@@ -16,6 +16,8 @@
 #            (the rebound one) ksearch-prev, the binary before the runner's wait was the C
 #            function; then a FlashInfer-Bench definition (.device/fi/*.json) imported without
 #            workloads by the new binary and its seed evaluated
+#   paged    `eval mlx/paged_attention` of its seed and of bench/mlx_paged_decode.py (every
+#            workload, against the gathered-pages SDPA baseline)
 #   torch    bench/torch_h200.sh faults (new; the attacks on timing and the seed after them), the
 #            helper-process attack with the old binary, and bench/gpu_short_streams.py
 # The binaries travel xz-compressed in .device/bin, or $BIN (ksearch.xz: new, ksearch-old.xz: old,
@@ -99,6 +101,17 @@ case "$step" in
       timeout 150 "$K" eval "$R/$n" --target cuda --json > "$R/eval-$n.json" 2> "$R/eval-$n.err"
       echo "eval $n: rc $? in $(ms "$s") ms" | tee -a "$R/wall.txt"
       python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['status'], j.get('time_s'), [(w['name'], w.get('latency_ms', {}).get('median'), w.get('baseline_latency_ms', {}).get('median')) for w in j['workloads']])" "$R/eval-$n.json"
+    done
+    ;;
+  paged)
+    for c in seed bench/mlx_paged_decode.py; do
+      n=$(basename "$c" .py)
+      arg=()
+      [ "$c" != seed ] && arg=("$c")
+      s=$(date +%s%N)
+      timeout 240 "$K" eval mlx/paged_attention "${arg[@]}" --target cuda --json > "$R/paged-$n.json" 2> "$R/paged-$n.err"
+      echo "paged $n: rc $? in $(ms "$s") ms" | tee -a "$R/wall.txt"
+      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['status'], j.get('speedup'), [(w['name'], w.get('latency_ms', {}).get('median'), w.get('baseline_latency_ms', {}).get('median')) for w in j['workloads']])" "$R/paged-$n.json"
     done
     ;;
   torch)
