@@ -79,6 +79,7 @@ fn tasks_lists_the_builtin_cpu_tasks() {
         "cpu/matmul",
         "cpu/linear_recurrence",
         "cpu/rmsnorm",
+        "mlx/paged_attention",
         "torch/gemm",
         "torch/gemm_bf16",
         "torch/gqa_paged_decode",
@@ -95,8 +96,8 @@ fn tasks_lists_the_builtin_cpu_tasks() {
     let rows: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
         rows.as_array().unwrap().len(),
-        16,
-        "four cpu, three mlx and nine torch tasks"
+        17,
+        "four cpu, four mlx and nine torch tasks"
     );
     let matmul = rows
         .as_array()
