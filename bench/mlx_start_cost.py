@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 
 START = """
 import time, json

@@ -1,7 +1,7 @@
 # torch/gemm_bf16 candidate, expected `passed` (slower than cuBLAS): the same naive bf16 GEMM as
 # load_cu.py, built by torch.utils.cpp_extension.load_inline (nvcc and ninja in the runner's
 # sandbox; the first build takes a minute or more).
-import torch
+import torch  # noqa: F401 - the module a torch candidate is written against
 from torch.utils.cpp_extension import load_inline
 
 CUDA = r"""
