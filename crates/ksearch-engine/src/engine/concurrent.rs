@@ -270,8 +270,20 @@ impl<'e> Engine<'e> {
             return Ok(Advance::Again);
         }
         let busy: BTreeSet<u64> = self.flights.values().map(|f| f.attempt.cycle).collect();
-        let idle = self.open_cycles().into_iter().find(|c| !busy.contains(c));
-        if let Some(cycle_id) = idle {
+        // An idle cycle whose attempt has no evaluation yet (one lost in flight when a run was
+        // killed) goes first: that attempt is already counted in the rounds, and new attempts of
+        // another cycle could spend the round budget before it is evaluated.
+        let idle: Vec<u64> = self
+            .open_cycles()
+            .into_iter()
+            .filter(|c| !busy.contains(c))
+            .collect();
+        let pending = idle.iter().copied().find(|&c| {
+            self.attempts
+                .iter()
+                .any(|a| a.cycle == c && a.evaluation.is_none())
+        });
+        if let Some(cycle_id) = pending.or_else(|| idle.first().copied()) {
             return self.continue_cycle(cycle_id);
         }
         if self.selectable().is_none() && !self.flights.is_empty() {
