@@ -278,6 +278,20 @@ fn a_kill_with_two_evaluations_in_flight_loses_neither() {
         wait_for_store(&rd, Duration::from_secs(120), two_in_flight),
         "never saw two evaluations in flight"
     );
+    // An attempt is recorded, then marked in flight in the next commit: kill once both marks
+    // are on disk (a kill between the two leaves an attempt a resume runs, unmarked).
+    let marked = |rd: &std::path::Path| {
+        RunStore::open(rd)
+            .ok()
+            .and_then(|s| s.state::<EngineState>().ok().flatten())
+            .is_some_and(|st: EngineState| {
+                st.evaluating.iter().count() + st.evaluating_also.len() == 2
+            })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !marked(&rd) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let workers = children_of(child.id());
     // SAFETY: killing our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
