@@ -296,3 +296,29 @@ mod torch_harness_cpu_only {
         e
     }
 }
+
+/// A module that remembers its first answer and hands it back for every later call, and rebinds
+/// what the runner reads outputs through (`torch._C._cuda_synchronize`, the tensor methods that
+/// detach, reshape and copy) so that a runner still calling them through torch would take the
+/// remembered bytes for each call's answer: the runner holds its own references, taken before
+/// any module loads, and the answer for other inputs is wrong.
+#[test]
+#[cfg_attr(
+    not(has_torch),
+    ignore = "needs python3 with PyTorch (`.ci/run` installs it)"
+)]
+fn a_module_that_rebinds_what_the_runner_reads_through_is_caught() {
+    let text = "import torch\n\n_kept = []\n\n\ndef _same(self, *a, **k):\n    return _kept[0] if _kept else self\n\n\ndef run(x, *, rows, cols):\n    if not _kept:\n        _kept.append(torch.softmax(x, dim=1))\n        torch._C._cuda_synchronize = lambda: None\n        for _name in ('detach', 'contiguous', 'clone', 'reshape', 'view', 'copy_'):\n            setattr(torch.Tensor, _name, _same)\n        print('REBOUND', flush=True)\n    return _kept[0]\n";
+    let e = TorchCpuFixture::new().evaluate_text("candidate.py", text);
+    assert_eq!(
+        e.result.status,
+        ksearch_core::protocol::Status::Incorrect,
+        "{}",
+        e.result.message
+    );
+    assert!(
+        e.result.output.head.contains("REBOUND"),
+        "it ran: {:?}",
+        e.result.output
+    );
+}
